@@ -1,0 +1,40 @@
+"""specbound.spec: the single source of truth for every size, offset and write footprint.
+
+Every function here evaluates on plain Python ints (returning ints/bools) and on Z3
+integer terms (returning Z3 expressions), so the proofs, the reference, the kernels,
+the tests and the docs all use one formula.  This package imports nothing else of
+specbound.
+
+Convention: ``seq_len[b]`` is the verified (committed) prefix length of request
+``b`` and **excludes** the draft tokens (the kernel's ``verified_seq_len``).
+"""
+
+from .conditions import (
+    BITPACK_MAX_DRAFT_TOKENS, INT32_LIMIT, Condition, batch_size_ok, bitpack_ok, conjunction,
+    context_ok, draft_room_ok, int32_alloc_ok, kv_shape_ok, max_bs_ok, require, seq_len_ok,
+    tree_shape_ok,
+)
+from .draft_kv import (
+    draft_branches, draft_kv_indices_buffer_width, draft_kv_indices_used_len,
+    kv_extension_read, kv_extension_start, kv_indices_cell, kv_indptr_entry,
+    kv_last_page_len, kv_pages_per_branch, kv_prefix_base, kv_req_to_token_span,
+    kv_segment_len, kv_segment_start,
+)
+from .errors import SpecArgumentError, SpecTypeError
+from .footprint import (
+    kv_indices_cells, kv_indptr_cells, mask_fill_cells, mask_kernel_cells, prefix_sums,
+    token_cells,
+)
+from .symbolic import all_of, any_of, cdiv, check_int, floordiv, implies, is_symbolic, ite, mod, smax, smin
+from .tree import (
+    SLOT_INVALID, SLOT_LOOKUP, SLOT_ROOT, bounded_walk, find_parent_entry, links, lookup,
+    parent_list_cell, parent_list_width, parent_node, parent_search_range, parent_slot,
+    parent_slot_kind, parents, score_list_len, selected_index_cell, selected_index_width,
+    token_cell, walk_max_steps, walk_step,
+)
+from .verify_mask import (
+    ALL_MODES, TreeMaskMode, as_mode, bitpack_item_bits, fallback_numel, fits,
+    mask_batch_numel, mask_bit, mask_prefix_cell, mask_prefix_columns, mask_request_base,
+    mask_request_numel, mask_request_numel_worst, mask_row_start, mask_row_width,
+    mask_tree_cell, mask_tree_column, mask_tree_columns, tree_mask_numel, trivial_verify_numel,
+)

@@ -1,0 +1,115 @@
+"""Named preconditions.
+
+A precondition is a function returning a tuple of :class:`Condition`.  Each
+condition has a stable ``name`` (the proofs track it, so unsat cores and the docs
+cite it), a human ``text``, and ``holds``: a Python bool on concrete arguments or a
+Z3 Bool on symbolic ones.  The reference validates its inputs with the very same
+functions via :func:`require`, so the hypotheses of a theorem and the checks at
+run time cannot drift apart.
+
+Convention (stated once, relied on everywhere): ``seq_len[b]`` is the verified,
+committed prefix length of request ``b`` and **excludes** the draft tokens, as the
+kernel's ``verified_seq_len`` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from .errors import SpecArgumentError
+from .symbolic import all_of, is_symbolic
+
+# Largest value an int32 offset may hold; sglang asserts the draft kv row width below it.
+INT32_LIMIT = 2**31
+# BITPACKING packs a mask row into one item of at most 32 bits.
+BITPACK_MAX_DRAFT_TOKENS = 32
+
+
+@dataclass(frozen=True)
+class Condition:
+    name: str
+    text: str
+    holds: Any
+    argument: str = ""
+
+    def __bool__(self):  # a Condition is never truth-tested by accident
+        raise TypeError("test Condition.holds, not the Condition itself")
+
+
+def require(conditions: Iterable[Condition]) -> None:
+    """Raise :class:`SpecArgumentError` for the first concrete condition that fails."""
+    for cond in conditions:
+        if is_symbolic(cond.holds):
+            continue
+        if not cond.holds:
+            raise SpecArgumentError(cond.argument or cond.name, f"violates {cond.text}")
+
+
+def conjunction(conditions: Iterable[Condition]):
+    return all_of(*[c.holds for c in conditions])
+
+
+# --- shapes -----------------------------------------------------------------------
+
+def batch_size_ok(bs, name: str = "bs") -> tuple[Condition, ...]:
+    return (Condition("bs_nonneg", f"{name} >= 0", bs >= 0, name),)
+
+
+def max_bs_ok(max_bs) -> tuple[Condition, ...]:
+    return (Condition("max_bs_nonneg", "max_bs >= 0", max_bs >= 0, "max_bs"),)
+
+
+def context_ok(max_context_len) -> tuple[Condition, ...]:
+    return (Condition("context_positive", "max_context_len >= 1", max_context_len >= 1,
+                      "max_context_len"),)
+
+
+def tree_shape_ok(topk, depth, num_draft_tokens) -> tuple[Condition, ...]:
+    """A draft tree of ``num_draft_tokens`` nodes (root included) chosen by top-``topk``
+    over ``depth`` steps: it needs ``n - 1 <= K + (D - 1) K^2`` score slots."""
+    k, d, n = topk, depth, num_draft_tokens
+    return (
+        Condition("topk_positive", "topk >= 1", k >= 1, "topk"),
+        Condition("depth_positive", "depth >= 1", d >= 1, "depth"),
+        Condition("draft_tokens_positive", "num_draft_tokens >= 1", n >= 1, "num_draft_tokens"),
+        Condition("draft_tokens_fit_scores", "num_draft_tokens - 1 <= topk + (depth - 1) * topk^2",
+                  n - 1 <= k + (d - 1) * k * k, "num_draft_tokens"),
+    )
+
+
+def bitpack_ok(num_draft_tokens) -> tuple[Condition, ...]:
+    return (Condition("bitpack_fits_32_bits", f"num_draft_tokens <= {BITPACK_MAX_DRAFT_TOKENS}",
+                      num_draft_tokens <= BITPACK_MAX_DRAFT_TOKENS, "num_draft_tokens"),)
+
+
+# --- per-request ------------------------------------------------------------------
+
+def seq_len_ok(seq_len, max_context_len, name: str = "seq_len[b]") -> tuple[Condition, ...]:
+    """``0 <= seq_len[b] <= C``: the verified prefix fits the model's context."""
+    return (
+        Condition("seq_len_nonneg", f"{name} >= 0", seq_len >= 0, name),
+        Condition("seq_len_le_context", f"{name} <= max_context_len", seq_len <= max_context_len, name),
+    )
+
+
+def draft_room_ok(seq_len, num_steps, max_context_len, name: str = "seq_len[b]") -> tuple[Condition, ...]:
+    """``seq_len[b] + num_steps <= C``: the request has room for its draft tokens.
+
+    This is the per-request condition behind KV-CAPACITY; sglang relies on it
+    without checking it (the scheduler stops a request before its context is full).
+    """
+    return (Condition("draft_room", f"{name} + num_steps <= max_context_len",
+                      seq_len + num_steps <= max_context_len, name),)
+
+
+def kv_shape_ok(topk, num_steps, page_size) -> tuple[Condition, ...]:
+    return (
+        Condition("topk_positive", "topk >= 1", topk >= 1, "topk"),
+        Condition("num_steps_positive", "num_steps >= 1", num_steps >= 1, "num_steps"),
+        Condition("page_size_positive", "page_size >= 1", page_size >= 1, "page_size"),
+    )
+
+
+def int32_alloc_ok(numel, name: str = "numel") -> tuple[Condition, ...]:
+    return (Condition("alloc_below_int32", f"{name} < 2^31", numel < INT32_LIMIT, name),)
