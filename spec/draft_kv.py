@@ -39,6 +39,19 @@ def draft_kv_indices_used_len(seq_lens_sum, topk, num_branches, steps):
     return total * k + bs_d * st
 
 
+def draft_kv_capacity_steps(num_steps):
+    """Step count the capacity check uses: all of them, because the grid writes every row
+    (checking at ``num_steps - 1`` misses the last row)."""
+    return check_int("num_steps", num_steps, minimum=1)
+
+
+def draft_kv_capacity_ok(seq_lens_sum, topk, num_seqs, num_steps, row_width):
+    """The host check before launch: ``used_len(S, K, num_seqs*K, num_steps) <= row_width``."""
+    used = draft_kv_indices_used_len(seq_lens_sum, topk, draft_branches(num_seqs, topk),
+                                     draft_kv_capacity_steps(num_steps))
+    return used <= check_int("row_width", row_width, minimum=0)
+
+
 def kv_segment_start(prefix_b, b, t, topk, iters, seq_len_b):
     """Start of branch (b, t) in row ``iters - 1``: ``P[b]*K + b*iters*K + t*(seq_len_b + iters)``.
 
