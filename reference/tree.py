@@ -27,6 +27,9 @@ from specbound.spec import TreeMaskMode
 from .validation import BuildTreeArgs, check_tree_well_formed, validate_build_tree_args
 
 
+_SIGNED_TWIN = {torch.uint8: torch.int8, torch.uint16: torch.int16, torch.uint32: torch.int32}
+
+
 class TreeBuild(NamedTuple):
     tree_mask: torch.Tensor            # flat: bool cells, or uint8/16/32 items (BITPACKING)
     positions: torch.Tensor            # (bs*n,) int64
@@ -121,8 +124,15 @@ def _write(args: BuildTreeArgs, plan: _Plan) -> None:
             mask[start:stop] = True
     if plan.mask_cells:
         cells = torch.tensor(plan.mask_cells, dtype=torch.int64, device=device)
-        # int64 holds every 32-bit item; the cast to the mask dtype is exact.
-        mask[cells] = torch.tensor(plan.mask_values, dtype=torch.int64, device=device).to(mask.dtype)
+        if mask.dtype in _SIGNED_TWIN:
+            # torch has no index_put for uint16/uint32: write the same bit patterns through
+            # a signed view of equal width.
+            bits = mask.element_size() * 8
+            values = [v - (1 << bits) if v >> (bits - 1) else v for v in plan.mask_values]
+            twin = _SIGNED_TWIN[mask.dtype]
+            mask.view(twin)[cells] = torch.tensor(values, dtype=twin, device=device)
+        else:
+            mask[cells] = torch.tensor(plan.mask_values, dtype=mask.dtype, device=device)
     if plan.token_cells:
         cells = torch.tensor(plan.token_cells, dtype=torch.int64, device=device)
         # retrive_index holds each node's own flat token cell.

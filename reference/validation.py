@@ -364,7 +364,8 @@ def validate_draft_kv_args(req_pool_indices, req_to_token, seq_lens, *, topk, nu
                                     f"to slot {span - 1}, row width is {r2t_width}")
     prefix = spec.prefix_sums(seq_list)
     bs_d = spec.draft_branches(num_seqs, k)
-    used = spec.draft_kv_indices_used_len(prefix[-1], k, bs_d, steps)
+    # The grid writes every row, so the check counts every step (spec.draft_kv_capacity_steps).
+    used = spec.draft_kv_indices_used_len(prefix[-1], k, bs_d, spec.draft_kv_capacity_steps(steps))
 
     if kv_indices is None:
         kv_indices = torch.full((steps, used), -1, dtype=torch.int64, device=device)
@@ -372,7 +373,7 @@ def validate_draft_kv_args(req_pool_indices, req_to_token, seq_lens, *, topk, nu
     if kv_indices.shape[0] != steps:
         raise SpecArgumentError("kv_indices", f"must have num_steps = {steps} rows, got shape "
                                 f"{_shape_text(kv_indices.shape)}")
-    if used > kv_indices.shape[1]:
+    if not spec.draft_kv_capacity_ok(prefix[-1], k, num_seqs, steps, kv_indices.shape[1]):
         raise SpecArgumentError("kv_indices", capacity_message(
             used, kv_indices.shape[1], topk=k, num_seqs=num_seqs, seq_lens_sum=prefix[-1], num_steps=steps))
     if kv_indices.dtype == torch.int32 and req_to_token.dtype != torch.int32:
