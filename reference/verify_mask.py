@@ -115,7 +115,10 @@ def maybe_create_verify_mask(*, is_draft_runner: bool, skip_prefill: bool, max_b
     is_draft_runner = check_flag("is_draft_runner", is_draft_runner)
     skip_prefill = check_flag("skip_prefill", skip_prefill)
     is_read = check_flag("is_read", is_read)
-    read_mode = spec.as_mode(read_mode)
+    try:
+        read_mode = spec.as_mode(read_mode)
+    except SpecArgumentError as err:   # name this function's parameter, not the spec's
+        raise type(err)("read_mode", err.condition) from None
     max_bs = spec.check_int("max_bs", max_bs, minimum=0)
     if num_draft_tokens is not None:
         num_draft_tokens = spec.check_int("num_draft_tokens", num_draft_tokens, minimum=0)
