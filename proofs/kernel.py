@@ -1,0 +1,241 @@
+"""The trusted core: the only code that can make a :class:`Proof`.
+
+Modelled on the LCF style of Knuckledragger's kernel: a ``Proof`` can only be
+constructed here, and only by :func:`check` after Z3 answered ``unsat`` for the
+negated goal together with the named hypotheses and cited lemmas.  Everything
+else (theorem definitions, reports, the CLI) is untrusted and merely asks.
+
+Rules:
+
+* :func:`check`  - SMT: ``hyps /\\ lemmas /\\ not goal`` is ``unsat``  =>  ``goal``
+  (free constants and uninterpreted functions are implicitly universal).
+* :func:`induct` - integer induction: ``phi(0)`` and ``k >= 0 /\\ phi(k) => phi(k+1)``,
+  both by :func:`check`  =>  ``forall v >= 0. phi(v)``.
+* :func:`instantiate` - ``forall v. body``  =>  ``body[v := term]``.
+
+A hypothesis is either a parameter condition (``bs >= 0``) or one instance of a
+schema that holds for every index (``seq_len(i) <= C`` for ``0 <= i < bs``); a
+schema instance is tracked under ``name@index`` and reported under ``name``.
+Verdicts are deterministic: every check runs under a fixed Z3 ``rlimit``; ``sat``
+and ``unknown`` (including a resource-out) never yield a proof.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import z3
+
+DEFAULT_RLIMIT = 2_000_000
+
+_KERNEL_TOKEN = object()
+_rlimit_seen = 0  # Z3's "rlimit count" is cumulative per process; we report deltas
+
+
+@dataclass(frozen=True, eq=False)
+class Proof:
+    """A checked fact.  ``assumptions``: hypothesis names it depends on; ``cited``: lemma names."""
+
+    name: str
+    formula: z3.BoolRef
+    assumptions: frozenset
+    cited: tuple
+    seconds: float
+    rlimit: int
+    _token: object = field(repr=False, default=None)
+
+    def __post_init__(self):
+        if self._token is not _KERNEL_TOKEN:
+            raise TypeError("Proof objects are made only by specbound.proofs.kernel")
+
+
+class Refuted(Exception):
+    """The goal is false under the hypotheses: ``model`` is a counterexample."""
+
+    def __init__(self, name: str, model: z3.ModelRef, seconds: float, rlimit: int):
+        super().__init__(f"{name}: refuted (counterexample found)")
+        self.name, self.model, self.seconds, self.rlimit = name, model, seconds, rlimit
+
+
+class Unknown(Exception):
+    """Z3 gave no verdict within the rlimit: a failure, never a proof."""
+
+    def __init__(self, name: str, reason: str, seconds: float, rlimit: int):
+        super().__init__(f"{name}: unknown ({reason})")
+        self.name, self.reason, self.seconds, self.rlimit = name, reason, seconds, rlimit
+
+
+def rlimit_consumed() -> int:
+    """Z3 resource units consumed by every check so far (a deterministic effort measure)."""
+    return _rlimit_seen
+
+
+def base_name(label: str) -> str:
+    """Report name of a tracked hypothesis (``seq_len_le_context@b`` -> ``seq_len_le_context``)."""
+    return label.split("@", 1)[0]
+
+
+def _solve(hyps: Mapping[str, z3.BoolRef], lemmas: Sequence[Proof], extra: Sequence[z3.BoolRef],
+           rlimit: int, goal: z3.BoolRef | None = None):
+    """One Z3 check with every hypothesis, lemma and (negated) goal tracked."""
+    global _rlimit_seen
+    solver = z3.Solver()
+    solver.set("rlimit", rlimit)
+    labels: dict[str, object] = {}
+    for label, formula in hyps.items():
+        tag = z3.Bool(f"hyp!{label}")
+        solver.assert_and_track(z3.BoolVal(formula) if isinstance(formula, bool) else formula, tag)
+        labels[str(tag)] = ("hyp", label)
+    for lemma in lemmas:
+        if not isinstance(lemma, Proof):
+            raise TypeError(f"cited lemma {lemma!r} is not a Proof")
+        tag = z3.Bool(f"lemma!{lemma.name}!{len(labels)}")
+        solver.assert_and_track(lemma.formula, tag)
+        labels[str(tag)] = ("lemma", lemma)
+    if goal is not None:
+        solver.assert_and_track(z3.Not(goal), z3.Bool(_GOAL_TAG))  # z3.Not accepts Python bools
+    for formula in extra:
+        solver.add(formula)
+    start = time.perf_counter()
+    result = solver.check()
+    seconds = time.perf_counter() - start
+    total = int(solver.statistics().get_key_value("rlimit count"))
+    used = max(total - _rlimit_seen, 0)
+    _rlimit_seen = max(total, _rlimit_seen)
+    return result, solver, labels, seconds, used
+
+
+_GOAL_TAG = "goal!negated"
+
+
+def check(name: str, goal: z3.BoolRef, *, hyps: Mapping[str, z3.BoolRef] | None = None,
+          by: Sequence[Proof] = (), rlimit: int = DEFAULT_RLIMIT) -> Proof:
+    """Prove ``goal`` from ``hyps`` and the lemmas ``by``; raise Refuted/Unknown otherwise."""
+    result, solver, labels, seconds, used = _solve(dict(hyps or {}), by, [], rlimit, goal)
+    if result == z3.sat:
+        raise Refuted(name, solver.model(), seconds, used)
+    if result != z3.unsat:
+        raise Unknown(name, solver.reason_unknown(), seconds, used)
+    core = {str(c) for c in solver.unsat_core()}
+    if _GOAL_TAG not in core:
+        # The hypotheses alone are contradictory: such a "proof" would be vacuous.
+        raise Unknown(name, "hypotheses are inconsistent (goal not in unsat core)", seconds, used)
+    assumptions: set[str] = set()
+    cited: list[str] = []
+    for tag in core:
+        kind = labels.get(tag)
+        if kind is None:
+            continue
+        if kind[0] == "hyp":
+            assumptions.add(base_name(kind[1]))
+        else:
+            lemma = kind[1]
+            assumptions |= lemma.assumptions
+            if lemma.name not in cited:
+                cited.append(lemma.name)
+    return Proof(name, goal, frozenset(assumptions), tuple(sorted(cited)), seconds, used, _KERNEL_TOKEN)
+
+
+def _mentions(formula: z3.ExprRef, consts: Sequence[z3.ExprRef]) -> bool:
+    ids = {c.get_id() for c in consts}
+    todo, seen = [formula], set()
+    while todo:
+        e = todo.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        if z3.is_const(e) and e.get_id() in ids:
+            return True
+        if z3.is_quantifier(e):
+            todo.append(e.body())
+        elif z3.is_app(e):
+            todo.extend(e.children())
+    return False
+
+
+def check_forall(name: str, body, arity: int, *, by: Sequence[Proof] = (),
+                 rlimit: int = DEFAULT_RLIMIT) -> Proof:
+    """Prove ``forall x1..xn. body(x1..xn)`` with no hypotheses: fresh constants stand for
+    the bound variables, so generalising them afterwards is sound."""
+    xs = [z3.FreshInt("x") for _ in range(arity)]
+    if any(_mentions(lemma.formula, xs) for lemma in by):
+        raise TypeError("cited lemmas may not mention the generalised variables")
+    inner = check(name, body(*xs), by=by, rlimit=rlimit)
+    vs = [z3.Int(f"x{i}") for i in range(arity)]
+    return Proof(name, z3.ForAll(vs, body(*vs)), inner.assumptions, inner.cited, inner.seconds,
+                 inner.rlimit, _KERNEL_TOKEN)
+
+
+def is_schema_instance(label: str) -> bool:
+    """Labels ``name@index`` are instances of schemas that hold at every index (built by
+    :mod:`.model` from per-request conditions and definitions); they may mention any term."""
+    return "@" in label
+
+
+def induct(name: str, phi, *, arity: int = 0, base_hyps=None, step_hyps=None,
+           base_by=None, step_by=None, rlimit: int = DEFAULT_RLIMIT) -> Proof:
+    """Integer induction on the first argument of ``phi(v, *params)``.
+
+    Proves ``phi(0, ps)`` and ``k >= 0 /\\ phi(k, ps) => phi(k + 1, ps)`` by :func:`check`
+    for fresh ``k`` and fresh parameters ``ps`` (``arity`` of them), then concludes
+    ``forall v, ps. v >= 0 => phi(v, ps)``.  ``base_hyps(*ps)`` / ``step_hyps(k, *ps)``
+    supply hypotheses, ``base_by(*ps)`` / ``step_by(k, *ps)`` lemma instances.  A
+    parameter condition (a label without ``@``) may not mention the fresh parameters:
+    that is what makes the generalisation sound.
+    """
+    ps = [z3.FreshInt("p") for _ in range(arity)]
+    k = z3.FreshInt("k")
+    base_hyp_map = dict(base_hyps(*ps)) if base_hyps else {}
+    step_hyp_map = dict(step_hyps(k, *ps)) if step_hyps else {}
+    for label, formula in list(base_hyp_map.items()) + list(step_hyp_map.items()):
+        if not is_schema_instance(label) and _mentions(formula, ps):
+            raise TypeError(f"{name}: parameter condition {label} mentions a generalised parameter")
+    base = check(f"{name}/base", phi(z3.IntVal(0), *ps), hyps=base_hyp_map,
+                 by=list(base_by(*ps)) if base_by else [], rlimit=rlimit)
+    step_hyp_map["induction_index_nonneg"] = k >= 0
+    step_hyp_map["induction_hypothesis"] = phi(k, *ps)
+    step = check(f"{name}/step", phi(k + 1, *ps), hyps=step_hyp_map,
+                 by=list(step_by(k, *ps)) if step_by else [], rlimit=rlimit)
+    vs = [z3.Int("v")] + [z3.Int(f"q{i}") for i in range(arity)]
+    formula = z3.ForAll(vs, z3.Implies(vs[0] >= 0, phi(*vs)))
+    assumptions = (base.assumptions | step.assumptions) - {"induction_index_nonneg", "induction_hypothesis"}
+    cited = tuple(sorted(set(base.cited) | set(step.cited)))
+    return Proof(name, formula, frozenset(assumptions), cited, base.seconds + step.seconds,
+                 base.rlimit + step.rlimit, _KERNEL_TOKEN)
+
+
+def instantiate(proof: Proof, *terms) -> Proof:
+    """From ``forall vs. body`` derive ``body[vs := terms]`` (a quantifier-free fact)."""
+    formula = proof.formula
+    if not (z3.is_quantifier(formula) and formula.is_forall()):
+        raise TypeError(f"{proof.name} is not a universally quantified proof")
+    if formula.num_vars() != len(terms):
+        raise TypeError(f"{proof.name} binds {formula.num_vars()} variables, got {len(terms)} terms")
+    # De Bruijn indices count from the innermost binder, hence the reversal.
+    body = z3.substitute_vars(formula.body(), *reversed([z3.IntVal(t) if isinstance(t, int) else t
+                                                          for t in terms]))
+    return Proof(proof.name, body, proof.assumptions, proof.cited, 0.0, 0, _KERNEL_TOKEN)
+
+
+@dataclass
+class Model:
+    """A satisfying assignment (a witness or a counterexample) with solver figures."""
+
+    model: z3.ModelRef
+    seconds: float
+    rlimit: int
+
+
+def satisfy(name: str, constraints: Mapping[str, z3.BoolRef], *, by: Sequence[Proof] = (),
+            extra: Sequence[z3.BoolRef] = (), rlimit: int = DEFAULT_RLIMIT) -> Model | None:
+    """Find a model of ``constraints`` (and the lemmas, and ``extra`` shaping constraints).
+
+    Returns None when unsat; raises Unknown when Z3 gives no verdict."""
+    result, solver, _labels, seconds, used = _solve(dict(constraints), by, list(extra), rlimit)
+    if result == z3.sat:
+        return Model(solver.model(), seconds, used)
+    if result == z3.unsat:
+        return None
+    raise Unknown(name, solver.reason_unknown(), seconds, used)

@@ -1,0 +1,94 @@
+"""The ``specbound`` command line: prove, verify, docs (fuzz arrives with the differential fuzzer)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from specbound.spec import SpecArgumentError
+
+
+def _write_json(path: str, payload: dict) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
+
+
+def cmd_prove(args) -> int:
+    from specbound.proofs import registry
+    from specbound.report import prove_table
+
+    results, seconds = registry.run_all(args.only)
+    payload = registry.to_json(results, seconds)
+    print(prove_table(results))
+    s = payload["summary"]
+    print(f"\n{s['proved']}/{len(results)} proved, {s['mutants_refuted']} mutants refuted, "
+          f"{s['mutants_survived']} survived, {s['seconds']:.2f} s (z3 {payload['z3_version']})")
+    for r in results:
+        if not r.ok:
+            print(f"FAILED {r.id}: {r.status} {r.detail}", file=sys.stderr)
+            for m in r.mutants:
+                if m.status != "refuted":
+                    print(f"  mutant {m.id} survived: {m.note}", file=sys.stderr)
+    if args.json:
+        _write_json(args.json, payload)
+    return 0 if s["failed"] == 0 else 1
+
+
+def cmd_docs(args) -> int:
+    from specbound import docs
+
+    text = docs.render()
+    target = Path(args.output)
+    if args.check:
+        current = target.read_text() if target.exists() else ""
+        if current != text:
+            print(f"{target} is stale: run `specbound docs` and commit the result", file=sys.stderr)
+            return 1
+        print(f"{target} is up to date")
+        return 0
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    print(f"wrote {target}")
+    return 0
+
+
+def cmd_verify(args) -> int:
+    """The main job: every theorem proved (and, where present, the differential fuzz)."""
+    rc = cmd_prove(argparse.Namespace(only=None, json=args.json))
+    print("\nverify:", "OK" if rc == 0 else "FAILED")
+    return rc
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="specbound", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("prove", help="prove every theorem with Z3 (witness, unsat core, mutants)")
+    p.add_argument("--only", action="append", metavar="ID", help="run only this theorem id (repeatable)")
+    p.add_argument("--json", metavar="PATH", help="write the machine-readable report here")
+    p.set_defaults(func=cmd_prove)
+
+    v = sub.add_parser("verify", help="the main job: prove everything")
+    v.add_argument("--json", metavar="PATH", help="write the proof report here")
+    v.set_defaults(func=cmd_verify)
+
+    d = sub.add_parser("docs", help="write docs/invariants.md from the spec and the proofs")
+    d.add_argument("--check", action="store_true", help="fail if the committed file is stale")
+    d.add_argument("--output", default="docs/invariants.md", help=argparse.SUPPRESS)
+    d.set_defaults(func=cmd_docs)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except SpecArgumentError as exc:
+        print(f"specbound: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

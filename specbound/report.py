@@ -1,0 +1,22 @@
+"""Plain-text tables for the command line."""
+
+from __future__ import annotations
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h))
+              for i, h in enumerate(headers)]
+    line = "  ".join(str(h).ljust(w) for h, w in zip(headers, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(out)
+
+
+def prove_table(results) -> str:
+    rows = []
+    for r in results:
+        killed = sum(m.status == "refuted" for m in r.mutants)
+        rows.append([r.id, r.status if r.ok else f"{r.status} (NOT OK)", f"{r.seconds:.2f}",
+                     str(r.rlimit), str(len(r.hypotheses_used)) + ": " + ", ".join(r.hypotheses_used),
+                     f"{killed}/{len(r.mutants)}"])
+    return table(["theorem", "verdict", "seconds", "rlimit", "hypotheses used", "mutants killed"], rows)
