@@ -37,6 +37,11 @@ from .checked import (  # noqa: E402
 
 INTERPRETED: bool = interpreter_active()
 
+if INTERPRETED:
+    from . import _compat
+
+    _compat.install()
+
 from .tree_build import build_tree, build_tree_kernel, fill_prefix_kernel  # noqa: E402
 from .draft_kv import draft_decode_kv_indices, draft_kv_kernel  # noqa: E402
 

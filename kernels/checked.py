@@ -335,7 +335,7 @@ def _wrap_mem(builder, meth: str, kind: str, write: bool):
     def wrapped(*args, **kwargs):
         ptr, mask = _find_ptr_mask(kind, orig, args, kwargs)
         if ptr is not None:
-            _check(kind, meth, ptr, mask, write=write)
+            _check(kind, f"{kind} ({meth})", ptr, mask, write=write)
         return orig(*args, **kwargs)
 
     wrapped.__wrapped__ = orig

@@ -18,6 +18,8 @@ import triton.language as tl
 from specbound import spec
 from specbound.reference import validation
 
+from .checked import interpreter_active
+
 
 @triton.jit
 def draft_kv_kernel(
@@ -101,8 +103,9 @@ def draft_kv_kernel(
 
 # --- launch wrapper ----------------------------------------------------------------------
 
-# Elements per (request x pair x column) tile of the prefix copy.
-TILE_BUDGET = 32768
+# Elements per (request x pair x column) tile of the prefix copy: large when interpreted
+# (cost per program and per op), register sized when compiled.
+TILE_BUDGET = (1 << 20) if interpreter_active() else 4096
 
 
 def _pow2(x: int) -> int:
@@ -114,7 +117,7 @@ def kv_blocks(num_seqs: int, topk: int, num_steps: int, max_seq_len: int,
     """(BLOCK_B, PAIRS, STEPS, BLOCK_C) for a batch."""
     pairs = _pow2(num_steps * topk)
     steps = _pow2(num_steps)
-    block_c = min(_pow2(max(max_seq_len, 16)), 512)
+    block_c = min(_pow2(max(max_seq_len, 16)), 1024 if interpreter_active() else 128)
     block_b = max(1, budget // (pairs * block_c))
     block_b = 1 << (block_b.bit_length() - 1)
     return min(block_b, _pow2(max(num_seqs, 1))), pairs, steps, block_c

@@ -27,6 +27,8 @@ import triton.language as tl
 from specbound import spec
 from specbound.reference import validation
 
+from .checked import interpreter_active
+
 # Mask layouts as the kernels see them (constexpr); equal to spec.TreeMaskMode values.
 FULL_MASK: tl.constexpr = tl.constexpr(int(spec.TreeMaskMode.FULL_MASK))
 QLEN_ONLY: tl.constexpr = tl.constexpr(int(spec.TreeMaskMode.QLEN_ONLY))
@@ -147,42 +149,42 @@ def build_tree_kernel(
 @triton.jit
 def fill_prefix_kernel(
     tree_mask_ptr, seq_lens_ptr, prefix_ptr, bs, n,
-    BLOCK_B: tl.constexpr, BLOCK_O: tl.constexpr,
+    BLOCK_B: tl.constexpr, NODES: tl.constexpr, BLOCK_C: tl.constexpr,
 ):
-    """FULL_MASK prefix fill (spec.mask_prefix_cell): True into columns c < seq_len[b]
-    of every row of every request; tree columns are not touched.
-
-    Request b owns the contiguous cells [base, base + n*(s + n)) with base =
-    spec.mask_request_base = n*P[b] + b*n*n; its flat offset o is row o // (s + n),
-    column o % (s + n).  Grid: (cdiv(bs, BLOCK_B),)."""
+    """FULL_MASK prefix fill (the spec's caller fill, spec.mask_prefix_cell): True into
+    columns c < seq_len[b] of every row t < n of every request; tree columns are not
+    touched.  A (request x row x column) tile walks the columns.  Grid:
+    (cdiv(bs, BLOCK_B),)."""
     pid = tl.program_id(0)
     rb = pid * BLOCK_B + tl.arange(0, BLOCK_B)
     req_ok = rb < bs
     b = rb.to(tl.int64)
     s = tl.load(seq_lens_ptr + b, mask=req_ok, other=0).to(tl.int64)
     p = tl.load(prefix_ptr + b, mask=req_ok, other=0).to(tl.int64)
-    width = s + n                                         # spec.mask_row_width (FULL)
-    owned = tl.where(req_ok, n * width, 0)                # spec.mask_request_numel (FULL)
-    base = n * p + b * n * n                              # spec.mask_request_base (FULL)
-    span = tl.max(owned, axis=0)
-    o_lane = tl.arange(0, BLOCK_O).to(tl.int64)
-    for o0 in range(0, span, BLOCK_O):
-        o = o0 + o_lane[None, :]                          # (1, BLOCK_O)
-        t = o // width[:, None]
-        c = o - t * width[:, None]
-        ok = (o < owned[:, None]) & (c < s[:, None])
-        # spec.mask_prefix_cell(b, t, c) = mask_row_start (base + width*t) + c
-        cell = base[:, None] + width[:, None] * t + c
-        tl.store(tree_mask_ptr + cell, tl.full([BLOCK_B, BLOCK_O], 1, tl.int1), mask=ok)
+    t3 = tl.arange(0, NODES)[None, :, None]
+    b3 = b[:, None, None]
+    s3 = s[:, None, None]
+    # spec.mask_row_start(FULL, b, t) = mask_request_base (n*P[b] + b*n*n)
+    #                                   + mask_row_width (seq_len + n) * t
+    row = (n * p[:, None, None] + b3 * n * n) + (s3 + n) * t3
+    row_ok = req_ok[:, None, None] & (t3 < n)
+    c_lane = tl.arange(0, BLOCK_C).to(tl.int64)[None, None, :]
+    s_max = tl.max(tl.where(req_ok, s, 0), axis=0)
+    ones = tl.full([BLOCK_B, NODES, BLOCK_C], 1, tl.int1)
+    for c0 in range(0, s_max, BLOCK_C):
+        c = c0 + c_lane
+        # spec.mask_prefix_cell(b, t, c) = mask_row_start + c, for c < spec.mask_prefix_columns
+        tl.store(tree_mask_ptr + (row + c), ones, mask=row_ok & (c < s3))
 
 
 # --- launch wrapper ----------------------------------------------------------------------
 
-# Elements per (request x node x node) tile: keeps a compiled program's registers bounded
-# and an interpreted program's numpy arrays small; BLOCK_B is derived from it.
-TILE_BUDGET = 8192
-# (BLOCK_B, BLOCK_O) of the prefix fill: requests per program, flat cells per step.
-FILL_BLOCKS = (16, 1024)
+# Elements per (request x node x node) tile; BLOCK_B is derived from it.  Interpreted,
+# the cost is per program and per op, so tiles are large; compiled, a tile lives in
+# registers, so it stays small.
+TILE_BUDGET = 8192 if interpreter_active() else 2048
+# Elements per (request x row x column) tile of the prefix fill.
+FILL_BUDGET = (1 << 18) if interpreter_active() else 4096
 
 
 def _pow2(x: int) -> int:
@@ -196,6 +198,15 @@ def tree_blocks(bs: int, n: int, budget: int = TILE_BUDGET) -> tuple[int, int]:
     block_b = max(1, budget // (nodes * nodes))
     block_b = 1 << (block_b.bit_length() - 1)
     return min(block_b, _pow2(max(bs, 1))), nodes
+
+
+def fill_blocks(bs: int, nodes: int, max_seq_len: int, budget: int | None = None) -> tuple[int, int]:
+    """(BLOCK_B, BLOCK_C) of the prefix fill."""
+    budget = budget or FILL_BUDGET
+    block_c = min(_pow2(max(max_seq_len, 16)), 1024 if interpreter_active() else 256)
+    block_b = max(1, budget // (nodes * block_c))
+    block_b = 1 << (block_b.bit_length() - 1)
+    return min(block_b, _pow2(max(bs, 1))), block_c
 
 
 class TreeBuild(NamedTuple):
@@ -236,9 +247,10 @@ def build_tree(parent_list, selected_index, seq_lens, *, topk, depth, num_draft_
     block_b, nodes = tree_blocks(args.bs, n, tile_budget or TILE_BUDGET)
     grid = (triton.cdiv(args.bs, block_b),)
     if args.mode is spec.TreeMaskMode.FULL_MASK and args.fill_prefix_mask:
-        fill_b, fill_o = FILL_BLOCKS
+        fill_b, fill_c = fill_blocks(args.bs, nodes, max(args.seq_lens_list))
         fill_prefix_kernel[(triton.cdiv(args.bs, fill_b),)](
-            args.tree_mask, args.seq_lens, prefix, args.bs, n, BLOCK_B=fill_b, BLOCK_O=fill_o)
+            args.tree_mask, args.seq_lens, prefix, args.bs, n,
+            BLOCK_B=fill_b, NODES=nodes, BLOCK_C=fill_c)
     build_tree_kernel[grid](
         args.parent_list, args.selected_index, args.seq_lens, prefix,
         args.tree_mask, args.positions, args.retrive_index, args.retrive_next_token,
