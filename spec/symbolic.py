@@ -103,6 +103,10 @@ def check_int(name: str, value: Any, *, minimum: int | None = None) -> Any:
     runtime check).  Plain values must be integers (bools and floats are refused: a
     ``True`` batch size is always a bug) and at least ``minimum``.
     """
+    if type(value) is int:  # the hot path of the reference: skip the ABC check
+        if minimum is not None and value < minimum:
+            raise SpecArgumentError(name, f"must be >= {minimum}, got {value}")
+        return value
     if is_symbolic(value):
         return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):

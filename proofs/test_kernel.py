@@ -1,0 +1,80 @@
+"""The trusted core refuses everything that is not an unsat of the negated goal."""
+
+from __future__ import annotations
+
+import pytest
+import z3
+
+from specbound.proofs import kernel, registry
+
+x, y = z3.Ints("x y")
+
+
+def test_proof_cannot_be_forged():
+    with pytest.raises(TypeError):
+        kernel.Proof("fake", z3.BoolVal(False), frozenset(), (), 0.0, 0)
+
+
+def test_valid_goal_is_proved_and_reports_its_core():
+    proof = kernel.check("ok", x + 1 > x, hyps={"unused": y > 0})
+    assert proof.formula.eq(x + 1 > x)
+    assert "unused" not in proof.assumptions
+
+
+def test_hypothesis_in_core_is_reported():
+    proof = kernel.check("needs-hyp", x > 0, hyps={"x_positive": x >= 1, "noise": y == 3})
+    assert proof.assumptions == frozenset({"x_positive"})
+
+
+def test_false_goal_is_refuted_with_a_model():
+    with pytest.raises(kernel.Refuted) as info:
+        kernel.check("bad", x > 0, hyps={"x_nonneg": x >= 0})
+    assert info.value.model.eval(x).as_long() == 0
+
+
+def test_resource_out_is_unknown_not_proved():
+    hard = z3.Not(x * x * x + y * y * y != 3)  # sum of two cubes: hard for the nonlinear solver
+    with pytest.raises(kernel.Unknown):
+        kernel.check("hard", z3.Not(hard), hyps={"x_big": x > 10**6}, rlimit=50)
+
+
+def test_contradictory_hypotheses_are_not_a_proof():
+    with pytest.raises(kernel.Unknown, match="inconsistent"):
+        kernel.check("vacuous", x == 42, hyps={"a": x > 1, "b": x < 0})
+
+
+def test_induction_and_instantiation():
+    f = z3.Function("f", z3.IntSort(), z3.IntSort())
+    proof = kernel.induct(
+        "f-nonneg", lambda v: f(v) >= 0,
+        base_hyps=lambda: {"f0": f(0) == 0},
+        step_hyps=lambda k: {f"f_step@{k}": z3.Implies(k >= 0, f(k + 1) == f(k) + 2)})
+    inst = kernel.instantiate(proof, 5)
+    assert inst.formula.eq(z3.Implies(z3.IntVal(5) >= 0, f(5) >= 0))
+
+
+def test_induction_rejects_a_false_step():
+    f = z3.Function("g", z3.IntSort(), z3.IntSort())
+    with pytest.raises(kernel.Refuted):
+        kernel.induct("g-bad", lambda v: f(v) >= 0, base_hyps=lambda: {"g0": f(0) == 0},
+                      step_hyps=lambda k: {f"g_step@{k}": f(k + 1) == f(k) - 1})
+
+
+def test_induction_rejects_conditions_on_generalised_parameters():
+    f = z3.Function("h", z3.IntSort(), z3.IntSort())
+    with pytest.raises(TypeError, match="generalised"):
+        kernel.induct("h", lambda v, a: f(v) >= a, arity=1,
+                      base_hyps=lambda a: {"a_small": a <= 0})
+
+
+def test_instantiate_checks_arity():
+    proof = kernel.check_forall("mono", lambda a, b: z3.Implies(a <= b, a + 1 <= b + 1), 2)
+    with pytest.raises(TypeError):
+        kernel.instantiate(proof, 1)
+
+
+def test_unknown_theorem_id_is_a_clear_error():
+    from specbound.spec import SpecArgumentError
+
+    with pytest.raises(SpecArgumentError, match="--only"):
+        registry.select(["VM-NOPE"])
