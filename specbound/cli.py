@@ -1,11 +1,19 @@
-"""The ``specbound`` command line: prove, verify, docs (fuzz arrives with the differential fuzzer)."""
+"""The ``specbound`` command line: prove, verify, docs, and the commands that feature modules register
+(``specbound.fuzz.command``: fuzz; ``specbound.audit.command``: audit).
+
+A feature module registers itself with ``register(subparsers)``; the fuzz module also provides
+``verify_step(args) -> int``, the default fuzz budget that ``specbound verify`` runs after the proofs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from pathlib import Path
+
+FEATURE_MODULES = ("specbound.fuzz.command", "specbound.audit.command")
 
 from specbound.spec import SpecArgumentError
 
@@ -54,9 +62,22 @@ def cmd_docs(args) -> int:
     return 0
 
 
+def _feature(name: str):
+    """A feature module, or None when it is not part of this installation."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name and name.startswith(exc.name):
+            return None
+        raise
+
+
 def cmd_verify(args) -> int:
-    """The main job: every theorem proved (and, where present, the differential fuzz)."""
+    """The main job: every theorem proved, then the default fuzz budget where the fuzzer exists."""
     rc = cmd_prove(argparse.Namespace(only=None, json=args.json))
+    fuzz = _feature("specbound.fuzz.command")
+    if fuzz is not None and hasattr(fuzz, "verify_step"):
+        rc = max(rc, fuzz.verify_step(args))
     print("\nverify:", "OK" if rc == 0 else "FAILED")
     return rc
 
@@ -78,6 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--check", action="store_true", help="fail if the committed file is stale")
     d.add_argument("--output", default="docs/invariants.md", help=argparse.SUPPRESS)
     d.set_defaults(func=cmd_docs)
+
+    for name in FEATURE_MODULES:
+        module = _feature(name)
+        if module is not None:
+            module.register(sub)
     return parser
 
 
