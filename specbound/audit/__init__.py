@@ -1,0 +1,1 @@
+"""Audit an installed sglang (without importing it) against the spec."""

@@ -1,0 +1,1 @@
+"""Differential fuzzing of spec vs reference vs Triton kernels (Hypothesis)."""
