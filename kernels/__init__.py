@@ -30,6 +30,27 @@ if "TRITON_INTERPRET" not in _os.environ:
     if not _torch.cuda.is_available():
         _os.environ["TRITON_INTERPRET"] = "1"
 
+
+def _refuse_stale_triton() -> None:
+    """triton.language defines its own jit helpers (tl.min, tl.sum, ...) at import time;
+    if it was imported before TRITON_INTERPRET=1 was set, those stay compiled-only and
+    every interpreted kernel would fail deep inside.  Say so at import instead."""
+    import sys
+
+    lang = sys.modules.get("triton.language")
+    if lang is None or _os.environ.get("TRITON_INTERPRET", "0").lower() not in ("1", "true", "on", "yes"):
+        return
+    from triton.runtime.jit import JITFunction
+
+    if isinstance(getattr(lang, "min", None), JITFunction):
+        raise ImportError(
+            "specbound.kernels: triton.language was imported before TRITON_INTERPRET=1 was set, "
+            "so Triton's own helpers cannot be interpreted. Import specbound.kernels before "
+            "triton (or export TRITON_INTERPRET=1 before starting Python).")
+
+
+_refuse_stale_triton()
+
 from .checked import (  # noqa: E402
     CheckedSession, LaunchRecord, OutOfBoundsAccess, TensorArg, checked_interpreter,
     interpreter_active,

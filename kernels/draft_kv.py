@@ -94,11 +94,14 @@ def draft_kv_kernel(
     entry = (p2 * topk + (t2 + 1) * s2) + z1 * it2
     tl.store(kv_indptr_ptr + ((it2 - 1) * indptr_stride + z1),
              entry.to(kv_indptr_ptr.dtype.element_ty), mask=ok2)
-    # Entry 0 of every row is written too (kv_indptr_entry(0, 0, iters) = 0), by program 0.
+    # Entry 0 of every row is written too (kv_indptr_entry(0, 0, iters) = 0), by program 0
+    # only: pid*STEPS + i < num_steps holds for pid = 0 alone, as STEPS >= num_steps.  (A
+    # block & scalar-bool mask would trip triton 3.9's interpreter, which keeps such a
+    # mask as int32 data.)
     i = tl.arange(0, STEPS)
     tl.store(kv_indptr_ptr + i.to(tl.int64) * indptr_stride,
              tl.zeros([STEPS], dtype=kv_indptr_ptr.dtype.element_ty),
-             mask=(i < num_steps) & (pid == 0))
+             mask=(pid * STEPS + i) < num_steps)
 
 
 # --- launch wrapper ----------------------------------------------------------------------
