@@ -25,10 +25,14 @@ FAMILY = "verify mask"
 b2, t2 = z3.Ints("b2 t2")
 
 
-def _report(*extra):
+def _report(*extra, without=()):
+    """Values shown in witnesses and counterexamples (those the theorem does not constrain
+    are left out: the minimiser would only drive them to arbitrary small numbers)."""
     base = {"bs": bs, "max_bs": max_bs, "n": n, "C": C, "b": b, "t": t, "j": j,
             "seq_len[b]": seq_len(b), "P[b]": P(b)}
     base.update(dict(extra))
+    for key in without:
+        base.pop(key)
     return lambda: base
 
 
@@ -214,7 +218,8 @@ def vm_rows_disjoint() -> Theorem:
         statement=("in every layout, rows (b, t) are non-empty, ordered rows are disjoint, and they tile "
                    "[0, exact size) with no gap: no two writers share a cell"),
         hyps=hyps, claim=claim,
-        report=_report(("b2", b2), ("t2", t2), ("seq_len[b2]", seq_len(b2)), ("P[b2]", P(b2))),
+        report=_report(("b2", b2), ("t2", t2), ("seq_len[b2]", seq_len(b2)), ("P[b2]", P(b2)),
+                       without=("max_bs", "j")),
         lemmas=lambda: [kernel.instantiate(L.prefix_bound(), b),
                         kernel.instantiate(L.prefix_bound(), b2),
                         kernel.instantiate(L.prefix_monotone(), b2, b + 1),
@@ -281,7 +286,7 @@ def vm_fallback_covers() -> Theorem:
         statement="for any bs (no max_bs), the per-batch fallback allocation covers every write",
         hyps=lambda d: {**tree_params(), **_request(), **_cell_ranges()},
         claim=claim,
-        report=_report(("S", P(bs)), ("c", c)),
+        report=_report(("S", P(bs)), ("c", c), without=("max_bs",)),
         lemmas=lambda: [kernel.instantiate(L.prefix_bound(), b),
                         kernel.instantiate(L.prefix_monotone(), bs, b + 1),
                         kernel.instantiate(L.mul_le_mono(), P(b + 1), P(bs), n),
@@ -314,7 +319,7 @@ def vm_int32_safe() -> Theorem:
         statement=("if the FULL_MASK allocation has < 2^31 cells, every offset the kernel computes "
                    "(each partial sum, in its order) stays in [0, 2^31)"),
         hyps=hyps, claim=claim,
-        report=_report(("S", P(bs))),
+        report=_report(("S", P(bs)), without=("max_bs",)),
         lemmas=lambda: [kernel.instantiate(L.prefix_bound(), b),
                         kernel.instantiate(L.prefix_monotone(), bs, b + 1),
                         kernel.instantiate(L.mul_le_mono(), P(b + 1), P(bs), n),
