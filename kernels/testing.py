@@ -120,20 +120,36 @@ def random_kv_batch(rng: random.Random, num_seqs: int, topk: int, num_steps: int
 
 # --- guard bands --------------------------------------------------------------------------
 
+# torch implements few ops for uint16/uint32 (none on CUDA for some): fill and compare
+# such buffers through a signed view of the same width.
+_SIGNED = {torch.uint16: torch.int16, torch.uint32: torch.int32}
+
+
+def signed_view(t: torch.Tensor) -> torch.Tensor:
+    return t.view(_SIGNED[t.dtype]) if t.dtype in _SIGNED else t
+
+
 def guarded(numel: int, dtype: torch.dtype, *, device, pad: int = 4096, sentinel=None):
     """``(whole, inner)``: a 1-D buffer of ``pad`` sentinel cells, ``numel`` inner cells,
-    ``pad`` sentinel cells; ``inner`` is the middle view (contiguous, the caller's output)."""
+    ``pad`` sentinel cells; ``inner`` is the middle view (contiguous, the caller's output).
+    Sentinels of uint16/uint32 buffers must fit the signed type of the same width."""
     if sentinel is None:
-        sentinel = {torch.bool: True, torch.uint8: 0xA5, torch.uint16: 0xA5A5,
-                    torch.uint32: 0xA5A5A5A5}.get(dtype, -7777)
-    whole = torch.full((numel + 2 * pad,), sentinel, dtype=dtype, device=device)
+        sentinel = {torch.bool: True, torch.uint8: 0xA5, torch.uint16: 0x25A5,
+                    torch.uint32: 0x25A5A5A5}.get(dtype, -7777)
+    whole = torch.full((numel + 2 * pad,), sentinel, dtype=_SIGNED.get(dtype, dtype), device=device)
+    whole = whole.view(dtype)
     return whole, whole[pad:pad + numel]
 
 
 def changed_cells(before: torch.Tensor, after: torch.Tensor) -> set[int]:
     """Indices where two same-shaped buffers differ (footprint by diffing)."""
-    diff = (before.reshape(-1) != after.reshape(-1)).nonzero().reshape(-1)
+    diff = (signed_view(before).reshape(-1) != signed_view(after).reshape(-1)).nonzero().reshape(-1)
     return set(diff.cpu().tolist())
+
+
+def all_equal_to(t: torch.Tensor, value) -> bool:
+    """Every cell of ``t`` equals ``value`` (uint16/uint32 compared through a signed view)."""
+    return bool((signed_view(t) == value).all())
 
 
 # --- pytest fixtures --------------------------------------------------------------------------
