@@ -7,7 +7,8 @@ While it is active, every memory access of every *interpreted* launch is checked
 the tensors passed to that launch **before** the access happens, and an access outside
 all of them raises :class:`OutOfBoundsAccess` naming the kernel, program id, lane,
 address, the nearest tensor argument and how far past its end (or before its start) the
-access lands.  Optionally it records, per launch and per tensor argument, the element
+access lands ("nearest" is by address distance: for a far-away address it is whichever
+argument lies closest in memory, so compare ``address`` there).  Optionally it records, per launch and per tensor argument, the element
 indices each store/atomic wrote (the write footprint compared with the spec's).
 
 How: the interpreter funnels all memory traffic through a single builder object
@@ -20,9 +21,12 @@ and find the pointer and mask by parameter name (with a positional fallback).
 While checked, the builder's ``debug`` option is switched on, so ``tl.device_assert``
 fires (and Triton's own int32 overflow sanitizer on ``+ - *`` becomes active).
 
-Not checked: accesses by compiled (GPU) launches, reads of padding inside a strided
-view's span, data races between programs (the interpreter runs them one at a time),
-alignment, and addresses computed but never dereferenced.
+Not checked: accesses by compiled (GPU) launches (use guard bands); builder calls made
+outside a launch (a @triton.jit helper called directly from Python); gaps inside a
+strided view's span and aliasing between arguments (an access anywhere inside any
+argument's span passes); data races between programs (the interpreter runs programs one
+at a time, in order); alignment; reads of memory the kernel was not meant to read but
+that lies inside some argument; int64 wrap-around of addresses.
 """
 
 from __future__ import annotations

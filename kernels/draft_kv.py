@@ -31,6 +31,10 @@ def draft_kv_kernel(
     """Grid: (cdiv(num_seqs, BLOCK_B),).  ``PAIRS`` >= num_steps*K and ``STEPS`` >=
     num_steps are powers of two; ``width`` = kv_indices row width, ``indptr_stride`` =
     kv_indptr row width."""
+    # Host contract: the lane axes cover every (step, branch) pair and every step (else
+    # segments would be silently cut short).
+    tl.device_assert(num_steps * topk <= PAIRS, "draft_kv_kernel: PAIRS < num_steps * topk")
+    tl.device_assert(num_steps <= STEPS, "draft_kv_kernel: STEPS < num_steps")
     pid = tl.program_id(0)
     rb = pid * BLOCK_B + tl.arange(0, BLOCK_B)
     req_ok = rb < num_seqs

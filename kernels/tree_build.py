@@ -51,6 +51,8 @@ def build_tree_kernel(
     Host-computed runtime scalars: ``pl_width`` = spec.parent_list_width(K, D),
     ``sel_width`` = spec.selected_index_width(n).  ``prefix_ptr`` holds P[b] (read only
     for FULL_MASK)."""
+    # Host contract: the node lanes cover the tree (else rows would be silently cut short).
+    tl.device_assert(n <= NODES, "build_tree_kernel: NODES < num_draft_tokens")
     pid = tl.program_id(0)
     rb = pid * BLOCK_B + tl.arange(0, BLOCK_B)           # request of each tile row
     req_ok = rb < bs
@@ -155,6 +157,7 @@ def fill_prefix_kernel(
     columns c < seq_len[b] of every row t < n of every request; tree columns are not
     touched.  A (request x row x column) tile walks the columns.  Grid:
     (cdiv(bs, BLOCK_B),)."""
+    tl.device_assert(n <= NODES, "fill_prefix_kernel: NODES < num_draft_tokens")
     pid = tl.program_id(0)
     rb = pid * BLOCK_B + tl.arange(0, BLOCK_B)
     req_ok = rb < bs

@@ -200,3 +200,14 @@ def test_hooks_are_removed_and_nesting_works():
     if builder is not None:
         assert "create_masked_store" not in vars(builder)
         assert not builder.options.debug
+
+
+def test_lane_bound_smaller_than_the_tree_trips_the_host_contract_assert(checked):
+    """NODES < n would silently drop rows; checked, the kernel's device_assert fires."""
+    batch = random_tree_batch(random.Random(6), 2, 4, 5, 8)
+    out = [torch.zeros(2, 8, dtype=torch.int64) for _ in range(3)]
+    with pytest.raises(AssertionError, match="NODES < num_draft_tokens"):
+        build_tree_kernel[(1,)](
+            *batch, torch.zeros(2, dtype=torch.int64), torch.zeros(128, dtype=torch.bool),
+            torch.zeros(16, dtype=torch.int64), *out, 2, 4, spec.parent_list_width(4, 5),
+            spec.selected_index_width(8), 8, MODE=1, DEPTH=5, BLOCK_B=2, NODES=4)
