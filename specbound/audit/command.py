@@ -1,0 +1,49 @@
+"""``specbound audit sglang``: audit the installed sglang against the spec.
+
+Exit status: 1 when a row is ``diverged`` or ``oob`` (sglang disagrees with the spec,
+or one of its Triton kernels left its tensors on an in-contract input); 0 otherwise.
+``not present``, ``unchecked``, ``unknown signature``, ``unavailable`` and ``error``
+rows are warnings: the table shows them and the exit status stays 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .run import DEFAULT_EXAMPLES, DEFAULT_SEED
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be >= 1")
+    return value
+
+
+def cmd_audit_sglang(args) -> int:
+    from .report import render_markdown, render_text
+    from .run import run_audit
+
+    rep = run_audit(args.sglang_path, examples=args.examples, seed=args.seed, kernels=not args.no_kernels)
+    print(render_markdown(rep) if args.markdown else render_text(rep))
+    if args.json:
+        rep.write_json(args.json)
+    return rep.exit_code()
+
+
+def register(subparsers) -> None:
+    audit = subparsers.add_parser("audit", help="audit an installed library against the spec")
+    targets = audit.add_subparsers(dest="target", required=True)
+    p = targets.add_parser(
+        "sglang", help="check sglang's sizing helpers (Z3) and Triton kernels (checked interpreter), "
+        "without importing sglang", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", metavar="PATH", help="write the machine-readable report here")
+    p.add_argument("--examples", type=_positive, default=DEFAULT_EXAMPLES, metavar="N",
+                   help=f"random batches per kernel check (default {DEFAULT_EXAMPLES})")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the random batches")
+    p.add_argument("--sglang-path", metavar="DIR",
+                   help="audit the sglang package in DIR (the package folder or a folder holding sglang/) "
+                   "instead of the installed one; also $SPECBOUND_SGLANG_PATH")
+    p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    p.add_argument("--no-kernels", action="store_true", help="only the helper checks (no Triton)")
+    p.set_defaults(func=cmd_audit_sglang)

@@ -1,0 +1,62 @@
+"""One audit run: locate sglang, run every check, collect the rows."""
+
+from __future__ import annotations
+
+import time
+
+from . import report as R
+from .locate import NotInstalled, locate
+
+DEFAULT_EXAMPLES = 40
+DEFAULT_SEED = 20240607
+
+
+def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, seed: int = DEFAULT_SEED,
+              kernels: bool = True) -> R.AuditReport:
+    """The full audit; never raises for a missing or unexpected sglang (those are rows)."""
+    t0 = time.perf_counter()
+    try:
+        inst = locate(sglang_path)
+    except NotInstalled as e:
+        rep = R.AuditReport(None, None, None, examples=examples, seed=seed)
+        rep.add(R.Row("sglang.installed", "sglang", "an sglang package to audit", "-", R.NOT_PRESENT, str(e)))
+        rep.seconds = time.perf_counter() - t0
+        return rep
+    rep = R.AuditReport(str(inst.root), inst.version, inst.located_by, examples=examples, seed=seed)
+    from .extract import SourceIndex
+
+    index = SourceIndex(inst.root)
+    stages = [("helpers", lambda: _helpers(index, rep))]
+    if kernels:
+        stages.append(("kernels", lambda: _kernels(index, rep, examples, seed)))
+    for name, stage in stages:
+        try:
+            stage()
+        except Exception as e:  # noqa: BLE001 - a broken stage is a row, never a traceback
+            rep.add(R.Row(f"{name}.stage", name, f"the {name} checks", "-", R.ERROR, f"{type(e).__name__}: {e}"))
+    rep.seconds = time.perf_counter() - t0
+    return rep
+
+
+def _helpers(index, rep):
+    from . import helpers
+
+    helpers.run_all(index, rep)
+
+
+def _kernels(index, rep, examples, seed):
+    from . import kernels
+    from .helpers import SPEC_UTILS_FILE
+
+    width_fn = None
+    found = index.find("draft_kv_indices_buffer_width", (SPEC_UTILS_FILE,))
+    if found is not None and len(found.params()) == 3:
+        try:
+            width_fn = index.load_helper(found, {})
+        except Exception:  # noqa: BLE001 - the helper row already reports it
+            width_fn = None
+    kernels.check_tree_kernel(index, rep, examples, seed)
+    kernels.check_kv_kernel(index, rep, examples, seed, width_fn)
+    kernels.check_launch_sites(index, rep)
+    kernels.check_cuda_tree(index, rep)
+    kernels.check_symbolic(rep)
