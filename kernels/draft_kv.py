@@ -93,7 +93,7 @@ def draft_kv_kernel(
     # --- kv_indptr ----------------------------------------------------------------------
     # Branch z = b*K + t writes entry z + 1 (its segment's end):
     # spec.kv_indptr_entry(positions_prefix_{z+1}, z + 1, iters) with
-    # positions_prefix_{z+1} = P[b]*K + (t + 1)*seq_len.
+    # positions_prefix_{z+1} = spec.kv_positions_prefix(P[b], t + 1, K, seq_len).
     z1 = b2 * topk + t2 + 1
     entry = (p2 * topk + (t2 + 1) * s2) + z1 * it2
     tl.store(kv_indptr_ptr + ((it2 - 1) * indptr_stride + z1),

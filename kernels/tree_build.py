@@ -18,8 +18,6 @@ Index expressions are written in the shape of the spec function named beside the
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
 import triton
 import triton.language as tl
@@ -212,20 +210,10 @@ def fill_blocks(bs: int, nodes: int, max_seq_len: int, budget: int | None = None
     return min(block_b, _pow2(max(bs, 1))), block_c
 
 
-class TreeBuild(NamedTuple):
-    """Same fields (and tuple equality) as ``specbound.reference.TreeBuild``; defined here
-    because kernels may import only ``reference.validation`` from the reference."""
-    tree_mask: torch.Tensor
-    positions: torch.Tensor
-    retrive_index: torch.Tensor
-    retrive_next_token: torch.Tensor
-    retrive_next_sibling: torch.Tensor
-
-
 def build_tree(parent_list, selected_index, seq_lens, *, topk, depth, num_draft_tokens, mode,
                tree_mask=None, positions=None, retrive_index=None, retrive_next_token=None,
                retrive_next_sibling=None, fill_prefix_mask=True, strict=False,
-               tile_budget: int | None = None) -> TreeBuild:
+               tile_budget: int | None = None) -> validation.TreeBuild:
     """Triton tree build: same signature, validation, errors and results as
     ``specbound.reference.build_tree`` (``tile_budget`` only tunes the launch)."""
     args = validation.validate_build_tree_args(
@@ -240,7 +228,7 @@ def build_tree(parent_list, selected_index, seq_lens, *, topk, depth, num_draft_
         for b in range(args.bs):
             validation.check_tree_well_formed(b, sel_rows[b], pl_rows[b], args.topk, args.depth,
                                               args.num_draft_tokens)
-    out = TreeBuild(args.tree_mask, args.positions, args.retrive_index, args.retrive_next_token,
+    out = validation.TreeBuild(args.tree_mask, args.positions, args.retrive_index, args.retrive_next_token,
                     args.retrive_next_sibling)
     if args.bs == 0:
         return out

@@ -159,21 +159,25 @@ def kv_indptr_matches_offsets() -> Theorem:
     def claim(d):
         bs_d = d.draft_branches(num_seqs, K)
         return z3.And(
+            Q(z) == d.kv_positions_prefix(P(b), t, K, seq_len(b)),
             d.kv_indptr_entry(Q(z), z, iters) == d.kv_segment_start(P(b), b, t, K, iters, seq_len(b)),
             d.kv_indptr_entry(Q(bs_d), bs_d, iters)
             == d.draft_kv_indices_used_len(P(num_seqs), K, bs_d, iters),
             d.kv_indptr_entry(Q(0), 0, iters) == 0)
     return Theorem(
         id="KV-INDPTR-MATCHES-OFFSETS", family=FAMILY,
-        statement=("kv_indptr[z] computed from positions (sum of positions before z plus z*iters) equals the "
-                   "start of segment z = b*K + t; entry bs_d equals used_len; entry 0 is 0"),
+        statement=("the positions prefix of branch z = b*K + t is kv_positions_prefix(P[b], t, K, seq_len[b]); "
+                   "kv_indptr[z] computed from it (plus z*iters) equals the start of segment z; "
+                   "entry bs_d equals used_len; entry 0 is 0"),
         hyps=hyps, claim=claim,
         report=_report(("Q[z]", Q(z))),
         lemmas=lambda: [kernel.instantiate(L.positions_within_request(), t, b),
                         kernel.instantiate(L.positions_prefix(), b),
                         kernel.instantiate(L.positions_prefix(), num_seqs)],
         mutants=(Mutant("MUT-INDPTR-NO-EXTENSION", "kv_indptr without the z*iters extension slots",
-                        overrides={"kv_indptr_entry": lambda q, zz, it: q}),),
+                        overrides={"kv_indptr_entry": lambda q, zz, it: q}),
+                 Mutant("MUT-POSITIONS-PREFIX-NO-TOPK", "positions prefix P[b] + t*seq_len, without the factor K",
+                        overrides={"kv_positions_prefix": lambda p, ti, kk, s: p + ti * s})),
     )
 
 

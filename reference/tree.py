@@ -24,18 +24,10 @@ import torch
 from specbound import spec
 from specbound.spec import TreeMaskMode
 
-from .validation import BuildTreeArgs, check_tree_well_formed, validate_build_tree_args
+from .validation import BuildTreeArgs, TreeBuild, check_tree_well_formed, validate_build_tree_args
 
 
 _SIGNED_TWIN = {torch.uint8: torch.int8, torch.uint16: torch.int16, torch.uint32: torch.int32}
-
-
-class TreeBuild(NamedTuple):
-    tree_mask: torch.Tensor            # flat: bool cells, or uint8/16/32 items (BITPACKING)
-    positions: torch.Tensor            # (bs*n,) int64
-    retrive_index: torch.Tensor        # (bs, n) int64
-    retrive_next_token: torch.Tensor   # (bs, n) int64
-    retrive_next_sibling: torch.Tensor  # (bs, n) int64
 
 
 def build_tree(parent_list, selected_index, seq_lens, *, topk, depth, num_draft_tokens, mode,

@@ -15,7 +15,7 @@ Every size comes from :mod:`specbound.spec`; this module only compares.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -29,6 +29,16 @@ _INDEX_DTYPES = (torch.int64, torch.int32)
 # Output dtype of positions and the retrive_* rows (sglang allocates torch.long).
 _TOKEN_DTYPE = torch.int64
 _BITPACK_DTYPES = {8: torch.uint8, 16: torch.uint16, 32: torch.uint32}
+
+
+class TreeBuild(NamedTuple):
+    """What a tree build returns (the reference's and the kernels' alike)."""
+
+    tree_mask: torch.Tensor            # flat: bool cells, or uint8/16/32 items (BITPACKING)
+    positions: torch.Tensor            # (bs*n,) int64
+    retrive_index: torch.Tensor        # (bs, n) int64
+    retrive_next_token: torch.Tensor   # (bs, n) int64
+    retrive_next_sibling: torch.Tensor  # (bs, n) int64
 
 
 class MalformedTreeError(SpecArgumentError):

@@ -17,7 +17,7 @@ from .conditions import (
 from .draft_kv import (
     draft_branches, draft_kv_capacity_ok, draft_kv_capacity_steps, draft_kv_indices_buffer_width, draft_kv_indices_used_len,
     kv_extension_read, kv_extension_start, kv_indices_cell, kv_indptr_entry,
-    kv_last_page_len, kv_pages_per_branch, kv_prefix_base, kv_req_to_token_span,
+    kv_last_page_len, kv_pages_per_branch, kv_positions_prefix, kv_prefix_base, kv_req_to_token_span,
     kv_segment_len, kv_segment_start,
 )
 from .errors import SpecArgumentError, SpecTypeError

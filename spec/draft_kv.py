@@ -70,6 +70,14 @@ def kv_segment_len(seq_len_b, iters):
     return check_int("seq_len", seq_len_b, minimum=0) + check_int("iters", iters, minimum=1)
 
 
+def kv_positions_prefix(prefix_b, t, topk, seq_len_b):
+    """``sum_{z' < z} positions[z']`` for branch ``z = b*K + t``: ``P[b]*K + t*seq_len_b``
+    (positions is seq_len repeated K times; KV-INDPTR-MATCHES-OFFSETS proves the identity)."""
+    p = check_int("prefix_b", prefix_b, minimum=0)
+    t = check_int("t", t, minimum=0)
+    return p * check_int("topk", topk, minimum=1) + t * check_int("seq_len", seq_len_b, minimum=0)
+
+
 def kv_indptr_entry(positions_prefix_z, z, iters):
     """``kv_indptr[row][z] = sum_{z' < z} positions[z'] + z*iters`` where ``positions`` is
     ``seq_len`` repeated K times per request (entry 0 is 0; entry ``bs_d`` is used_len)."""
