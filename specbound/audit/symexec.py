@@ -179,11 +179,12 @@ def explore(hook: _Holder, fn: Callable[[], Any], pre: Sequence[Any]) -> Explora
             out.unsupported = f"Z3 term used where Python needs a concrete value ({e})"
             hook.driver = None
             return out
+        except (TypeError, AttributeError) as e:
+            # int(term), math.ceil(term), term.bit_length(), ...: the code needs concrete values.
+            out.unsupported = f"{type(e).__name__}: {e}"
+            hook.driver = None
+            return out
         except Exception as e:  # noqa: BLE001 - a raise is an outcome of the helper
-            if isinstance(e, TypeError) and "z3" in str(e).lower():
-                out.unsupported = str(e)
-                hook.driver = None
-                return out
             path = Path(list(driver.pc), False, error=e)
         finally:
             hook.driver = None

@@ -1,0 +1,292 @@
+"""`specbound audit sglang`: against the real sglang 0.5.23 (installed, or unpacked from a local wheel),
+and against fake sglang packages written here whose helpers or kernels are deliberately wrong."""
+
+from __future__ import annotations
+
+import glob
+import json
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from specbound.audit import report as R
+from specbound.audit.locate import NotInstalled, locate
+from specbound.audit.run import run_audit
+from specbound.cli import main
+
+WHEELS = "/tmp/sgl/sglang-0.5.23-*.whl"
+
+
+def _row(rep, row_id):
+    rows = [r for r in rep.rows if r.id == row_id]
+    assert rows, f"no row {row_id}: {[r.id for r in rep.rows]}"
+    return rows[0]
+
+
+@pytest.fixture(scope="session")
+def real_sglang(tmp_path_factory) -> Path:
+    """The installed sglang (CI installs 0.5.23 with --no-deps), else one unpacked from a local wheel."""
+    try:
+        return locate().root
+    except NotInstalled:
+        pass
+    wheels = sorted(glob.glob(WHEELS))
+    if not wheels:
+        pytest.skip("sglang is not installed (pip install --no-deps sglang==0.5.23) and no wheel at " + WHEELS)
+    dest = tmp_path_factory.mktemp("sglang_wheel")
+    with zipfile.ZipFile(wheels[0]) as zf:
+        zf.extractall(dest, [n for n in zf.namelist() if n.startswith("sglang/")
+                             and n.endswith((".py", ".cuh"))])
+    return dest / "sglang"
+
+
+@pytest.fixture(scope="session")
+def real_report(real_sglang):
+    return run_audit(str(real_sglang), examples=6)
+
+
+# --- the real sglang -------------------------------------------------------------------------
+
+def test_real_sglang_helpers_match(real_report):
+    rep = real_report
+    assert not rep.failed, R.render_text(rep)
+    for row_id in ("enum.TreeMaskMode", "helper.tree_mask_numel[FULL_MASK]", "helper.tree_mask_numel[QLEN_ONLY]",
+                   "helper.VerifyMask.fits[FULL_MASK]", "helper.VerifyMask.fits[QLEN_ONLY]",
+                   "safety.verify_mask_reuse[FULL_MASK]", "helper.maybe_create_verify_mask",
+                   "helper.draft_kv_indices_buffer_width", "helper.draft_kv_indices_buffer_width.int32_guard",
+                   "helper.draft_kv_indices_used_len", "safety.kv_capacity.with_draft_room"):
+        row = _row(rep, row_id)
+        assert row.status == R.MATCHED, (row_id, row.detail)
+        assert row.method == ("ast" if row_id.startswith("enum") else "z3")
+    assert _row(rep, "helper.tree_mask_numel[QLEN_ONLY_BITPACKING]").status == R.NOT_PRESENT
+
+
+def test_real_sglang_relies_on_draft_room(real_report):
+    row = _row(real_report, "safety.kv_capacity.without_draft_room")
+    assert row.status == R.UNCHECKED
+    cex = row.counterexample
+    # The counterexample has a request without room: S + num_seqs*steps > num_seqs*C.
+    assert cex["S"] + cex["num_seqs"] * cex["steps"] > cex["num_seqs"] * cex["C"]
+    probe = _row(real_report, "kernel.draft_kv_indices[no_draft_room]")
+    assert probe.status == R.UNCHECKED and "out-of-bounds store" in probe.detail
+
+
+def test_real_sglang_kernels(real_report):
+    for row_id in ("kernel.build_tree[valid]", "kernel.draft_kv_indices"):
+        row = _row(real_report, row_id)
+        assert row.status == R.MATCHED, (row_id, row.detail, row.replay)
+        assert row.method.startswith("fuzz")
+    mal = _row(real_report, "kernel.build_tree[malformed]")
+    assert mal.status == R.UNCHECKED and "out-of-bounds load" in mal.detail and "parent_list" in mal.detail
+    assert mal.replay is not None
+    assert _row(real_report, "kernel.symbolic_proof").status == R.UNAVAILABLE
+
+
+def test_audit_never_imports_sglang(real_report):
+    assert not any(m == "sglang" or m.startswith("sglang.") for m in sys.modules)
+
+
+def test_cli_real_sglang(real_sglang, tmp_path, capsys):
+    out = tmp_path / "audit.json"
+    rc = main(["audit", "sglang", "--sglang-path", str(real_sglang), "--examples", "2", "--no-kernels",
+               "--json", str(out), "--markdown"])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "| `helper.tree_mask_numel[FULL_MASK]` |" in text
+    payload = json.loads(out.read_text())
+    assert payload["summary"]["failed"] is False
+    assert {r["id"] for r in payload["rows"]} >= {"helper.draft_kv_indices_used_len", "safety.kv_capacity.with_draft_room"}
+
+
+def test_kernel_mutant_is_caught(real_sglang, tmp_path):
+    """sglang's own kv kernel with one term dropped from the segment offset (read from the real
+    file into tmp, never into the repo): the audit must report it with a replay case."""
+    src = (real_sglang / "kernels/ops/speculative/cache_locs.py").read_text()
+    good = "topk_id * (seq_len_w + iters)"
+    if good not in src:
+        pytest.skip("this sglang spells the segment offset differently")
+    pkg = _package(tmp_path, {"kernels/ops/speculative/cache_locs.py": src.replace(good, "topk_id * seq_len_w")})
+    rep = run_audit(str(pkg), examples=6)
+    row = _row(rep, "kernel.draft_kv_indices")
+    assert row.status in (R.DIVERGED, R.OOB), row.detail
+    assert row.replay and row.replay["topk"] > 1
+    assert rep.exit_code() == 1
+
+
+# --- fake packages -------------------------------------------------------------------------------
+
+MODES = """
+from enum import IntEnum
+class TreeMaskMode(IntEnum):
+    FULL_MASK = 0
+    QLEN_ONLY = 1
+    QLEN_ONLY_BITPACKING = 2
+"""
+
+VERIFY_MASK = """
+from __future__ import annotations
+from typing import Optional
+import msgspec
+import torch
+from sglang.kernels.ops.speculative.spec_tree import TreeMaskMode
+
+def tree_mask_numel(mode: TreeMaskMode, bs: int, num_draft_tokens: int, max_context_len: int) -> int:
+    if mode == TreeMaskMode.QLEN_ONLY:
+        per_req = num_draft_tokens * num_draft_tokens
+    elif mode == TreeMaskMode.FULL_MASK:
+        per_req = num_draft_tokens * {full}
+    else:
+        raise NotImplementedError(mode)
+    return bs * per_req
+
+class VerifyMask(msgspec.Struct, frozen=True):
+    buffer: torch.Tensor
+    mode: TreeMaskMode
+    max_bs: int
+    is_read: bool = True
+
+    def fits(self, bs: int) -> bool:
+        {fits}
+"""
+
+SPEC_UTILS = """
+from __future__ import annotations
+
+def draft_kv_indices_buffer_width(num_seqs: int, topk: int, max_context_len: int) -> int:
+    assert {width} < 2**31
+    return {width}
+
+def draft_kv_indices_used_len(seq_lens_sum: int, topk: int, bs: int, num_steps: int) -> int:
+    return {used}
+"""
+
+
+def _package(root: Path, files: dict[str, str]) -> Path:
+    pkg = root / "sglang"
+    (pkg / "srt").mkdir(parents=True, exist_ok=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_version.py").write_text("__version__ = version = '0.0.0+fake'\n")
+    for rel, text in files.items():
+        path = pkg / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return pkg
+
+
+def _fake(tmp_path, *, full="(max_context_len + num_draft_tokens)", fits="return bs <= self.max_bs",
+          width="num_seqs * topk * max_context_len", used="seq_lens_sum * topk + bs * num_steps",
+          drop: tuple[str, ...] = ()) -> Path:
+    spec_utils = SPEC_UTILS.format(width=width, used=used)
+    for name in drop:
+        start = spec_utils.index(f"def {name}")
+        end = spec_utils.find("\ndef ", start + 1)
+        spec_utils = spec_utils[:start] + (spec_utils[end:] if end != -1 else "")
+    return _package(tmp_path, {
+        "kernels/ops/speculative/spec_tree.py": MODES,
+        "srt/layers/attention/verify_mask.py": VERIFY_MASK.format(full=full, fits=fits),
+        "srt/speculative/spec_utils.py": spec_utils,
+    })
+
+
+def test_fake_correct_package_matches(tmp_path):
+    rep = run_audit(str(_fake(tmp_path)), kernels=False)
+    assert rep.sglang_version == "0.0.0+fake"
+    assert not rep.failed, R.render_text(rep)
+    assert _row(rep, "helper.draft_kv_indices_used_len").status == R.MATCHED
+
+
+def test_width_without_topk_is_flagged(tmp_path, capsys):
+    pkg = _fake(tmp_path, width="num_seqs * max_context_len")  # sglang #27338
+    rep = run_audit(str(pkg), kernels=False)
+    row = _row(rep, "helper.draft_kv_indices_buffer_width")
+    assert row.status == R.DIVERGED
+    cex = row.counterexample
+    assert cex["K"] >= 2 and cex["num_seqs"] >= 1
+    assert cex == {"num_seqs": 1, "K": 2, "C": 1}  # the smallest one
+    assert main(["audit", "sglang", "--sglang-path", str(pkg), "--no-kernels"]) == 1
+    assert "diverged" in capsys.readouterr().out
+
+
+def test_fits_ignoring_max_bs_for_full_mask_is_flagged(tmp_path):
+    fits = "return True if self.mode == TreeMaskMode.FULL_MASK else bs <= self.max_bs"  # sglang #33119
+    rep = run_audit(str(_fake(tmp_path, fits=fits)), kernels=False)
+    assert _row(rep, "helper.VerifyMask.fits[FULL_MASK]").status == R.DIVERGED
+    assert _row(rep, "helper.VerifyMask.fits[QLEN_ONLY]").status == R.MATCHED
+    reuse = _row(rep, "safety.verify_mask_reuse[FULL_MASK]")
+    assert reuse.status == R.DIVERGED and reuse.counterexample["bs"] > reuse.counterexample["max_bs"]
+
+
+def test_mask_without_draft_term_is_flagged(tmp_path):
+    rep = run_audit(str(_fake(tmp_path, full="max_context_len")), kernels=False)  # sglang #29450
+    row = _row(rep, "helper.tree_mask_numel[FULL_MASK]")
+    assert row.status == R.DIVERGED and row.counterexample["bs"] >= 1
+    assert _row(rep, "safety.verify_mask_reuse[FULL_MASK]").status == R.DIVERGED
+
+
+def test_capacity_check_one_step_short_is_flagged(tmp_path):
+    # used_len that forgets the last step: the capacity proof with room no longer bounds the kernel.
+    rep = run_audit(str(_fake(tmp_path, used="seq_lens_sum * topk + bs * (num_steps - 1)")), kernels=False)
+    assert _row(rep, "helper.draft_kv_indices_used_len").status == R.DIVERGED
+
+
+def test_missing_function_is_not_present(tmp_path):
+    rep = run_audit(str(_fake(tmp_path, drop=("draft_kv_indices_used_len",))), kernels=False)
+    assert _row(rep, "helper.draft_kv_indices_used_len").status == R.NOT_PRESENT
+    assert _row(rep, "safety.kv_capacity").status == R.NOT_PRESENT
+    assert rep.exit_code() == 0
+
+
+def test_moved_function_is_found(tmp_path):
+    pkg = _fake(tmp_path, drop=("draft_kv_indices_used_len",))
+    (pkg / "srt" / "elsewhere.py").write_text(
+        "def draft_kv_indices_used_len(seq_lens_sum, topk, bs, num_steps):\n"
+        "    return seq_lens_sum * topk + bs * num_steps\n")
+    row = _row(run_audit(str(pkg), kernels=False), "helper.draft_kv_indices_used_len")
+    assert row.status == R.MATCHED and "srt/elsewhere.py" in row.subject and "moved" in row.subject
+
+
+def test_non_symbolic_helper_falls_back_to_grid(tmp_path):
+    rep = run_audit(str(_fake(tmp_path, used="int(seq_lens_sum) * topk + bs * num_steps")), kernels=False)
+    row = _row(rep, "helper.draft_kv_indices_used_len")
+    assert row.status == R.MATCHED and row.method.startswith("grid")
+    rep = run_audit(str(_fake(tmp_path / "b", used="int(seq_lens_sum) + bs * num_steps")), kernels=False)
+    row = _row(rep, "helper.draft_kv_indices_used_len")
+    assert row.status == R.DIVERGED and row.method.startswith("grid") and row.counterexample["K"] >= 2
+
+
+def test_unknown_kernel_signature(tmp_path):
+    pkg = _fake(tmp_path)
+    tree = pkg / "kernels/ops/speculative/spec_tree.py"
+    tree.write_text(MODES + textwrap.dedent("""
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def sgl_build_tree_kernel_efficient_triton(tree_ptr, mystery_table, topk: tl.constexpr):
+            pass
+    """))
+    rep = run_audit(str(pkg), examples=1)
+    row = _row(rep, "kernel.build_tree[valid]")
+    assert row.status == R.UNKNOWN_SIGNATURE and "mystery_table" in row.detail
+    assert _row(rep, "kernel.draft_kv_indices").status == R.NOT_PRESENT
+    assert rep.exit_code() == 0
+
+
+def test_no_sglang(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    rep = run_audit(str(empty))
+    assert [r.status for r in rep.rows] == [R.NOT_PRESENT]
+    assert "no sglang package folder" in rep.rows[0].detail
+    assert main(["audit", "sglang", "--sglang-path", str(empty)]) == 0
+    assert "not present" in capsys.readouterr().out
+
+
+def test_broken_helper_source_is_a_row(tmp_path):
+    pkg = _fake(tmp_path)
+    (pkg / "srt/speculative/spec_utils.py").write_text("def draft_kv_indices_used_len(:\n")
+    rep = run_audit(str(pkg), kernels=False)
+    assert _row(rep, "helper.draft_kv_indices_used_len").status == R.NOT_PRESENT
