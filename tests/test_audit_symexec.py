@@ -38,7 +38,7 @@ def test_paths_of_branches_and_asserts():
         assert s.check() == z3.sat
         m = s.model()
         ca, cb = m.eval(a, True).as_long(), m.eval(b, True).as_long()
-        assert m.eval(p.value, True).as_long() == ns["f"](ca, cb)
+        assert m.eval(z3.IntVal(0) + p.value, True).as_long() == ns["f"](ca, cb)
     assert len({str(p.condition) for p in expl.paths}) == len(expl.paths)
 
 
