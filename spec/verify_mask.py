@@ -99,18 +99,14 @@ def tree_mask_numel(mode, max_bs, num_draft_tokens, max_context_len):
 def mask_batch_numel(mode, bs, num_draft_tokens, seq_lens_sum):
     """Exact cells a batch uses: FULL ``S*n + bs*n*n``, QLEN ``bs*n*n``, BITPACKING ``bs*n``.
 
-    This is also the size of the per-batch fallback allocation when the
-    preallocated buffer does not fit.
+    The batch ends where a request ``bs`` would begin, so this is
+    :func:`mask_request_base` at ``b = bs, P[bs] = S`` (one formula, not two).  It is
+    also the size of the per-batch fallback allocation when the preallocated buffer
+    does not fit.
     """
-    mode = as_mode(mode)
-    n = _n(num_draft_tokens, mode)
     bs = check_int("bs", bs, minimum=0)
     total = check_int("seq_lens_sum", seq_lens_sum, minimum=0)
-    if mode is TreeMaskMode.FULL_MASK:
-        return total * n + bs * n * n
-    if mode is TreeMaskMode.QLEN_ONLY:
-        return bs * n * n
-    return bs * n
+    return mask_request_base(mode, bs, num_draft_tokens, total)
 
 
 def fallback_numel(mode, bs, num_draft_tokens, seq_lens_sum):
