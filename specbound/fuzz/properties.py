@@ -1,0 +1,454 @@
+"""Differential properties: spec vs reference vs Triton kernels, on one case at a time.
+
+Each ``check_*`` function takes a :class:`~specbound.fuzz.strategies.TreeCase` or
+:class:`~specbound.fuzz.strategies.KvCase` and raises :class:`PropertyFailure` (an
+``AssertionError``) with a precise message when the property does not hold.  The pytest
+tests (``tests/test_fuzz_*.py``) and ``specbound fuzz`` both run them; :data:`PROPERTIES`
+lists them with their strategy and cost class.
+
+* **footprint**: the cells an implementation writes equal the spec's footprint exactly
+  (``spec.mask_kernel_cells | spec.mask_fill_cells``, ``spec.token_cells``,
+  ``spec.kv_indices_cells``, ``spec.kv_indptr_cells``).  Reference: sentinel diff on
+  padded buffers, run twice with complementary sentinels so a write of the sentinel
+  value is still seen.  Triton: the checked interpreter's recorded footprint on
+  exact-size buffers (which also makes any out-of-bounds access a failure).
+* **semantics**: every output equals what the spec says it is, computed here straight
+  from the spec functions (mask row = ``{0} | spec.bounded_walk``, positions =
+  ``seq_len + len(walk)``, links = ``spec.links(spec.parents(...))``, kv segments from
+  ``spec.kv_segment_start`` / ``kv_extension_read``, ``kv_indptr`` from
+  ``spec.kv_indptr_entry``).  For defect-free trees the walk is also checked against
+  the ancestor relation computed independently from the parent function.
+* **differential**: reference and kernel outputs are identical bit for bit (dtype,
+  shape, every cell, untouched cells of pre-filled caller buffers included), on valid
+  and malformed trees, and ``strict=True`` raises the same error in both.
+
+Every Triton launch here runs inside ``checked_interpreter``: an out-of-bounds access
+raises and fails the property.  When the kernels are compiled (CUDA), the Triton
+properties use the guard-band footprint instead (sentinel diff around the buffers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from specbound import kernels, spec
+from specbound import reference as ref
+from specbound.kernels import OutOfBoundsAccess, checked_interpreter
+from specbound.spec import TreeMaskMode
+
+from .strategies import KvCase, TreeCase, kv_cases, tree_cases
+
+PAD = 16                     # padding cells/rows around reference outputs (sentinel diff)
+TOKEN_OUTPUTS = ("positions", "retrive_index", "retrive_next_token", "retrive_next_sibling")
+_KERNEL_ARG = {"positions": "positions_ptr", "retrive_index": "retrive_index_ptr",
+               "retrive_next_token": "next_token_ptr", "retrive_next_sibling": "next_sibling_ptr"}
+_SIGNED = {torch.uint8: torch.int8, torch.uint16: torch.int16, torch.uint32: torch.int32}
+
+
+class PropertyFailure(AssertionError):
+    """A property does not hold on a case."""
+
+
+def _fail(what: str) -> None:
+    raise PropertyFailure(what)
+
+
+def _signed(t: torch.Tensor) -> torch.Tensor:
+    """A view torch can compare and fill (uint16/uint32 support is partial)."""
+    return t.view(_SIGNED[t.dtype]) if t.dtype in _SIGNED else t
+
+
+def _same(name: str, got: torch.Tensor, want: torch.Tensor) -> None:
+    if got.dtype != want.dtype or tuple(got.shape) != tuple(want.shape):
+        _fail(f"{name}: dtype/shape {got.dtype} {tuple(got.shape)} != {want.dtype} {tuple(want.shape)}")
+    a, b = _signed(got).reshape(-1), _signed(want).reshape(-1)
+    diff = (a != b).nonzero().reshape(-1)
+    if diff.numel():
+        cells = diff[:8].tolist()
+        _fail(f"{name}: {diff.numel()} cell(s) differ, first {cells}: got {a[diff[:8]].tolist()}, "
+              f"want {b[diff[:8]].tolist()}")
+
+
+def _same_set(name: str, got: set[int], want: set[int]) -> None:
+    if got != want:
+        extra, missing = sorted(got - want), sorted(want - got)
+        _fail(f"{name}: footprint differs from the spec: {len(extra)} extra cell(s) {extra[:8]}, "
+              f"{len(missing)} missing cell(s) {missing[:8]}")
+
+
+def _checked_run(fn, *args, **kwargs):
+    """Run an interpreted launch under the checked interpreter; returns (result, session)."""
+    if not kernels.INTERPRETED:
+        return fn(*args, **kwargs), None
+    with checked_interpreter(record_footprint=True) as session:
+        try:
+            out = fn(*args, **kwargs)
+        except OutOfBoundsAccess as exc:
+            _fail(f"out-of-bounds access: {exc}")
+    return out, session
+
+
+def _seed(case) -> int:
+    return int.from_bytes(hashlib.sha256(case.to_json().encode()).digest()[:4], "little")
+
+
+# --- tree: what the spec says ----------------------------------------------------------------
+
+def _ancestors(parent_of, t):
+    out, cur, seen = [], t, set()
+    while cur is not None and cur != 0 and cur not in seen:
+        seen.add(cur)
+        out.append(cur)
+        cur = parent_of[cur]
+    return out, cur == 0
+
+
+def expected_tree(case: TreeCase) -> dict[str, torch.Tensor]:
+    """The outputs of a build into freshly allocated buffers (mask zero-filled, positions
+    zero, retrive_* -1), computed from the spec alone."""
+    k, d, n, mode = case.topk, case.depth, case.num_draft_tokens, case.tree_mode
+    prefix = spec.prefix_sums(case.seq_lens)
+    numel = spec.mask_batch_numel(mode, case.bs, n, prefix[-1])
+    bitpack = mode is TreeMaskMode.QLEN_ONLY_BITPACKING
+    mask = [0] * numel
+    positions = [0] * (case.bs * n)
+    next_token, next_sibling = [], []
+    for b, s in enumerate(case.seq_lens):
+        sel_row, pl_row, p = case.selected_index[b], case.parent_list[b], prefix[b]
+        parent_of = spec.parents(sel_row, pl_row, k, d, n)
+        nt, ns = spec.links(parent_of)
+        next_token += nt
+        next_sibling += ns
+        for t in range(n):
+            walk = spec.bounded_walk(t, sel_row, pl_row, k, d, n)
+            marked = {0, *walk}
+            if not case.defects and t:
+                chain, rooted = _ancestors(parent_of, t)
+                if not rooted or set(chain) != set(walk) or len(walk) != len(chain):
+                    _fail(f"spec: request {b} node {t}: bounded_walk {walk} is not the ancestor chain "
+                          f"{chain} of a valid EAGLE tree")
+            positions[spec.token_cell(b, t, n)] = s + len(walk)
+            if bitpack:
+                cell = spec.mask_tree_cell(mode, b, t, 0, n, s, p)
+                mask[cell] = sum(1 << spec.mask_bit(mode, j) for j in marked)
+            else:
+                for j in range(n):
+                    mask[spec.mask_tree_cell(mode, b, t, j, n, s, p)] = int(j in marked)
+                if case.fill_prefix_mask:
+                    for c in range(spec.mask_prefix_columns(mode, s)):
+                        mask[spec.mask_prefix_cell(mode, b, t, c, n, s, p)] = 1
+    dtype = ref.mask_dtype(mode, n)
+    if dtype in _SIGNED:
+        bits = torch.empty(0, dtype=dtype).element_size() * 8
+        mask_t = torch.tensor([v - (1 << bits) if v >> (bits - 1) else v for v in mask],
+                              dtype=_SIGNED[dtype]).view(dtype)
+    else:
+        mask_t = torch.tensor(mask, dtype=torch.int64).to(dtype)
+    shape = (case.bs, n)
+    return {
+        "tree_mask": mask_t,
+        "positions": torch.tensor(positions, dtype=torch.int64),
+        "retrive_index": torch.arange(case.bs * n, dtype=torch.int64).reshape(shape),
+        "retrive_next_token": torch.tensor(next_token, dtype=torch.int64).reshape(shape),
+        "retrive_next_sibling": torch.tensor(next_sibling, dtype=torch.int64).reshape(shape),
+    }
+
+
+def spec_tree_footprint(case: TreeCase) -> dict[str, set[int]]:
+    mode, n = case.tree_mode, case.num_draft_tokens
+    fill = spec.mask_fill_cells(mode, n, case.seq_lens) if case.fill_prefix_mask else set()
+    tokens = spec.token_cells(case.bs, n)
+    return {"tree_mask.kernel": spec.mask_kernel_cells(mode, n, case.seq_lens), "tree_mask.fill": fill,
+            **{name: tokens for name in TOKEN_OUTPUTS}}
+
+
+# --- tree: running the implementations ----------------------------------------------------------
+
+def _impl(target: str):
+    if target == "reference":
+        return ref.build_tree, ref.draft_decode_kv_indices
+    if target == "triton":
+        return kernels.build_tree, kernels.draft_decode_kv_indices
+    raise ValueError(f"target must be 'reference' or 'triton', got {target!r}")
+
+
+def run_tree(case: TreeCase, target: str, **buffers):
+    """Build ``case`` with ``target``; Triton launches run checked.  Returns (outputs dict, session)."""
+    build = _impl(target)[0]
+    pl, sel, seq = case.tensors()
+    if target == "triton":
+        out, session = _checked_run(build, pl, sel, seq, **case.kwargs(), **buffers)
+    else:
+        out, session = build(pl, sel, seq, **case.kwargs(), **buffers), None
+    return out._asdict(), session
+
+
+def _tree_buffers(case: TreeCase, sentinel: str, pad: int = PAD) -> dict[str, torch.Tensor]:
+    """Caller buffers with ``pad`` extra cells (rows) filled with a sentinel ("lo" / "hi")."""
+    n = case.num_draft_tokens
+    mode = case.tree_mode
+    dtype = ref.mask_dtype(mode, n)
+    numel = spec.mask_batch_numel(mode, case.bs, n, sum(case.seq_lens)) + pad
+    mask = torch.zeros(numel, dtype=dtype)
+    if sentinel == "hi":
+        _signed(mask).fill_(True if dtype == torch.bool else -1)
+    value = -7777 if sentinel == "lo" else -8888
+    rows = case.bs + max(1, pad // max(n, 1))
+    return {"tree_mask": mask, "positions": torch.full((rows * n,), value, dtype=torch.int64),
+            **{name: torch.full((rows, n), value, dtype=torch.int64) for name in TOKEN_OUTPUTS[1:]}}
+
+
+def _changed(before: torch.Tensor, after: torch.Tensor) -> set[int]:
+    return set((_signed(before).reshape(-1) != _signed(after).reshape(-1)).nonzero().reshape(-1).tolist())
+
+
+def reference_tree_footprint(case: TreeCase) -> dict[str, set[int]]:
+    """Cells the reference writes, by sentinel diff (two runs, complementary sentinels)."""
+    written: dict[str, set[int]] = {}
+    for sentinel in ("lo", "hi"):
+        bufs = _tree_buffers(case, sentinel)
+        before = {name: t.clone() for name, t in bufs.items()}
+        run_tree(case, "reference", **bufs)
+        for name, t in bufs.items():
+            written.setdefault(name, set()).update(_changed(before[name], t))
+    return written
+
+
+def check_tree_footprint(case: TreeCase, target: str) -> None:
+    want = spec_tree_footprint(case)
+    if target == "reference":
+        got = reference_tree_footprint(case)
+        _same_set("tree_mask (reference)", got["tree_mask"], want["tree_mask.kernel"] | want["tree_mask.fill"])
+        for name in TOKEN_OUTPUTS:
+            _same_set(f"{name} (reference)", got[name], want[name])
+        return
+    _, session = run_tree(case, "triton")
+    if session is None:
+        return check_tree_footprint_guarded(case)
+    kern = session.written("build_tree_kernel")
+    fill = session.written("fill_prefix_kernel")
+    outputs = {"tree_mask_ptr", *_KERNEL_ARG.values()}
+    if set(kern) - outputs or set(fill) - {"tree_mask_ptr"}:
+        _fail(f"kernel wrote to an input: {sorted(set(kern) - outputs)} {sorted(set(fill) - {'tree_mask_ptr'})}")
+    _same_set("tree_mask (build_tree_kernel)", kern.get("tree_mask_ptr", set()), want["tree_mask.kernel"])
+    _same_set("tree_mask (fill_prefix_kernel)", fill.get("tree_mask_ptr", set()), want["tree_mask.fill"])
+    for name, arg in _KERNEL_ARG.items():
+        _same_set(f"{name} (build_tree_kernel)", kern.get(arg, set()), want[name])
+
+
+def check_tree_footprint_guarded(case: TreeCase) -> None:
+    """Compiled kernels: sentinel diff on padded buffers, as for the reference."""
+    want = spec_tree_footprint(case)
+    written: dict[str, set[int]] = {}
+    for sentinel in ("lo", "hi"):
+        bufs = {k: v.cuda() for k, v in _tree_buffers(case, sentinel).items()}
+        before = {name: t.clone() for name, t in bufs.items()}
+        pl, sel, seq = (x.cuda() for x in case.tensors())
+        kernels.build_tree(pl, sel, seq, **case.kwargs(), **bufs)
+        for name, t in bufs.items():
+            written.setdefault(name, set()).update(_changed(before[name].cpu(), t.cpu()))
+    _same_set("tree_mask (compiled)", written["tree_mask"], want["tree_mask.kernel"] | want["tree_mask.fill"])
+    for name in TOKEN_OUTPUTS:
+        _same_set(f"{name} (compiled)", written[name], want[name])
+
+
+def check_tree_semantics(case: TreeCase, target: str) -> None:
+    want = expected_tree(case)
+    got, _ = run_tree(case, target)
+    for name, value in want.items():
+        _same(f"{name} ({target} vs spec)", got[name].cpu(), value)
+
+
+def _junk_tree_buffers(case: TreeCase) -> dict[str, torch.Tensor]:
+    """Caller buffers pre-filled with the same pseudo-random junk for both implementations."""
+    g = torch.Generator().manual_seed(_seed(case))
+    bufs = _tree_buffers(case, "lo", pad=3)
+    for name, t in bufs.items():
+        view = _signed(t)
+        if view.dtype == torch.bool:
+            view.copy_(torch.randint(0, 2, view.shape, generator=g).bool())
+        else:
+            view.copy_(torch.randint(-100, 100, view.shape, generator=g).to(view.dtype))
+    return bufs
+
+
+def check_tree_differential(case: TreeCase) -> None:
+    for junk in (False, True):
+        outs = {}
+        for target in ("reference", "triton"):
+            bufs = _junk_tree_buffers(case) if junk else {}
+            outs[target], _ = run_tree(case, target, **bufs)
+        for name in outs["reference"]:
+            _same(f"{name} (triton vs reference{', junk-filled buffers' if junk else ''})",
+                  outs["triton"][name].cpu(), outs["reference"][name])
+    # strict mode: the same verdict, the same error
+    verdicts = []
+    for target in ("reference", "triton"):
+        pl, sel, seq = case.tensors()
+        try:
+            _impl(target)[0](pl, sel, seq, **case.kwargs(), strict=True)
+            verdicts.append("ok")
+        except ref.MalformedTreeError as exc:
+            verdicts.append(f"{type(exc).__name__}: {exc}")
+    if verdicts[0] != verdicts[1]:
+        _fail(f"strict=True verdicts differ: reference {verdicts[0]!r}, triton {verdicts[1]!r}")
+    if not case.defects and verdicts[0] != "ok":
+        _fail(f"a valid EAGLE tree was rejected by strict=True: {verdicts[0]}")
+
+
+# --- kv: what the spec says -------------------------------------------------------------------
+
+def expected_kv(case: KvCase, fill: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
+    """kv_indices and kv_indptr after a build into ``case.buffers(fill)``, from the spec alone."""
+    kv_indices, kv_indptr = case.buffers(fill)
+    pool, r2t, _ = case.tensors()
+    k, steps, page = case.topk, case.num_steps, case.page_size
+    width = kv_indices.shape[1]
+    flat = kv_indices.view(-1)
+    prefix = spec.prefix_sums(case.seq_lens)
+    for iters in range(1, steps + 1):
+        for b, s in enumerate(case.seq_lens):
+            row = r2t[case.req_pool_indices[b]]
+            for t in range(k):
+                start = spec.kv_segment_start(prefix[b], b, t, k, iters, s)
+                cell = spec.kv_indices_cell(width, iters, start)
+                reads = list(range(s)) + [spec.kv_extension_read(s, t, e, k, steps, page) for e in range(iters)]
+                assert len(reads) == spec.kv_segment_len(s, iters)
+                flat[cell:cell + len(reads)] = row[reads].to(flat.dtype)
+    positions = spec.prefix_sums([s for s in case.seq_lens for _ in range(k)])
+    ind = kv_indptr.view(-1)
+    for iters in range(1, steps + 1):
+        for z in range(spec.draft_branches(case.num_seqs, k) + 1):
+            ind[spec.kv_indices_cell(kv_indptr.shape[1], iters, z)] = spec.kv_indptr_entry(positions[z], z, iters)
+    return kv_indices, kv_indptr
+
+
+def run_kv(case: KvCase, target: str, kv_indices=None, kv_indptr=None):
+    """Build ``case`` into the given buffers (default: ``case.buffers()``); returns
+    ((kv_indices, kv_indptr), session)."""
+    if kv_indices is None:
+        kv_indices, kv_indptr = case.buffers()
+    build = _impl(target)[1]
+    pool, r2t, seq = case.tensors()
+    kw = dict(**case.kwargs(), kv_indices=kv_indices, kv_indptr=kv_indptr)
+    if target == "triton":
+        return _checked_run(build, pool, r2t, seq, **kw)
+    return build(pool, r2t, seq, **kw), None
+
+
+def check_kv_footprint(case: KvCase, target: str) -> None:
+    k, steps = case.topk, case.num_steps
+    if target == "reference":
+        written = {"kv_indices": set(), "kv_indptr": set()}
+        for sentinel in (-7777, -8888):
+            ind, ptr = case.buffers(sentinel)
+            ind = torch.cat([ind, torch.full((steps, PAD), sentinel, dtype=ind.dtype)], dim=1)
+            ptr = torch.cat([ptr, torch.full((steps, PAD), sentinel, dtype=ptr.dtype)], dim=1)
+            b_ind, b_ptr = ind.clone(), ptr.clone()
+            run_kv(case, "reference", ind, ptr)
+            written["kv_indices"] |= _changed(b_ind, ind)
+            written["kv_indptr"] |= _changed(b_ptr, ptr)
+        _same_set("kv_indices (reference)", written["kv_indices"],
+                  spec.kv_indices_cells(case.seq_lens, k, steps, ind.shape[1]))
+        _same_set("kv_indptr (reference)", written["kv_indptr"],
+                  spec.kv_indptr_cells(case.num_seqs, k, steps, ptr.shape[1]))
+        return
+    (ind, ptr), session = run_kv(case, "triton")
+    if session is None:
+        return
+    got = session.written("draft_kv_kernel")
+    if set(got) - {"kv_indices_ptr", "kv_indptr_ptr"}:
+        _fail(f"draft_kv_kernel wrote to an input: {sorted(set(got) - {'kv_indices_ptr', 'kv_indptr_ptr'})}")
+    _same_set("kv_indices (draft_kv_kernel)", got.get("kv_indices_ptr", set()),
+              spec.kv_indices_cells(case.seq_lens, k, steps, ind.shape[1]))
+    if case.num_seqs:   # with no request the wrapper writes the zero entries on the host: no launch
+        _same_set("kv_indptr (draft_kv_kernel)", got.get("kv_indptr_ptr", set()),
+                  spec.kv_indptr_cells(case.num_seqs, k, steps, ptr.shape[1]))
+
+
+def check_kv_semantics(case: KvCase, target: str) -> None:
+    want_ind, want_ptr = expected_kv(case)
+    (ind, ptr), _ = run_kv(case, target)
+    _same(f"kv_indices ({target} vs spec)", ind.cpu(), want_ind)
+    _same(f"kv_indptr ({target} vs spec)", ptr.cpu(), want_ptr)
+
+
+def check_kv_differential(case: KvCase) -> None:
+    g = torch.Generator().manual_seed(_seed(case))
+    outs = []
+    junk = [torch.randint(-100, 100, t.shape, generator=g).to(t.dtype) for t in case.buffers()]
+    for target in ("reference", "triton"):
+        (ind, ptr), _ = run_kv(case, target, junk[0].clone(), junk[1].clone())
+        outs.append((ind.cpu(), ptr.cpu()))
+    _same("kv_indices (triton vs reference, junk-filled buffers)", outs[1][0], outs[0][0])
+    _same("kv_indptr (triton vs reference, junk-filled buffers)", outs[1][1], outs[0][1])
+
+
+# --- the registry ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Property:
+    """A named property: ``check(case)`` over cases drawn from ``strategy()``.
+
+    ``target``: which implementation it exercises ("reference", "triton", or "all" for the
+    differential ones that need both); ``cost``: the budget class (see profiles.budget)."""
+
+    name: str
+    target: str
+    cost: str
+    strategy: Callable
+    check: Callable
+    doc: str
+
+
+def _p(name, target, cost, strategy, check, doc):
+    return Property(name, target, cost, strategy, check, doc)
+
+
+PROPERTIES: tuple[Property, ...] = (
+    _p("tree.footprint.reference", "reference", "cheap", tree_cases,
+       lambda c: check_tree_footprint(c, "reference"), "reference writes exactly the spec's cells"),
+    _p("tree.semantics.reference", "reference", "cheap", tree_cases,
+       lambda c: check_tree_semantics(c, "reference"), "reference outputs equal the spec's semantics"),
+    _p("kv.footprint.reference", "reference", "cheap", kv_cases,
+       lambda c: check_kv_footprint(c, "reference"), "reference writes exactly the spec's kv cells"),
+    _p("kv.semantics.reference", "reference", "cheap", kv_cases,
+       lambda c: check_kv_semantics(c, "reference"), "reference kv outputs equal the spec's"),
+    _p("tree.footprint.triton", "triton", "kernel", tree_cases,
+       lambda c: check_tree_footprint(c, "triton"), "kernel writes exactly the spec's cells, never OOB"),
+    _p("tree.semantics.triton", "triton", "kernel", tree_cases,
+       lambda c: check_tree_semantics(c, "triton"), "kernel outputs equal the spec's semantics"),
+    _p("tree.differential", "all", "kernel", tree_cases, check_tree_differential,
+       "kernel == reference bit for bit (valid and malformed trees, strict verdicts)"),
+    _p("kv.footprint.triton", "triton", "kernel", kv_cases,
+       lambda c: check_kv_footprint(c, "triton"), "kernel writes exactly the spec's kv cells, never OOB"),
+    _p("kv.semantics.triton", "triton", "kernel", kv_cases,
+       lambda c: check_kv_semantics(c, "triton"), "kernel kv outputs equal the spec's"),
+    _p("kv.differential", "all", "kernel", kv_cases, check_kv_differential,
+       "kernel == reference bit for bit on kv batches"),
+)
+
+
+def property_named(name: str) -> Property:
+    for p in PROPERTIES:
+        if p.name == name:
+            return p
+    from specbound.spec import SpecArgumentError
+    raise SpecArgumentError("--property", f"unknown property {name!r}; known: "
+                            f"{', '.join(p.name for p in PROPERTIES)}")
+
+
+def select(target: str) -> list[Property]:
+    """Properties for ``--target``: reference, triton (kernel and differential ones) or all."""
+    if target == "all":
+        return list(PROPERTIES)
+    if target == "reference":
+        return [p for p in PROPERTIES if p.target == "reference"]
+    if target == "triton":
+        return [p for p in PROPERTIES if p.target in ("triton", "all")]
+    from specbound.spec import SpecArgumentError
+    raise SpecArgumentError("--target", f"must be reference, triton or all, got {target!r}")
