@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import os
 import random
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -36,6 +37,11 @@ SYMBOLIC_EXECUTORS = ("specbound.kernels.symbolic", "specbound.proofs.kernel_exe
 
 class Unavailable(Exception):
     pass
+
+
+def _oob_text(e) -> str:
+    """The checked interpreter's message without the host address (it changes every run)."""
+    return re.sub(r" at address 0x[0-9a-fA-F]+", "", str(e))
 
 
 def _norm(name: str, aliases: dict[str, str]) -> str:
@@ -148,7 +154,7 @@ def run_tree(kernel, found: Found, K, case) -> Finding | None:
         with K.checked_interpreter(record_footprint=True) as session:
             kernel[(bs,)](**kwargs)
     except K.OutOfBoundsAccess as e:
-        return Finding(R.OOB, str(e))
+        return Finding(R.OOB, _oob_text(e))
     except Exception as e:  # noqa: BLE001 - a crash of the kernel is a finding, not a traceback
         return Finding(R.ERROR, f"{type(e).__name__}: {e}")
     want = reference.build_tree(pl, sel, seq, topk=k, depth=d, num_draft_tokens=n, mode=mode,
@@ -396,7 +402,7 @@ def run_kv(kernel, found: Found, K, case, width_fn=None) -> Finding | None:
         with K.checked_interpreter(record_footprint=True) as session:
             kernel[grid](**kwargs)
     except K.OutOfBoundsAccess as e:
-        return Finding(R.OOB, str(e))
+        return Finding(R.OOB, _oob_text(e))
     except Exception as e:  # noqa: BLE001
         return Finding(R.ERROR, f"{type(e).__name__}: {e}")
     want_idx = torch.full((steps, width), -1, dtype=torch.int64)
@@ -542,7 +548,7 @@ def run_kv_no_room(kernel, found, K, case, width) -> Finding | None:
         with K.checked_interpreter():
             kernel[(steps, num_seqs, k)](**kwargs)
     except K.OutOfBoundsAccess as e:
-        return Finding(R.OOB, str(e))
+        return Finding(R.OOB, _oob_text(e))
     except Exception as e:  # noqa: BLE001
         return Finding(R.ERROR, f"{type(e).__name__}: {e}")
     return None
