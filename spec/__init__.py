@@ -11,8 +11,8 @@ Convention: ``seq_len[b]`` is the verified (committed) prefix length of request
 
 from .conditions import (
     BITPACK_MAX_DRAFT_TOKENS, INT32_LIMIT, Condition, batch_size_ok, bitpack_ok, conjunction,
-    context_ok, draft_room_ok, int32_alloc_ok, kv_shape_ok, max_bs_ok, require, seq_len_ok,
-    tree_shape_ok,
+    context_ok, draft_room_ok, grid_lanes_int32_ok, int32_alloc_ok, int32_arg_ok, kv_shape_ok,
+    lane_bound_ok, max_bs_ok, require, seq_len_ok, tree_shape_ok,
 )
 from .draft_kv import (
     draft_branches, draft_kv_capacity_ok, draft_kv_capacity_steps, draft_kv_indices_buffer_width, draft_kv_indices_used_len,

@@ -113,3 +113,24 @@ def kv_shape_ok(topk, num_steps, page_size) -> tuple[Condition, ...]:
 
 def int32_alloc_ok(numel, name: str = "numel") -> tuple[Condition, ...]:
     return (Condition("alloc_below_int32", f"{name} < 2^31", numel < INT32_LIMIT, name),)
+
+
+# --- launch contracts of the Triton kernels (host side) ------------------------------------
+
+def lane_bound_ok(needed, lanes, name: str = "lanes") -> tuple[Condition, ...]:
+    """A constexpr lane axis of ``lanes`` lanes covers ``needed`` items (``NODES >= n``,
+    ``PAIRS >= num_steps*K``, ``STEPS >= num_steps``); else a masked copy is cut short."""
+    return (Condition(f"lane_bound_{name}", f"{name} >= needed lanes", needed <= lanes, name),)
+
+
+def grid_lanes_int32_ok(grid, block, name: str = "grid") -> tuple[Condition, ...]:
+    """``grid * block <= 2^31``: the int32 lane index ``pid * block + arange(block)`` of
+    every program is representable (Triton computes it in int32)."""
+    return (Condition(f"grid_lanes_int32_{name}", f"{name} * block <= 2^31", grid * block <= INT32_LIMIT,
+                      name),)
+
+
+def int32_arg_ok(value, name: str) -> tuple[Condition, ...]:
+    """A runtime integer argument Triton passes as int32 (it fits)."""
+    return (Condition(f"int32_arg_{name}", f"-2^31 <= {name} < 2^31",
+                      all_of(-INT32_LIMIT <= value, value < INT32_LIMIT), name),)

@@ -1,0 +1,957 @@
+"""Execute a ``@triton.jit`` function's Python body symbolically.
+
+The body is read from the kernel's source file with :mod:`ast` (never imported: no torch,
+no triton) and walked statement by statement against a Z3 stand-in for
+``triton.language``.  Only the constructs our kernels use are modelled; everything else
+raises :class:`~.values.Unsupported` naming the construct and its line.
+
+What one run produces (:class:`ExecResult`): every load and store (tensor, offset block,
+mask, path condition, stored value), and the obligations the executor itself raises on
+the way (int wrap at the points a wrapped value is observed, truncation of
+``arange(N) < x`` masks, division by zero, ``device_assert``).  Bounds, footprint and
+race obligations are built from the accesses by :mod:`.obligations`.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import z3
+
+from .values import (
+    DTYPES, INT1, INT32, INT64, LANES, MAX_RANK, Access, DType, Ptr, PtrDType, TensorModel,
+    Unsupported, V, as_bool, as_int, lane_range, lane_vars_in, promote, shift, to_z3,
+)
+
+_counter = itertools.count()
+
+
+def fresh_name(base: str) -> str:
+    return f"{base}!{next(_counter)}"
+
+
+@dataclass
+class Ob:
+    """An obligation raised during execution: ``hyps (path, lanes, activation) => goal``."""
+
+    kind: str           # "wrap" | "truncation" | "assert" | "divzero" | "cast" | "value"
+    line: int
+    goal: Any
+    path: list
+    shape: tuple
+    note: str
+    active: Any = True  # activation condition (a mask), part of the hypotheses
+
+
+@dataclass
+class Reduction:
+    """An abstracted reduction: ``func(args)`` stands for the reduced value; ``schema(app)``
+    yields the valid lemmas for one application."""
+
+    func: Any
+    schema: Callable
+    line: int
+    kind: str
+
+
+@dataclass
+class ExecResult:
+    accesses: list
+    obligations: list
+    functions: dict          # FuncDecl name -> schema(app) (contents, reductions, witnesses)
+    pid: Any
+    grid: Any
+    local_consts: list       # program-local constants (pid, loop indices): renamed per copy
+    unclassified_masks: list = field(default_factory=list)
+
+
+# --- Triton's arithmetic on Z3 terms -------------------------------------------------------
+
+def tdiv(a, b):
+    """C (truncating) integer division, as Triton computes ``//`` on integers."""
+    if z3.is_int_value(b) and b.as_long() > 0:
+        return z3.If(a >= 0, a / b, -((-a) / b))
+    return z3.If(b > 0, z3.If(a >= 0, a / b, -((-a) / b)), z3.If(a >= 0, -(a / (-b)), (-a) / (-b)))
+
+
+def tmod(a, b):
+    """C remainder: ``a - b * tdiv(a, b)`` (sign of the dividend)."""
+    return a - b * tdiv(a, b)
+
+
+@dataclass
+class LaneTag:
+    """Provenance of ``base + lane[axis]`` with lane in [0, size): the shapes a truncation
+    obligation is raised for."""
+
+    axis: int
+    size: int
+    base: Any   # python 0, or a Z3 term (loop index, pid * size)
+    kind: str   # "arange" | "loop" | "grid"
+    loop: Any = None
+
+
+class TL:
+    """Marker for the stand-in of ``triton.language`` (attributes resolved by the executor)."""
+
+
+class TritonMod:
+    """Marker for the stand-in of ``triton``."""
+
+
+class Executor:
+    def __init__(self, path: str, func_name: str, *, constexprs: dict, scalars: dict,
+                 tensors: dict, grid: list, transform: Callable | None = None,
+                 max_unroll: int = 64, oracle: Callable | None = None):
+        self.path = path
+        self.func_name = func_name
+        self.constexprs = dict(constexprs)
+        self.scalars = scalars
+        self.tensors = tensors
+        self.grid = grid
+        self.transform = transform
+        self.max_unroll = max_unroll
+        self.path_cond: list = []
+        self.accesses: list = []
+        self.obligations: list = []
+        self.functions: dict = {}
+        self.local_consts: list = []
+        self.tags: dict = {}     # id(V) -> LaneTag
+        self.loops: dict = {}    # loop index name -> (stop, step)
+        self.unclassified: list = []
+        self.pid = [z3.Int(f"pid{i}") for i in range(len(grid))]
+        self._seen_wrap: set = set()
+        self.trunc_candidates: list = []
+        self.trunc_lines: set = set()
+        self.mask_lines: dict = {}
+        self.oracle = oracle          # (name, hyps, goal) -> Proof | None: side facts that simplify terms
+        self.side_proofs: list = []
+
+    # --- source -----------------------------------------------------------------------------
+    def load_module(self):
+        text = open(self.path).read()
+        tree = ast.parse(text)
+        if self.transform is not None:
+            tree = self.transform(tree)
+            ast.fix_missing_locations(tree)
+        self.module_tree = tree
+        self.globals = {"tl": TL(), "triton": TritonMod()}
+        from specbound import spec as spec_mod
+        for node in tree.body:
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
+                    and isinstance(node.value, ast.Call) and _is_tl_attr(node.value.func, "constexpr"):
+                inner = ast.Expression(node.value.args[0])
+                self.globals[node.target.id] = eval(compile(inner, self.path, "eval"),
+                                                    {"int": int, "spec": spec_mod})
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == self.func_name:
+                return node
+        raise Unsupported(f"no function {self.func_name} in {self.path}")
+
+    # --- running ---------------------------------------------------------------------------
+    def run(self) -> ExecResult:
+        fn = self.load_module()
+        env: dict = {}
+        for i, p in enumerate(self.pid):
+            self.local_consts.append(p)
+            self.path_cond.append((f"program_id{i}_in_grid", z3.And(p >= 0, p < self.grid[i])))
+        for arg in fn.args.args:
+            name = arg.arg
+            if name in self.constexprs:
+                env[name] = self.constexprs[name]
+            elif name in self.tensors:
+                env[name] = Ptr(self.tensors[name], V(z3.IntVal(0), (), INT64))
+            elif name in self.scalars:
+                env[name] = self.scalars[name]
+            else:
+                raise Unsupported(f"kernel argument {name!r} has no model")
+        self.exec_block(fn.body, env)
+        self.finish_truncation()
+        res = ExecResult(self.accesses, self.obligations, self.functions, self.pid, self.grid,
+                         self.local_consts, self.unclassified)
+        res.side_proofs = self.side_proofs
+        return res
+
+    def exec_block(self, stmts, env):
+        for st in stmts:
+            self.exec_stmt(st, env)
+
+    def exec_stmt(self, st, env):
+        line = st.lineno
+        self.cur_env = env
+        if isinstance(st, ast.Expr):
+            if isinstance(st.value, ast.Constant):
+                return  # docstring
+            self.eval(st.value, env)
+        elif isinstance(st, ast.Assign):
+            value = self.eval(st.value, env)
+            for target in st.targets:
+                self.bind(target, value, env, line)
+        elif isinstance(st, ast.AugAssign):
+            if not isinstance(st.target, ast.Name):
+                raise Unsupported("augmented assignment to a non-name", line)
+            cur = self.lookup(st.target.id, env, line)
+            env[st.target.id] = self.binop(type(st.op), cur, self.eval(st.value, env), line)
+        elif isinstance(st, ast.AnnAssign):
+            if st.value is None:
+                return
+            self.bind(st.target, self.eval(st.value, env), env, line)
+        elif isinstance(st, ast.For):
+            self.exec_for(st, env)
+        elif isinstance(st, ast.If):
+            test = self.eval(st.test, env)
+            if isinstance(test, (bool, int)):
+                self.exec_block(st.body if test else st.orelse, env)
+            else:
+                self.exec_fork(st, test, env)
+        elif isinstance(st, ast.Pass):
+            return
+        elif isinstance(st, ast.Return) and st.value is None:
+            raise Unsupported("early return", line)
+        else:
+            raise Unsupported(f"statement {type(st).__name__}", line)
+
+    def exec_fork(self, st, test, env):
+        """A data-dependent ``if``: both branches run under their path condition and the
+        variables they assign are merged with ``If``."""
+        if not isinstance(test, V) or test.shape not in ((), (1,)):
+            raise Unsupported("if on a block value", st.lineno)
+        cond = as_bool(test.e)
+        results = []
+        for branch, c in ((st.body, cond), (st.orelse, z3.Not(cond))):
+            e2 = dict(env)
+            self.path_cond.append((f"if@{st.lineno}", c))
+            try:
+                self.exec_block(branch, e2)
+            finally:
+                self.path_cond.pop()
+            results.append(e2)
+        for name in set(results[0]) | set(results[1]):
+            a, b = results[0].get(name), results[1].get(name)
+            if a is b:
+                env[name] = a
+            elif isinstance(a, V) and isinstance(b, V) and a.shape == b.shape:
+                env[name] = V(z3.If(cond, a.e, b.e), a.shape, promote(a.dtype, b.dtype), a.arith or b.arith)
+            else:
+                raise Unsupported(f"variable {name!r} merged after a data-dependent if", st.lineno)
+
+    def exec_for(self, st, env):
+        line = st.lineno
+        if not isinstance(st.target, ast.Name):
+            raise Unsupported("for loop target that is not a name", line)
+        if st.orelse:
+            raise Unsupported("for ... else", line)
+        for node in ast.walk(st):
+            if isinstance(node, (ast.Break, ast.Continue)):
+                raise Unsupported(f"{type(node).__name__.lower()} in a loop", node.lineno)
+        it = st.iter
+        if not (isinstance(it, ast.Call) and (_is_name(it.func, "range") or _is_tl_attr(it.func, "static_range")
+                                              or _is_tl_attr(it.func, "range"))):
+            raise Unsupported("loop over something other than range/tl.range/tl.static_range", line)
+        args = [self.eval(a, env) for a in it.args]
+        if len(args) == 1:
+            start, stop, step = 0, args[0], 1
+        elif len(args) == 2:
+            start, stop, step = args[0], args[1], 1
+        else:
+            start, stop, step = args
+        if all(isinstance(x, int) for x in (start, stop, step)):
+            trips = list(range(start, stop, step))
+            if len(trips) > self.max_unroll:
+                raise Unsupported(f"constexpr loop of {len(trips)} trips (unroll limit {self.max_unroll})", line)
+            for i in trips:
+                env[st.target.id] = i
+                self.exec_block(st.body, env)
+            return
+        if _is_tl_attr(it.func, "static_range"):
+            raise Unsupported("tl.static_range with a non-constexpr bound", line)
+        if not (start == 0 and isinstance(step, int) and step > 0 and isinstance(stop, V) and stop.shape == ()):
+            raise Unsupported("symbolic loop other than range(0, scalar, constexpr step)", line)
+        # One iteration at a symbolic index; variables assigned in the body must be new.
+        assigned = {n.id for node in st.body for n in ast.walk(node)
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        carried = sorted(a for a in assigned if a in env)
+        if carried:
+            raise Unsupported(f"loop-carried variable(s) {', '.join(carried)} in a symbolic loop", line)
+        self.observe(stop, line, "loop bound")
+        idx = z3.Int(fresh_name(f"{st.target.id}@{line}"))
+        self.local_consts.append(idx)
+        stop_e = as_int(stop.e)
+        cond = z3.And(idx >= 0, idx < stop_e, idx % step == 0)
+        self.loops[str(idx)] = (stop_e, step)
+        iv = V(idx, (), stop.dtype)
+        self.tags[id(iv)] = LaneTag(-1, step, idx, "loopvar", (stop_e, step))
+        env[st.target.id] = iv
+        self.path_cond.append((f"loop_index@{line}", cond))
+        try:
+            self.exec_block(st.body, env)
+        finally:
+            self.path_cond.pop()
+        for name in assigned | {st.target.id}:
+            env.pop(name, None)  # values of "the last iteration" are not modelled
+
+    def bind(self, target, value, env, line):
+        if isinstance(target, ast.Name):
+            env[target.id] = value
+        elif isinstance(target, ast.Tuple) and isinstance(value, tuple) and len(value) == len(target.elts):
+            for t, v in zip(target.elts, value):
+                self.bind(t, v, env, line)
+        else:
+            raise Unsupported(f"assignment target {type(target).__name__}", line)
+
+    def lookup(self, name, env, line):
+        if name in env:
+            return env[name]
+        if name in self.globals:
+            return self.globals[name]
+        raise Unsupported(f"name {name!r} (not a kernel variable or module constexpr)", line)
+
+    # --- expressions -------------------------------------------------------------------------
+    def eval(self, node, env):
+        line = getattr(node, "lineno", None)
+        if isinstance(node, ast.Constant):
+            if node.value is None or isinstance(node.value, (bool, int, str)):
+                return node.value
+            raise Unsupported(f"constant {node.value!r}", line)
+        if isinstance(node, ast.Name):
+            return self.lookup(node.id, env, line)
+        if isinstance(node, ast.BinOp):
+            return self.binop(type(node.op), self.eval(node.left, env), self.eval(node.right, env), line)
+        if isinstance(node, ast.UnaryOp):
+            v = self.eval(node.operand, env)
+            if isinstance(node.op, ast.USub):
+                return self.binop(ast.Sub, 0, v, line)
+            if isinstance(node.op, (ast.Not, ast.Invert)) and isinstance(v, V) and v.is_bool_expr():
+                return V(z3.Not(v.e), v.shape, INT1)
+            if isinstance(node.op, ast.Not) and isinstance(v, (bool, int)):
+                return not v
+            raise Unsupported(f"unary {type(node.op).__name__}", line)
+        if isinstance(node, ast.Compare):
+            if len(node.ops) != 1:
+                raise Unsupported("chained comparison", line)
+            return self.compare(type(node.ops[0]), self.eval(node.left, env),
+                                self.eval(node.comparators[0], env), line)
+        if isinstance(node, ast.Attribute):
+            return self.attribute(self.eval(node.value, env), node.attr, line)
+        if isinstance(node, ast.Subscript):
+            return self.subscript(self.eval(node.value, env), node.slice, env, line)
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return tuple(self.eval(e, env) for e in node.elts)
+        if isinstance(node, ast.Call):
+            return self.call(node, env)
+        raise Unsupported(f"expression {type(node).__name__}", line)
+
+    def attribute(self, obj, attr, line):
+        if isinstance(obj, TL):
+            if attr in DTYPES:
+                return DTYPES[attr]
+            if attr in _TL_FUNCS:
+                return ("tl", attr)
+            raise Unsupported(f"tl.{attr}", line)
+        if isinstance(obj, TritonMod):
+            if attr == "cdiv":
+                return ("tl", "cdiv")
+            raise Unsupported(f"triton.{attr}", line)
+        if isinstance(obj, Ptr) and attr == "dtype":
+            return PtrDType(obj.tensor.dtype)
+        if isinstance(obj, PtrDType) and attr == "element_ty":
+            return obj.element_ty
+        if isinstance(obj, V) and attr == "dtype":
+            return obj.dtype
+        if isinstance(obj, V) and attr == "to":
+            return ("method_to", obj)
+        raise Unsupported(f"attribute .{attr} of {type(obj).__name__}", line)
+
+    def call(self, node, env):
+        line = node.lineno
+        if _is_name(node.func, "int"):
+            v = self.eval(node.args[0], env)
+            if isinstance(v, int):
+                return int(v)
+            raise Unsupported("int() of a symbolic value", line)
+        fn = self.eval(node.func, env)
+        args = [self.eval(a, env) for a in node.args]
+        kwargs = {k.arg: self.eval(k.value, env) for k in node.keywords}
+        if isinstance(fn, tuple) and fn[0] == "method_to":
+            return self.cast(fn[1], args[0] if args else kwargs["dtype"], line)
+        if isinstance(fn, tuple) and fn[0] == "tl":
+            return getattr(self, "tl_" + fn[1])(line, *args, **kwargs)
+        raise Unsupported(f"call of {ast.unparse(node.func)}", line)
+
+    def subscript(self, obj, sl, env, line):
+        items = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+        idx = []
+        for it in items:
+            if isinstance(it, ast.Slice) and it.lower is None and it.upper is None and it.step is None:
+                idx.append(slice(None))
+            elif isinstance(it, ast.Constant) and it.value is None:
+                idx.append(None)
+            else:
+                raise Unsupported(f"subscript {ast.unparse(it)} (only ':' and None)", line)
+        if isinstance(obj, Ptr):
+            return Ptr(obj.tensor, self.reshape(obj.off, idx, line))
+        if isinstance(obj, V):
+            return self.reshape(obj, idx, line)
+        raise Unsupported(f"subscript of {type(obj).__name__}", line)
+
+    def reshape(self, v: V, idx, line):
+        src = 0
+        mapping, shape = [], []
+        for it in idx:
+            if it is None:
+                shape.append(1)
+            else:
+                if src >= v.rank:
+                    raise Unsupported("too many ':' in subscript", line)
+                mapping.append((src, len(shape)))
+                shape.append(v.shape[src])
+                src += 1
+        if src != v.rank:
+            raise Unsupported("subscript must name every axis", line)
+        if len(shape) > MAX_RANK:
+            raise Unsupported(f"rank above {MAX_RANK}", line)
+        subs = [(LANES[s], LANES[d]) for s, d in mapping if s != d and v.shape[s] > 1]
+        e = z3.substitute(v.e, *subs) if subs and z3.is_expr(v.e) else v.e
+        out = V(e, tuple(shape), v.dtype, v.arith)
+        tag = self.tags.get(id(v))
+        if tag is not None and tag.axis >= 0:
+            new_axis = dict(mapping)[tag.axis]
+            self.tags[id(out)] = LaneTag(new_axis, tag.size, tag.base, tag.kind, tag.loop)
+        return out
+
+    # --- broadcasting and lifting ---------------------------------------------------------------
+    def lift(self, x, like: DType | None = None) -> V:
+        if isinstance(x, V):
+            return x
+        if isinstance(x, bool):
+            return V(z3.BoolVal(x), (), INT1)
+        if isinstance(x, int):
+            return V(z3.IntVal(x), (), like if like is not None and not like.is_bool else INT32 if -2**31 <= x < 2**31 else INT64)
+        raise Unsupported(f"value of type {type(x).__name__}")
+
+    def broadcast(self, *vals):
+        rank = max(v.rank for v in vals)
+        out = []
+        for v in vals:
+            k = rank - v.rank
+            nv = V(shift(v.e, k, v.rank), (1,) * k + v.shape, v.dtype, v.arith)
+            tag = self.tags.get(id(v))
+            if tag is not None and tag.axis >= 0:
+                self.tags[id(nv)] = LaneTag(tag.axis + k, tag.size, tag.base, tag.kind, tag.loop)
+            out.append(nv)
+        shape = []
+        for dims in zip(*[v.shape for v in out]):
+            big = {d for d in dims if d != 1}
+            if len(big) > 1:
+                raise Unsupported(f"incompatible shapes {[v.shape for v in vals]}")
+            shape.append(big.pop() if big else 1)
+        return out, tuple(shape)
+
+    # --- operators ---------------------------------------------------------------------------
+    def binop(self, op, a, b, line):
+        if isinstance(a, (int, bool)) and isinstance(b, (int, bool)):
+            return _PY_BINOPS[op](a, b)
+        if isinstance(a, Ptr) or isinstance(b, Ptr):
+            if op is ast.Add:
+                p, o = (a, b) if isinstance(a, Ptr) else (b, a)
+                if isinstance(o, Ptr):
+                    raise Unsupported("pointer + pointer", line)
+                o = self.lift(o, INT32)
+                if o.is_bool_expr():
+                    raise Unsupported("pointer + boolean", line)
+                return Ptr(p.tensor, self.binop(ast.Add, p.off, o, line))
+            raise Unsupported(f"pointer arithmetic {op.__name__}", line)
+        av = self.lift(a, b.dtype if isinstance(b, V) else None)
+        bv = self.lift(b, av.dtype)
+        (av2, bv2), shape = self.broadcast(av, bv)
+        x, y = av2.e, bv2.e
+        if op in (ast.BitAnd, ast.BitOr, ast.BitXor) and z3.is_bool(x) and z3.is_bool(y):
+            e = {ast.BitAnd: z3.And, ast.BitOr: z3.Or, ast.BitXor: z3.Xor}[op](x, y)
+            return V(e, shape, INT1)
+        dt = promote(av.dtype, bv.dtype)
+        x, y = as_int(x), as_int(y)
+        if op in (ast.Add, ast.Sub, ast.Mult):
+            e = {ast.Add: x + y, ast.Sub: x - y, ast.Mult: x * y}[op]
+            out = V(e, shape, dt, True)
+            self._tag_add(op, a, b, av2, bv2, out)
+            return out
+        if op in (ast.FloorDiv, ast.Mod):
+            self.observe(av2, line, "dividend")
+            self.observe(bv2, line, "divisor")
+            self.raise_ob("divzero", line, y != 0, shape, "divisor is not zero")
+            if self._nonneg_div(x, y, shape, line):
+                # both operands proved non-negative / positive here: C division is floor division
+                return V(x / y if op is ast.FloorDiv else x % y, shape, dt)
+            return V(tdiv(x, y) if op is ast.FloorDiv else tmod(x, y), shape, dt)
+        if op is ast.LShift:
+            self.observe(bv2, line, "shift amount")
+            self.raise_ob("wrap", line, z3.And(y >= 0, y < dt.bits), shape, f"shift amount in [0, {dt.bits})")
+            shl = self._shl()
+            return V(shl(x, y), shape, dt)
+        raise Unsupported(f"operator {op.__name__}", line)
+
+    def _nonneg_div(self, x, y, shape, line):
+        if self.oracle is None:
+            return False
+        hyps = {label: c for label, c in self.path_cond}
+        hyps.update(lane_range(shape))
+        proof = self.oracle(f"floor-division@{line}", hyps, z3.And(x >= 0, y > 0))
+        if proof is None:
+            return False
+        self.side_proofs.append(proof)
+        return True
+
+    def _shl(self):
+        f = self.functions.get("shl")
+        if f is None:
+            f = z3.Function("shl", z3.IntSort(), z3.IntSort(), z3.IntSort())
+            self.functions["shl"] = (f, lambda app: {})
+        else:
+            f = f[0]
+        return f
+
+    def _tag_add(self, op, a, b, av2, bv2, out):
+        """Track ``base + lane`` for the truncation rule."""
+        if op is not ast.Add:
+            return
+        for lane_v, other in ((av2, bv2), (bv2, av2)):
+            tag = self.tags.get(id(lane_v))
+            otag = self.tags.get(id(other))
+            if tag is not None and tag.axis >= 0 and tag.kind == "arange" and not lane_vars_in(other.e):
+                if otag is not None and otag.kind == "loopvar":
+                    self.tags[id(out)] = LaneTag(tag.axis, tag.size, other.e, "loop", otag.loop)
+                elif _is_pid_times(other.e, self.pid, tag.size):
+                    self.tags[id(out)] = LaneTag(tag.axis, tag.size, other.e, "grid")
+                return
+
+    def compare(self, op, a, b, line):
+        if isinstance(a, (int, bool)) and isinstance(b, (int, bool)):
+            return _PY_CMPS[op](a, b)
+        av = self.lift(a, b.dtype if isinstance(b, V) else None)
+        bv = self.lift(b, av.dtype)
+        (av2, bv2), shape = self.broadcast(av, bv)
+        self.observe(av2, line, "comparison operand")
+        self.observe(bv2, line, "comparison operand")
+        x, y = av2.e, bv2.e
+        if z3.is_bool(x) != z3.is_bool(y):
+            x, y = as_int(x), as_int(y)
+        e = {ast.Lt: x < y if not z3.is_bool(x) else None, ast.LtE: x <= y if not z3.is_bool(x) else None,
+             ast.Gt: x > y if not z3.is_bool(x) else None, ast.GtE: x >= y if not z3.is_bool(x) else None,
+             ast.Eq: x == y, ast.NotEq: x != y}.get(op)
+        if e is None:
+            raise Unsupported(f"comparison {op.__name__}", line)
+        if op is ast.Lt:
+            self._truncation(av2, bv2, shape, line)
+        return V(e, shape, INT1)
+
+    def _truncation(self, lane_v, bound, shape, line):
+        """Record ``base + arange(N) < x``; the obligation ``x <= bound`` is raised where the
+        comparison is a conjunct of a load/store mask (under the other conjuncts), or, for a
+        comparison that never reaches a mask, for every lane at the end of the run."""
+        tag = self.tags.get(id(lane_v))
+        if tag is None or tag.axis < 0:
+            return
+        if lane_vars_in(bound.e) & {tag.axis}:
+            return
+        self.trunc_candidates.append((line, tag, as_int(bound.e), list(self.path_cond), shape))
+
+    def _trunc_bound(self, tag_kind, size, base, x):
+        if tag_kind == "arange":
+            return x <= size, f"mask arange({size}) < x needs x <= {size}"
+        if tag_kind == "loop":
+            stop, _step = self.loops[str(base)]
+            return x <= stop, "a tiled loop's mask c0 + arange < x needs x <= the loop bound (every column visited)"
+        g = self.grid[[i for i, p in enumerate(self.pid) if _mentions(base, p)][0]]
+        return x <= g * size, f"a program-tiled mask pid*{size} + arange < x needs x <= grid*{size}"
+
+    def _mask_truncation(self, mask_e, shape, line):
+        parts = _conjuncts(mask_e)
+        for i, p in enumerate(parts):
+            if not (z3.is_app(p) and p.decl().kind() == z3.Z3_OP_LT):
+                continue
+            lhs, x = p.children()
+            k = base = None
+            for ax, lane in enumerate(LANES):
+                if lhs.eq(lane):
+                    k, base, kind = ax, 0, "arange"
+                elif z3.is_app(lhs) and lhs.decl().kind() == z3.Z3_OP_ADD and lhs.num_args() == 2:
+                    a0, a1 = lhs.children()
+                    for bb, ll in ((a0, a1), (a1, a0)):
+                        if ll.eq(lane) and not lane_vars_in(bb):
+                            if str(bb) in self.loops:
+                                k, base, kind = ax, bb, "loop"
+                            elif _is_pid_times(bb, self.pid, shape[ax] if ax < len(shape) else -1):
+                                k, base, kind = ax, bb, "grid"
+                if k is not None:
+                    break
+            if k is None or k >= len(shape) or (k in lane_vars_in(x)):
+                continue
+            goal, note = self._trunc_bound(kind, shape[k], base, x)
+            others = z3.And(*(parts[:i] + parts[i + 1:])) if len(parts) > 1 else True
+            self.trunc_lines.add(_lane_free_key(x, kind))
+            self.raise_ob("truncation", line, goal, shape, note + " (where the other mask conjuncts hold)",
+                          others)
+
+    def finish_truncation(self):
+        for line, tag, x, path, shape in self.trunc_candidates:
+            if _lane_free_key(x, tag.kind) in self.trunc_lines:
+                continue  # raised where it is a mask conjunct
+            goal, note = self._trunc_bound(tag.kind, tag.size, tag.base, x)
+            self.obligations.append(Ob("truncation", line, goal, path, tuple(shape), note + " (every lane)", True))
+
+    def cast(self, v, dt, line):
+        if isinstance(v, (int, bool)):
+            v = self.lift(v)
+        if not isinstance(dt, DType):
+            raise Unsupported(f"cast to {dt!r}", line)
+        if isinstance(v, Ptr):
+            raise Unsupported("pointer cast", line)
+        if dt.is_bool:
+            out = V(as_bool(v.e), v.shape, INT1)
+        else:
+            e = as_int(v.e)
+            self.observe(v, line, "cast operand")
+            if not v.dtype.is_bool and (dt.bits < v.dtype.bits or dt.signed != v.dtype.signed):
+                self.raise_ob("cast", line, z3.And(e >= dt.lo(), e < dt.hi()), v.shape,
+                              f"value fits {dt} (cast from {v.dtype})")
+            out = V(e, v.shape, dt)
+        tag = self.tags.get(id(v))
+        if tag is not None:
+            self.tags[id(out)] = tag
+        return out
+
+    # --- obligations -----------------------------------------------------------------------
+    def raise_ob(self, kind, line, goal, shape, note, active=True):
+        if z3.is_true(z3.simplify(goal)) if z3.is_expr(goal) else goal is True:
+            return
+        self.obligations.append(Ob(kind, line, goal, list(self.path_cond), tuple(shape), note, active))
+
+    def observe(self, v, line, what, active=True):
+        """A value is observed: its mathematical value must fit its dtype (no wrap)."""
+        if not isinstance(v, V) or v.dtype.is_bool or z3.is_bool(v.e):
+            return
+        if not v.arith:
+            return  # a leaf (argument, lane, loaded value) or already observed: in range
+        key = (v.e.get_id(), line)
+        if key in self._seen_wrap:
+            return
+        self._seen_wrap.add(key)
+        e = v.e
+        self.raise_ob("wrap", line, z3.And(e >= v.dtype.lo(), e < v.dtype.hi()), v.shape,
+                      f"{what} fits {v.dtype} (no wrap)", active)
+
+    # --- triton.language -------------------------------------------------------------------
+    def _mem_observe(self, off, line, mask_e, shape):
+        # int64 offsets: in bounds (checked per access) and numel < 2^63 imply no wrap
+        if off.dtype.bits < 64:
+            self.observe(off, line, "pointer offset", active=mask_e)
+        self._mask_truncation(mask_e, shape, line)
+
+    def tl_program_id(self, line, axis=0):
+        return V(self.pid[axis], (), INT32)
+
+    def tl_num_programs(self, line, axis=0):
+        return V(self.grid[axis], (), INT32)
+
+    def tl_arange(self, line, start, end):
+        if not (isinstance(start, int) and isinstance(end, int)):
+            raise Unsupported("tl.arange with non-constexpr bounds", line)
+        n = end - start
+        if n == 1:
+            return V(z3.IntVal(start), (1,), INT32)
+        v = V(LANES[0] + start if start else LANES[0], (n,), INT32)
+        if start == 0:
+            self.tags[id(v)] = LaneTag(0, n, 0, "arange")
+        return v
+
+    def tl_cdiv(self, line, a, b):
+        return self.binop(ast.FloorDiv, self.binop(ast.Sub, self.binop(ast.Add, a, b, line), 1, line), b, line)
+
+    def _shape_arg(self, shape, line):
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        if not all(isinstance(s, int) for s in shape):
+            raise Unsupported("block shape that is not constexpr", line)
+        return shape
+
+    def tl_zeros(self, line, shape, dtype=None):
+        return V(z3.BoolVal(False) if dtype.is_bool else z3.IntVal(0), self._shape_arg(shape, line), dtype)
+
+    def tl_full(self, line, shape, value, dtype=None):
+        if not isinstance(value, (int, bool)):
+            raise Unsupported("tl.full with a symbolic value", line)
+        e = z3.BoolVal(bool(value)) if dtype.is_bool else z3.IntVal(int(value))
+        return V(e, self._shape_arg(shape, line), dtype)
+
+    def tl_broadcast_to(self, line, v, shape):
+        shape = self._shape_arg(shape, line)
+        target = V(z3.IntVal(0), shape, INT32)
+        (out, _), s = self.broadcast(v, target)
+        if s != shape:
+            raise Unsupported(f"broadcast_to {v.shape} -> {shape}", line)
+        return V(out.e, shape, v.dtype, v.arith)
+
+    def tl_where(self, line, c, a, b):
+        cv = self.lift(c)
+        av = self.lift(a, b.dtype if isinstance(b, V) else None)
+        bv = self.lift(b, av.dtype)
+        (cv2, av2, bv2), shape = self.broadcast(cv, av, bv)
+        x, y = av2.e, bv2.e
+        if z3.is_bool(x) != z3.is_bool(y):
+            x, y = as_int(x), as_int(y)
+        dt = promote(av.dtype, bv.dtype) if not (isinstance(a, int) or isinstance(b, int)) else \
+            (bv.dtype if isinstance(a, int) else av.dtype)
+        return V(z3.If(as_bool(cv2.e), x, y), shape, dt, av2.arith or bv2.arith)
+
+    def tl_device_assert(self, line, cond, msg=""):
+        c = self.lift(cond)
+        self.raise_ob("assert", line, as_bool(c.e), c.shape, f"device_assert holds: {msg}")
+        if c.shape in ((), (1,)):
+            self.path_cond.append((f"device_assert@{line}", as_bool(c.e)))
+
+    def tl_load(self, line, ptr, mask=None, other=None, **kw):
+        if kw:
+            raise Unsupported(f"tl.load options {sorted(kw)}", line)
+        if not isinstance(ptr, Ptr):
+            raise Unsupported("tl.load of a non-pointer", line)
+        off = ptr.off
+        parts = [off]
+        if mask is not None:
+            parts.append(self.lift(mask))
+        if other is not None:
+            parts.append(self.lift(other, ptr.tensor.dtype))
+        vals, shape = self.broadcast(*parts)
+        off_e = vals[0].e
+        mask_e = as_bool(vals[1].e) if mask is not None else z3.BoolVal(True)
+        self._mem_observe(vals[0], line, mask_e, shape)
+        t = ptr.tensor
+        if t.written or t.content is None:
+            raw = z3.Function(fresh_name(f"{t.name}_value@{line}"), z3.IntSort(), z3.IntSort())(off_e)
+        else:
+            raw = t.content(off_e)
+        if t.dtype.is_bool:
+            raw = raw != 0
+        if mask is not None:
+            oth = as_int(vals[2].e) if other is not None else z3.Int(fresh_name("undef"))
+            if t.dtype.is_bool:
+                oth = as_bool(oth)
+            e = z3.If(mask_e, raw, oth)
+        else:
+            e = raw
+        self.accesses.append(Access("load", line, t, V(off_e, shape, vals[0].dtype), mask_e,
+                                    list(self.path_cond), None, shape, dict(self.cur_env)))
+        return V(e, shape, t.dtype)
+
+    def tl_store(self, line, ptr, value, mask=None, **kw):
+        if kw:
+            raise Unsupported(f"tl.store options {sorted(kw)}", line)
+        if not isinstance(ptr, Ptr):
+            raise Unsupported("tl.store to a non-pointer", line)
+        parts = [ptr.off, self.lift(value, ptr.tensor.dtype)]
+        if mask is not None:
+            parts.append(self.lift(mask))
+        vals, shape = self.broadcast(*parts)
+        mask_e = as_bool(vals[2].e) if mask is not None else z3.BoolVal(True)
+        self._mem_observe(vals[0], line, mask_e, shape)
+        self.observe(vals[1], line, "stored value", active=mask_e)
+        t = ptr.tensor
+        val = vals[1]
+        if not t.dtype.is_bool and not val.dtype.is_bool and (val.dtype.bits > t.dtype.bits
+                                                              or val.dtype.signed != t.dtype.signed):
+            e = as_int(val.e)
+            self.raise_ob("cast", line, z3.And(e >= t.dtype.lo(), e < t.dtype.hi()), shape,
+                          f"stored value fits {t.dtype}", mask_e)
+        self.accesses.append(Access("store", line, t, V(vals[0].e, shape, vals[0].dtype), mask_e,
+                                    list(self.path_cond), val, shape, dict(self.cur_env)))
+        return None
+
+    def _reduce(self, line, kind, x, axis):
+        if not isinstance(axis, int):
+            raise Unsupported(f"tl.{kind} without a constexpr axis", line)
+        x = self.lift(x)
+        if axis < 0:
+            axis += x.rank
+        size = x.shape[axis]
+        rest_shape = x.shape[:axis] + x.shape[axis + 1:]
+        e = x.e
+        lk = LANES[axis]
+        # result lanes: axis i (< axis) stays, axis i > axis moves to i - 1
+        def to_result(expr):
+            subs = [(LANES[i], LANES[i - 1]) for i in range(axis + 1, x.rank) if x.shape[i] > 1]
+            return z3.substitute(expr, *subs) if subs else expr
+        if size == 1:
+            return V(to_result(e), rest_shape, x.dtype, x.arith)
+        if kind == "sum":
+            onehot = _match_onehot(e, lk)
+            if onehot is not None:
+                g, rest_cond, f = onehot
+                r = z3.If(z3.And(g >= 0, g < size, z3.substitute(rest_cond, (lk, g))),
+                          z3.substitute(f, (lk, g)), z3.IntVal(0) if not z3.is_bool(f) else z3.BoolVal(False))
+                return V(to_result(r), rest_shape, x.dtype, x.arith)
+        if kind in ("min", "max"):
+            self.observe(x, line, f"{kind} operand")
+        # Abstract: R(pid, loop indices, remaining lanes) with valid lemmas only.
+        local = [c for c in self.local_consts if _mentions(e, c)]
+        rest_lanes = [LANES[i] for i in sorted(lane_vars_in(e)) if i != axis]
+        argsorts = [z3.IntSort()] * (len(local) + len(rest_lanes))
+        base = f"{kind}@{line}"
+        R = z3.Function(fresh_name(base), *argsorts, z3.IntSort())
+        W = z3.Function(fresh_name(f"argwit@{line}"), *argsorts, z3.IntSort())
+        formal = local + rest_lanes
+        ebody = as_int(e)
+        bitmask = kind == "sum" and _match_bitmask(e, lk, self.functions.get("shl"))
+
+        def schema(app, ebody=ebody, formal=formal, W=W, kind=kind, size=size, lk=lk, bitmask=bitmask):
+            actual = list(app.children())
+            subs = list(zip(formal, actual))
+            out = {}
+            if kind in ("min", "max"):
+                w = W(*actual) if actual else W()
+                out[f"{base}/witness_lane@{app}"] = z3.And(w >= 0, w < size)
+                out[f"{base}/attained@{app}"] = app == z3.substitute(ebody, *(subs + [(lk, w)]))
+                for lane in LANES[:MAX_RANK]:
+                    at = z3.substitute(ebody, *(subs + [(lk, lane)]))
+                    rel = app <= at if kind == "min" else app >= at
+                    out[f"{base}/bound@{app}@{lane}"] = z3.Implies(z3.And(lane >= 0, lane < size), rel)
+            elif bitmask:
+                ybound, _ = bitmask
+                yb = z3.substitute(ybound, *subs) if ybound is not None else z3.IntVal(size)
+                out[f"{base}/bits@{app}"] = z3.And(app >= 0, app < _pow2_table(yb, size))
+            return out
+        app = R(*formal) if formal else R()
+        self.functions[R.name()] = (R, schema)
+        kind_name = "bitmask-sum" if bitmask else kind
+        if kind == "sum" and not bitmask:
+            pass  # unconstrained
+        return V(to_result(app), rest_shape, x.dtype if kind != "sum" or not x.dtype.is_bool else INT32,
+                 kind == "sum")
+
+    def tl_max(self, line, x, axis=None, **kw):
+        return self._reduce(line, "max", x, axis)
+
+    def tl_min(self, line, x, axis=None, **kw):
+        return self._reduce(line, "min", x, axis)
+
+    def tl_sum(self, line, x, axis=None, **kw):
+        return self._reduce(line, "sum", x, axis)
+
+    def tl_static_range(self, line, *a):
+        raise Unsupported("tl.static_range outside a for loop", line)
+
+    tl_range = tl_static_range
+
+    def tl_constexpr(self, line, x):
+        return x
+
+
+_TL_FUNCS = {"program_id", "num_programs", "arange", "load", "store", "where", "max", "min", "sum",
+             "zeros", "full", "broadcast_to", "device_assert", "static_range", "range", "cdiv", "constexpr"}
+
+_PY_BINOPS = {
+    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b, ast.BitAnd: lambda a, b: a & b,
+    ast.BitOr: lambda a, b: a | b, ast.LShift: lambda a, b: a << b, ast.RShift: lambda a, b: a >> b,
+}
+_PY_CMPS = {ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b,
+            ast.GtE: lambda a, b: a >= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
+
+
+def _is_name(node, name):
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _is_tl_attr(node, attr):
+    return isinstance(node, ast.Attribute) and node.attr == attr and _is_name(node.value, "tl")
+
+
+def _mentions(e, c) -> bool:
+    if not z3.is_expr(e):
+        return False
+    target = c.get_id()
+    todo, seen = [e], set()
+    while todo:
+        x = todo.pop()
+        if x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        if x.get_id() == target:
+            return True
+        if z3.is_app(x):
+            todo.extend(x.children())
+    return False
+
+
+def _is_pid_times(e, pids, size) -> bool:
+    """``pid * size`` (in either order)."""
+    if not (z3.is_app(e) and e.decl().kind() == z3.Z3_OP_MUL and e.num_args() == 2):
+        return False
+    a, b = e.children()
+    for p, k in ((a, b), (b, a)):
+        if any(p.eq(q) for q in pids) and z3.is_int_value(k) and k.as_long() == size:
+            return True
+    return False
+
+
+_PLACEHOLDER = z3.Int("lane?")
+
+
+def _lane_free_key(x, kind):
+    return (kind, z3.substitute(x, *[(l, _PLACEHOLDER) for l in LANES]).sexpr())
+
+
+def _conjuncts(c):
+    if z3.is_and(c):
+        out = []
+        for ch in c.children():
+            out.extend(_conjuncts(ch))
+        return out
+    return [c]
+
+
+def _match_onehot(e, lk):
+    """``If(And(lane_k == g, rest), f, 0)`` with g free of lane_k -> (g, rest, f)."""
+    if not (z3.is_app(e) and e.decl().kind() == z3.Z3_OP_ITE):
+        return None
+    cond, f, z = e.children()
+    if not ((z3.is_int_value(z) and z.as_long() == 0) or z3.is_false(z)):
+        return None
+    parts = _conjuncts(cond)
+    for i, p in enumerate(parts):
+        if z3.is_eq(p):
+            a, b = p.children()
+            for l, g in ((a, b), (b, a)):
+                if l.eq(lk) and not _mentions(g, lk):
+                    rest = z3.And(*(parts[:i] + parts[i + 1:])) if len(parts) > 1 else z3.BoolVal(True)
+                    return g, rest, f
+    return None
+
+
+def _match_bitmask(e, lk, shl):
+    """``If(cond, shl(1, lane_k), 0)``: a bit set per lane; returns (bound y or None, cond)
+    where ``lane_k < y`` is a conjunct of cond."""
+    if shl is None or not (z3.is_app(e) and e.decl().kind() == z3.Z3_OP_ITE):
+        return None
+    cond, f, z = e.children()
+    if not (z3.is_int_value(z) and z.as_long() == 0):
+        return None
+    if not (z3.is_app(f) and f.decl().eq(shl[0]) and z3.is_int_value(f.arg(0)) and f.arg(0).as_long() == 1
+            and f.arg(1).eq(lk)):
+        return None
+    y = None
+    for p in _conjuncts(cond):
+        if z3.is_app(p) and p.decl().kind() == z3.Z3_OP_LT and p.arg(0).eq(lk):
+            y = p.arg(1)
+        if z3.is_not(p) and z3.is_app(p.arg(0)) and p.arg(0).decl().kind() == z3.Z3_OP_LE \
+                and p.arg(0).arg(1).eq(lk):
+            y = p.arg(0).arg(0)  # not (y <= lane)  ==  lane < y
+    return y, cond
+
+
+def _pow2_table(y, size):
+    """``2**min(max(y, 0), size)`` as an If chain (y is a small symbolic count)."""
+    out = z3.IntVal(2 ** size)
+    for k in range(size - 1, -1, -1):
+        out = z3.If(y <= k, z3.IntVal(2 ** k), out)
+    return out

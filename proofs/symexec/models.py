@@ -1,0 +1,369 @@
+"""Launch models of our kernels: tensor sizes, contents, runtime scalars and host contracts,
+all taken from the spec (allocation functions and named conditions), per constexpr
+specialization.  A model runs the executor on the kernel source (read by path: neither
+torch nor triton is imported) and turns the run into obligations.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import z3
+
+from specbound import spec
+from specbound.proofs import lemmas as L
+from specbound.proofs import kernel as K_
+from specbound.proofs.model import C, D, K, P, bs, labelled, num_seqs, page, per_request, seq_len, width
+from specbound.proofs.model import n as N
+
+from .interp import Executor, ExecResult
+from .obligations import Obligation
+from .values import DTYPES, INT32, INT64, LANES, TensorModel, V, lane_range, lane_vars_in
+
+INT32_LIMIT = spec.INT32_LIMIT
+
+
+def kernels_dir() -> str:
+    """Directory of specbound.kernels, found without importing it (it imports torch)."""
+    found = importlib.util.find_spec("specbound.kernels")
+    if found is None or not found.submodule_search_locations:
+        raise FileNotFoundError("specbound.kernels is not installed")
+    return list(found.submodule_search_locations)[0]
+
+
+def kernel_path(module: str) -> str:
+    return os.path.join(kernels_dir(), f"{module}.py")
+
+
+def _scalar(name, term=None):
+    return V(term if term is not None else z3.Int(name), (), INT32)
+
+
+def _int32_args(scalars: dict) -> dict:
+    hyps = {}
+    for name, v in scalars.items():
+        hyps.update(labelled(spec.int32_arg_ok(v.e, name)))
+    return hyps
+
+
+@dataclass
+class Region:
+    """Where a store's lanes belong: request ``owner`` of the program, row ``key``;
+    ``lo(r, k) <= cell < hi(r, k)`` and ``row_lo(k) <= cell < row_hi(k)``."""
+
+    owner: Callable    # access -> Z3 Int (request index; -1 for program 0's extra cells)
+    key: Callable      # access -> Z3 Int (row; 0 when the tensor has one)
+    lo: Callable
+    hi: Callable
+    row_lo: Callable
+    row_hi: Callable
+    ordering_lemmas: Callable  # (rA, rB, k) -> [Proof]: hi(rA, k) <= lo(rB, k) when rA < rB
+    row_lemmas: Callable       # (kA, kB) -> [Proof]: row_hi(kA) <= row_lo(kB) when kA < kB
+    min_owner: int = 0         # -1 where program 0 also stores cells before request 0's
+    key_ok: Callable = lambda k: z3.BoolVal(True)
+
+
+@dataclass
+class Run:
+    name: str
+    label: str
+    result: ExecResult
+    hyps: dict
+    functions: dict
+    tensors: dict
+    regions: dict
+    program_lo: Any   # owner range of program pid: [program_lo, program_hi)
+    program_hi: Any
+    report: dict      # name -> term, for concretising counterexamples
+    lemmas: list = field(default_factory=list)
+
+    def base_hyps(self, path, shape, active=None) -> dict:
+        h = dict(self.hyps)
+        for label, cond in path:
+            h[label] = cond
+        h.update(lane_range(shape))
+        if active is not None and not (z3.is_true(z3.simplify(active))):
+            h["active_lanes"] = active
+        return h
+
+    def executor_obligations(self, kinds) -> list:
+        out = []
+        for i, ob in enumerate(self.result.obligations):
+            if ob.kind not in kinds:
+                continue
+            active = ob.active if ob.active is not True else None
+            out.append(Obligation(f"{ob.kind}@{ob.line}#{i}", ob.kind, ob.line, ob.note,
+                                  self.base_hyps(ob.path, ob.shape, active), ob.goal, list(self.lemmas)))
+        return out
+
+    def bounds_obligations(self) -> list:
+        out = []
+        for i, a in enumerate(self.result.accesses):
+            off = a.off.e
+            goal = z3.And(off >= 0, off < a.tensor.numel)
+            out.append(Obligation(f"{a.kind}-{a.tensor.name}@{a.line}#{i}", "bounds", a.line,
+                                  f"every active lane of this {a.kind} is inside {a.tensor.name}",
+                                  self.base_hyps(a.path, a.shape, a.mask), goal, list(self.lemmas),
+                                  replay=("oob", a.tensor.name)))
+        return out
+
+    def stores(self):
+        return [a for a in self.result.accesses if a.kind == "store"]
+
+    def region_obligations(self) -> list:
+        out = []
+        pid = self.result.pid[0]
+        for i, a in enumerate(self.result.accesses):
+            if a.kind != "store":
+                continue
+            reg = self.regions[a.tensor.name]
+            r, k, cell = reg.owner(a), reg.key(a), a.off.e
+            goal = z3.And(self.program_lo <= r, r < self.program_hi, reg.min_owner <= r, reg.key_ok(k),
+                          reg.lo(r, k) <= cell, cell < reg.hi(r, k),
+                          reg.row_lo(k) <= cell, cell < reg.row_hi(k))
+            out.append(Obligation(f"own-region-{a.tensor.name}@{a.line}#{i}", "region", a.line,
+                                  f"every active lane stores inside its own request's region of {a.tensor.name}",
+                                  self.base_hyps(a.path, a.shape, a.mask), goal, list(self.lemmas)))
+        return out
+
+    def race_obligations(self) -> list:
+        """Two programs pA < pB: a cell of A's region never equals one of B's.  The facts
+        about each side are the own-region conclusions (proved per store first)."""
+        out = []
+        stores = [(i, a) for i, a in enumerate(self.result.accesses) if a.kind == "store"]
+        grid = self.result.grid[0]
+        seen = set()
+        for ia, a in stores:
+            if a.tensor.name in seen:
+                continue
+            seen.add(a.tensor.name)
+            lines = sorted({x.line for _, x in stores if x.tensor.name == a.tensor.name})
+            if True:
+                reg = self.regions[a.tensor.name]
+                pa, pb, ra, rb, ka, kb, ca, cb = z3.Ints(f"pA pB rA rB kA kB cellA cellB")
+                lo = lambda p: z3.If(p == 0, z3.IntVal(-1), p * self._block()) if self._has_extra() else p * self._block()
+                hi = lambda p: p * self._block() + self._block()
+                hyps = dict(self.hyps)
+                hyps["programs_ordered"] = pa < pb
+                hyps["programs_in_grid"] = z3.And(0 <= pa, pb < grid)
+                for side, p, r, k, c in (("A", pa, ra, ka, ca), ("B", pb, rb, kb, cb)):
+                    hyps[f"own_region_{side}"] = z3.And(lo(p) <= r, r < hi(p), reg.min_owner <= r, reg.key_ok(k),
+                                                        reg.lo(r, k) <= c, c < reg.hi(r, k),
+                                                        reg.row_lo(k) <= c, c < reg.row_hi(k))
+                    hyps[f"owner_in_batch_{side}"] = r < self.batch_size()
+                lem = reg.ordering_lemmas(ra, rb, ka) + reg.row_lemmas(ka, kb) + reg.row_lemmas(kb, ka)
+                out.append(Obligation(f"race-{a.tensor.name}", "race", a.line,
+                                      f"programs pA < pB never store the same {a.tensor.name} cell "
+                                      f"(any two of the stores at lines {lines}, each proved in its own "
+                                      f"request's region first)", hyps, ca != cb, lem,
+                                      witness_extra=[ra >= 0, rb >= 0]))
+        return out
+
+    def _block(self):
+        return self.result.block
+
+    def _has_extra(self):
+        return self.result.extra_owner
+
+    def batch_size(self):
+        return self.result.batch
+
+
+def _prefix_schema(count, extra_lemmas=True):
+    """Contents of the host's prefix tensor: ``prefix[i] = P(i)`` with the prefix-sum
+    recurrence and the proved bound/monotonicity lemmas at ``i`` and ``i + 1``."""
+    def schema(app):
+        i = app.arg(0)
+        out = {f"prefix_step@{i}": z3.Implies(i >= 0, P(i + 1) == P(i) + seq_len(i)),
+               "prefix_zero@0": P(0) == 0}
+        if extra_lemmas:
+            out[f"L-PREFIX-BOUND@{i}"] = K_.instantiate(L.prefix_bound(), i)
+            out[f"L-PREFIX-BOUND@{i}+1"] = K_.instantiate(L.prefix_bound(), i + 1)
+            out[f"L-PREFIX-MONOTONE@{i}+1"] = K_.instantiate(L.prefix_monotone(), count, i + 1)
+            out[f"L-PREFIX-MONOTONE@{i}"] = K_.instantiate(L.prefix_monotone(), count, i)
+        return out
+    return schema
+
+
+def _seq_len_schema(count, extra=None):
+    def schema(app):
+        i = app.arg(0)
+        out = {}
+        for c in spec.seq_len_ok(seq_len(i), C):
+            out[f"{c.name}@{i}"] = z3.Implies(z3.And(0 <= i, i < count), c.holds)
+        if extra is not None:
+            for name, f in extra(i).items():
+                out[f"{name}@{i}"] = z3.Implies(z3.And(0 <= i, i < count), f)
+        return out
+    return schema
+
+
+def make_oracle(global_hyps: dict, functions: dict):
+    """Side facts for term simplification, each proved by the trusted core under the run's
+    hypotheses (a failed or unknown check just leaves the general term)."""
+    from .obligations import instantiate
+
+    def oracle(name, hyps, goal):
+        h = dict(global_hyps)
+        h.update(hyps)
+        h, lem = instantiate(h, goal, functions, [])
+        try:
+            return K_.check(name, goal, hyps=h, by=lem, rlimit=200_000)
+        except (K_.Refuted, K_.Unknown):
+            return None
+    return oracle
+
+
+def _register(functions, decl, schema):
+    functions[decl.name()] = (decl, schema)
+
+
+def _mul_mono(x, y, z):
+    return K_.instantiate(L.mul_le_mono(), x, y, z)
+
+
+# --- draft kv ---------------------------------------------------------------------------
+
+KV_EXTRA_NAMES = ("indptr_stride", "r2t_width", "pool_rows", "grid")
+
+
+@dataclass(frozen=True)
+class KvSpec:
+    BLOCK_B: int
+    PAIRS: int
+    STEPS: int
+    BLOCK_C: int
+    indices_dtype: str = "int64"
+    indptr_dtype: str = "int64"
+
+    @property
+    def label(self):
+        return (f"BLOCK_B={self.BLOCK_B},PAIRS={self.PAIRS},STEPS={self.STEPS},BLOCK_C={self.BLOCK_C},"
+                f"INDICES={self.indices_dtype},INDPTR={self.indptr_dtype}")
+
+
+def kv_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run:
+    """Symbolic run of ``draft_kv_kernel``.  ``host`` overrides parts of the launch model
+    (a mutant's host): ``width_hyp`` (replaces the capacity check), ``steps_lanes``."""
+    host = host or {}
+    indptr_stride, r2t_width, pool_rows, G = z3.Ints("indptr_stride r2t_width pool_rows grid")
+    r2t_s0, r2t_s1 = z3.Ints("r2t_stride0 r2t_stride1")
+    scalars = {"num_seqs": _scalar("num_seqs", num_seqs), "topk": _scalar("topk", K),
+               "num_steps": _scalar("num_steps", D), "page_size": _scalar("page_size", page),
+               "width": _scalar("width", width), "indptr_stride": _scalar("indptr_stride", indptr_stride),
+               "r2t_stride0": _scalar("r2t_stride0", r2t_s0), "r2t_stride1": _scalar("r2t_stride1", r2t_s1)}
+    functions: dict = {}
+    pool_row = z3.Function("pool_row", z3.IntSort(), z3.IntSort())
+    r2t = z3.Function("req_to_token", z3.IntSort(), z3.IntSort())
+    _register(functions, pool_row, lambda app: {
+        f"pool_row_in_req_to_token@{app.arg(0)}": z3.Implies(
+            z3.And(0 <= app.arg(0), app.arg(0) < num_seqs), z3.And(0 <= app, app < pool_rows))})
+    r2t_dt = DTYPES["int32"] if sp.indices_dtype == "int32" else DTYPES[host.get("r2t_dtype", "int64")]
+
+    def r2t_schema(app):
+        return {f"req_to_token_value@{app.arg(0)}": z3.And(app >= r2t_dt.lo(), app < r2t_dt.hi())}
+    _register(functions, r2t, r2t_schema)
+    _register(functions, seq_len, _seq_len_schema(num_seqs, lambda i: {
+        "req_to_token_row_covers_reads": spec.kv_req_to_token_span(seq_len(i), K, D, page) <= r2t_width}))
+    _register(functions, P, _prefix_schema(num_seqs))
+    tensors = {
+        "req_pool_indices_ptr": TensorModel("req_pool_indices", num_seqs, INT64, pool_row),
+        "req_to_token_ptr": TensorModel("req_to_token", pool_rows * r2t_width, r2t_dt, r2t),
+        "seq_lens_ptr": TensorModel("seq_lens", num_seqs, INT64, seq_len),
+        "prefix_ptr": TensorModel("prefix", num_seqs, INT64, P),
+        "kv_indices_ptr": TensorModel("kv_indices", D * width, DTYPES[sp.indices_dtype], written=True),
+        "kv_indptr_ptr": TensorModel("kv_indptr", D * indptr_stride, DTYPES[sp.indptr_dtype], written=True),
+    }
+    hyps = labelled(spec.kv_shape_ok(K, D, page))
+    hyps.update(labelled(spec.context_ok(C)))
+    hyps["batch_nonempty"] = num_seqs >= 1          # the wrapper returns before launching otherwise
+    hyps["batch_is_num_seqs"] = bs == num_seqs      # the prefix lemmas speak of bs
+    hyps["grid_is_cdiv"] = G == spec.cdiv(num_seqs, sp.BLOCK_B)
+    hyps.update(labelled(spec.grid_lanes_int32_ok(G, sp.BLOCK_B, "grid_x_BLOCK_B")))
+    hyps.update(labelled(spec.grid_lanes_int32_ok(G, sp.STEPS, "grid_x_STEPS")))
+    if "width_hyp" in host:
+        hyps["host_width"] = host["width_hyp"](num_seqs, K, C, D, width)
+    else:
+        hyps["draft_kv_capacity_ok"] = spec.draft_kv_capacity_ok(P(num_seqs), K, num_seqs, D, width)
+    hyps["indptr_row_width"] = indptr_stride >= spec.draft_branches(num_seqs, K) + 1
+    hyps["req_to_token_contiguous"] = z3.And(r2t_s0 == r2t_width, r2t_s1 == 1, pool_rows >= 1)
+    hyps.update(labelled(spec.lane_bound_ok(D * K, sp.PAIRS, "PAIRS")))
+    steps_lanes = host.get("steps_lanes", lambda d, lanes: d <= lanes)
+    hyps["lane_bound_STEPS"] = steps_lanes(D, sp.STEPS)
+    if sp.indptr_dtype == "int32":
+        hyps.update(labelled(spec.int32_alloc_ok(
+            spec.draft_kv_indices_used_len(P(num_seqs), K, spec.draft_branches(num_seqs, K), D), "used_len")))
+    hyps.update(_int32_args(scalars))
+    hyps.update(labelled(spec.int32_arg_ok(C, "max_context_len")))
+    ex = Executor(kernel_path("draft_kv"), "draft_kv_kernel",
+                  constexprs={"BLOCK_B": sp.BLOCK_B, "PAIRS": sp.PAIRS, "STEPS": sp.STEPS, "BLOCK_C": sp.BLOCK_C},
+                  scalars=scalars, tensors=tensors, grid=[G], transform=transform,
+                  oracle=make_oracle(hyps, functions))
+    res = ex.run()
+    res.block, res.extra_owner, res.batch = sp.BLOCK_B, True, num_seqs
+    functions.update(res.functions)
+
+    def seg(r, k):  # spec.kv_segment_start of branch (r, 0) in row k - 1
+        return (k - 1) * width + spec.kv_segment_start(P(r), r, 0, K, k, 0)
+
+    def owner_b(a):
+        return a.env["b"].e
+
+    def key_it(a):
+        return a.env["it2"].e
+
+    def indptr_owner(a):
+        return z3.IntVal(-1) if "z1" not in a.env else a.env["b"].e
+
+    def indptr_key(a):
+        return a.env["it2"].e if "z1" in a.env else LANES[0] + 1  # entry 0 of row i: key i + 1
+    stores = [a for a in res.accesses if a.kind == "store" and a.tensor.name == "kv_indptr"]
+    # The first kv_indptr store (entries z + 1) runs where z1 is bound; the entry-0 store too,
+    # so tell them apart by their place in the source.
+    entry0_line = max(a.line for a in stores) if stores else -1
+
+    def indptr_owner2(a):
+        return z3.IntVal(-1) if a.line == entry0_line else a.env["b"].e
+
+    def indptr_key2(a):
+        return LANES[0] + 1 if a.line == entry0_line else a.env["it2"].e
+
+    regions = {
+        "kv_indices": Region(
+            owner_b, key_it, lambda r, k: seg(r, k), lambda r, k: seg(r + 1, k),
+            lambda k: (k - 1) * width, lambda k: k * width,
+            lambda ra, rb, k: [K_.instantiate(L.prefix_monotone(), rb, ra + 1),
+                               _mul_mono(P(ra + 1), P(rb), K), _mul_mono(ra + 1, rb, k * K)],
+            lambda ka, kb: [_mul_mono(ka, kb - 1, width)], 0, lambda k: z3.And(1 <= k, k <= D)),
+        "kv_indptr": Region(
+            indptr_owner2, indptr_key2,
+            lambda r, k: (k - 1) * indptr_stride + r * K + 1, lambda r, k: (k - 1) * indptr_stride + (r + 1) * K + 1,
+            lambda k: (k - 1) * indptr_stride, lambda k: k * indptr_stride,
+            lambda ra, rb, k: [_mul_mono(ra + 1, rb, K)],
+            lambda ka, kb: [_mul_mono(ka, kb - 1, indptr_stride)], -1, lambda k: z3.And(1 <= k, k <= D)),
+    }
+    pid = res.pid[0]
+    run_lemmas = list(res.side_proofs)
+    b_terms = {a.env["b"].e.get_id(): a.env["b"].e for a in res.accesses if "b" in a.env and a.kind == "store"}
+    for b in b_terms.values():
+        run_lemmas += kv_lemmas(b, LANES[1])
+    report = {"num_seqs": num_seqs, "topk": K, "num_steps": D, "page_size": page, "C": C, "width": width,
+              "indptr_stride": indptr_stride, "r2t_width": r2t_width, "pool_rows": pool_rows, "grid": G,
+              "pid": pid}
+    return Run("KV", sp.label, res, hyps, functions, tensors, regions,
+               z3.If(pid == 0, z3.IntVal(-1), pid * sp.BLOCK_B), pid * sp.BLOCK_B + sp.BLOCK_B, report,
+               run_lemmas)
+
+
+def kv_lemmas(b, q):
+    """Instances for branch (b, t = q mod K) in row iters = q div K + 1: the segment ends
+    within used_len(iters) <= used_len(num_steps) <= width."""
+    from . import lemmas as SL
+    it, t, s = q / K + 1, q % K, seq_len(b)
+    return [SL.at(SL.div_lt, q, K, D), SL.at(SL.div_mod_range, q, K),
+            _mul_mono(t, K - 1, s + it), K_.instantiate(L.prefix_monotone(), num_seqs, b + 1),
+            _mul_mono(P(b + 1), P(num_seqs), K), _mul_mono(b + 1, num_seqs, it * K),
+            _mul_mono(it, D, num_seqs * K), _mul_mono(it, D, width)]

@@ -1,0 +1,131 @@
+"""Obligations over one symbolic run, and their verdicts through the trusted core.
+
+Every "proved" verdict is a :class:`specbound.proofs.kernel.Proof` made by
+``kernel.check`` (unsat of the negated goal under a fixed rlimit); every obligation also
+gets a reachability witness (``kernel.satisfy`` of its hypotheses, the activation mask
+included), so nothing is proved vacuously.
+
+Uninterpreted functions (tensor contents, abstract reductions, their witness lanes) carry
+schemas; before a check every application occurring in the query gets its schema
+instance (``name@application``), a few rounds deep, so the query stays quantifier free.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from specbound.proofs import kernel
+
+from .values import LANES, lane_range
+
+RLIMIT = 4_000_000
+WITNESS_RLIMIT = 4_000_000
+SCHEMA_ROUNDS = 3
+
+
+@dataclass
+class Obligation:
+    id: str            # unique: "<kind>@<line>#k"
+    kind: str          # bounds | wrap | truncation | assert | divzero | cast | region | footprint | coverage | race | value
+    line: int
+    note: str
+    hyps: dict
+    goal: Any
+    lemmas: list = field(default_factory=list)
+    witness_extra: list = field(default_factory=list)
+    replay: Any = None  # what a counterexample means for the concrete replay
+
+
+@dataclass
+class Outcome:
+    obligation: Obligation
+    status: str        # proved | counterexample | unknown | vacuous
+    seconds: float
+    proof: Any = None
+    model: Any = None
+    witness: Any = None
+    detail: str = ""
+
+    @property
+    def ok(self):
+        return self.status == "proved" and self.witness is not None
+
+
+def applications(exprs, names) -> list:
+    """Applications of the registered functions occurring in ``exprs``."""
+    out, seen, todo = [], set(), list(exprs)
+    while todo:
+        e = todo.pop()
+        if not z3.is_expr(e) or e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        if z3.is_app(e):
+            if e.decl().name() in names and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+                out.append(e)
+            todo.extend(e.children())
+        elif z3.is_quantifier(e):
+            todo.append(e.body())
+    return out
+
+
+def instantiate(hyps: dict, goal, functions: dict, lemmas: list):
+    """Add schema instances for every registered application, to a fixed depth."""
+    hyps = dict(hyps)
+    lemmas = list(lemmas)
+    done = set()
+    frontier = list(hyps.values()) + [goal]
+    for _ in range(SCHEMA_ROUNDS):
+        new = []
+        for app in applications(frontier, functions):
+            key = app.get_id()
+            if key in done:
+                continue
+            done.add(key)
+            _decl, schema = functions[app.decl().name()]
+            for label, fact in schema(app).items():
+                if isinstance(fact, kernel.Proof):
+                    if all(fact is not l for l in lemmas):
+                        lemmas.append(fact)
+                        new.append(fact.formula)
+                elif label not in hyps:
+                    hyps[label if "@" in label else f"{label}@{app}"] = fact
+                    new.append(fact)
+        if not new:
+            break
+        frontier = new
+    return hyps, lemmas
+
+
+def check(ob: Obligation, functions: dict, *, rlimit: int = RLIMIT, witness: bool = True) -> Outcome:
+    start = time.perf_counter()
+    hyps, lemmas = instantiate(ob.hyps, ob.goal, functions, ob.lemmas)
+    status, proof, model, detail = "unknown", None, None, ""
+    try:
+        proof = kernel.check(ob.id, ob.goal, hyps=hyps, by=lemmas, rlimit=rlimit)
+        status = "proved"
+    except kernel.Refuted as exc:
+        status, model = "counterexample", exc.model
+    except kernel.Unknown as exc:
+        status, detail = ("vacuous" if "inconsistent" in exc.reason else "unknown"), exc.reason
+    wit = None
+    if witness:
+        try:
+            found = kernel.satisfy(f"{ob.id}/witness", hyps, by=lemmas, extra=ob.witness_extra,
+                                   rlimit=WITNESS_RLIMIT)
+            if found is None:
+                status, detail = "vacuous", "no input activates this obligation"
+            else:
+                wit = found.model
+        except kernel.Unknown as exc:
+            if status == "proved":
+                status = "unknown"
+            detail = (detail + "; " if detail else "") + f"witness search: {exc.reason}"
+    return Outcome(ob, status, time.perf_counter() - start, proof, model, wit, detail)
+
+
+def lanes_hyps(shape) -> dict:
+    return lane_range(shape)
