@@ -1,0 +1,71 @@
+"""Running a property outside pytest: a bounded Hypothesis search that returns, instead of
+raising, the number of examples run and the minimal failing case (Hypothesis replays the
+shrunk example last, so the last failing case seen is the minimal one)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from hypothesis import HealthCheck, given, seed as hseed, settings
+
+from .profiles import database, register_profiles
+
+
+@dataclass
+class RunResult:
+    name: str
+    examples: int = 0
+    failures: int = 0
+    seconds: float = 0.0
+    case: object | None = None       # the minimal failing case
+    message: str = ""
+    seeds: list = field(default_factory=list)
+
+    @property
+    def per_minute(self) -> float:
+        return 60.0 * self.examples / self.seconds if self.seconds else 0.0
+
+
+def run_property(name: str, check: Callable, strategy, *, max_examples: int, seed: int | None = None,
+                 derandomize: bool = False, use_database: bool = True, result: RunResult | None = None
+                 ) -> RunResult:
+    """Search ``strategy`` for a case where ``check`` raises; shrink it; return the outcome."""
+    register_profiles()
+    res = result or RunResult(name)
+    last_failure: dict = {}
+
+    def body(case):
+        res.examples += 1
+        try:
+            check(case)
+        except Exception as exc:
+            last_failure["case"], last_failure["exc"] = case, exc
+            raise
+
+    body._hypothesis_internal_add_digest = name.encode()  # one database key per property
+    opts = dict(max_examples=max_examples, deadline=None, derandomize=derandomize,
+                database=database() if use_database and not derandomize else None,
+                suppress_health_check=list(HealthCheck), print_blob=False)
+    test = settings(**opts)(given(strategy)(body))
+    if seed is not None and not derandomize:
+        test = hseed(seed)(test)
+        res.seeds.append(seed)
+    start = time.perf_counter()
+    try:
+        test()
+    except Exception as exc:  # the minimal example was replayed last
+        res.failures += 1
+        res.case = last_failure.get("case")
+        err = last_failure.get("exc", exc)
+        res.message = f"{type(err).__name__}: {err}"
+    finally:
+        res.seconds += time.perf_counter() - start
+    return res
+
+
+def falsify(check: Callable, strategy, max_examples: int = 200, seed: int = 0):
+    """The minimal case where ``check`` fails, or None (for tests of planted bugs)."""
+    res = run_property("falsify", check, strategy, max_examples=max_examples, seed=seed, use_database=False)
+    return res.case if res.failures else None
