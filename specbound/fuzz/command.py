@@ -1,0 +1,266 @@
+"""``specbound fuzz``: run the differential properties, the mutant replays and the CUDA-graph
+state machine; ``verify_step`` is the default budget ``specbound verify`` runs after the proofs.
+
+    specbound fuzz [--target reference|triton|all] [--examples N | --minutes M] [--seed S]
+                   [--profile ci|dev|deep] [--json PATH] [--property NAME ...] [--replay CASE]
+
+``--examples N``: N examples per property (default: the profile's budget per cost class).
+``--minutes M``: repeat rounds over the properties (a new seed each round) until M minutes
+are spent.  On a failure the minimal case is printed with a one-line replay command
+(``specbound fuzz --property NAME --replay '<case json>'``).  The example database of the
+``dev``/``deep`` profiles lives under ``.hypothesis/examples`` (see
+:mod:`specbound.fuzz.profiles`), so a failure found once is tried first next time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from specbound.spec import SpecArgumentError
+
+STATEFUL = "stateful.cuda_graph"
+REPLAYS = "replay.mutants"
+
+
+def _positive_int(name):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a positive integer, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {value}")
+        return value
+    return parse
+
+
+def _positive_float(name):
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number of minutes, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{name} must be > 0, got {value}")
+        return value
+    return parse
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("fuzz", help="differential fuzzing: spec vs reference vs Triton kernels",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--target", choices=("reference", "triton", "all"), default="all",
+                   help="which implementation(s) to exercise (default: all)")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--examples", type=_positive_int("--examples"), metavar="N",
+                        help="examples per property (default: the profile's budget)")
+    budget.add_argument("--minutes", type=_positive_float("--minutes"), metavar="M",
+                        help="keep fuzzing for M minutes (rounds with fresh seeds)")
+    p.add_argument("--seed", type=int, default=None, metavar="S", help="seed of the first round")
+    p.add_argument("--profile", choices=("ci", "dev", "deep"), default=None,
+                   help="Hypothesis profile (default: ci when CI is set, else dev)")
+    p.add_argument("--json", metavar="PATH", help="write the machine-readable report here")
+    p.add_argument("--property", action="append", metavar="NAME",
+                   help="run only this property (repeatable); see --list")
+    p.add_argument("--replay", metavar="CASE", help="check one case (JSON text, or @file) and exit")
+    p.add_argument("--list", action="store_true", help="list the properties and exit")
+    p.set_defaults(func=run)
+
+
+# --- running ----------------------------------------------------------------------------------
+
+def _replay_command(name: str, case) -> str:
+    return f"specbound fuzz --property {name} --replay {shlex.quote(case.to_json())}"
+
+
+def _bar(done: int, total: int, width: int = 20) -> str:
+    filled = int(width * done / max(total, 1))
+    return "[" + "#" * filled + "." * (width - filled) + f"] {done}/{total}"
+
+
+def _run_stateful(examples: int, seed, derandomize: bool):
+    from hypothesis import HealthCheck, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from . import stateful
+    from .runner import RunResult
+    res = RunResult(STATEFUL)
+    counter = {"n": 0}
+
+    class Counted(stateful.CudaGraphMachine):
+        def __init__(self):
+            super().__init__()
+            counter["n"] += 1
+    start = time.perf_counter()
+    try:
+        opts = dict(max_examples=examples, stateful_step_count=8, deadline=None, derandomize=derandomize,
+                    suppress_health_check=list(HealthCheck))
+        if not derandomize:
+            from hypothesis import seed as hseed  # noqa: F401 - stateful runs take the global random seed
+            import random
+            random.seed(seed)
+        run_state_machine_as_test(Counted, settings=settings(**opts))
+    except Exception as exc:
+        res.failures = 1
+        res.message = f"{type(exc).__name__}: {exc}"
+        res.case = Counted.last_trace
+    res.examples = counter["n"]
+    res.seconds = time.perf_counter() - start
+    return res
+
+
+def _run_replays():
+    from . import replay
+    from .runner import RunResult
+    start = time.perf_counter()
+    res = RunResult(REPLAYS)
+    rows = replay.replay_all()
+    res.examples = len(rows)
+    bad = [r for r in rows if not r.ok]
+    res.failures = len(bad)
+    res.message = "; ".join(r.line() for r in bad)
+    res.seconds = time.perf_counter() - start
+    res.replays = rows  # type: ignore[attr-defined]
+    return res
+
+
+def _table(results) -> str:
+    head = f"{'property':28s} {'examples':>9s} {'failures':>9s} {'seconds':>8s} {'cases/min':>10s}"
+    lines = [head, "-" * len(head)]
+    for r in results:
+        lines.append(f"{r.name:28s} {r.examples:9d} {r.failures:9d} {r.seconds:8.1f} {r.per_minute:10.0f}")
+    return "\n".join(lines)
+
+
+def fuzz(*, target="all", examples=None, minutes=None, seed=None, profile=None, only=None,
+         json_path=None, include_extras=True, out=sys.stdout) -> int:
+    from . import profiles
+    from . import properties as P
+    from .runner import RunResult, run_property
+
+    name = profiles.load_profile(profile)
+    derandomize = name == "ci" and seed is None
+    props = [P.property_named(p) for p in only] if only else P.select(target)
+    extras = []
+    if include_extras and not only and target in ("triton", "all"):
+        extras = [REPLAYS, STATEFUL]
+    results = {p.name: RunResult(p.name) for p in props}
+    results.update({x: RunResult(x) for x in extras})
+    deadline = time.perf_counter() + 60 * minutes if minutes else None
+    round_no = 0
+    base = seed if seed is not None else 0
+    total = len(props) + len(extras)
+    print(f"specbound fuzz: profile {name}, target {target}, "
+          f"{f'{minutes} min' if minutes else f'{examples} examples/property' if examples else 'profile budget'}"
+          f"{'' if seed is None else f', seed {seed}'}", file=out)
+    while True:
+        for i, p in enumerate(props):
+            if deadline and time.perf_counter() > deadline and round_no:
+                break
+            n = examples or profiles.budget(p.cost, name)
+            r = results[p.name]
+            before = r.failures
+            if r.failures:       # already failed: keep the first minimal case
+                continue
+            run_property(p.name, p.check, p.strategy(), max_examples=n,
+                         seed=None if derandomize else base + round_no, derandomize=derandomize, result=r)
+            status = "ok" if r.failures == before else "FAILED"
+            print(f"{_bar(i + 1, total)} round {round_no + 1} {p.name:28s} {r.examples:6d} ex "
+                  f"{r.seconds:7.1f} s {status}", file=out, flush=True)
+        if round_no == 0:
+            for j, x in enumerate(extras):
+                if x == REPLAYS:
+                    results[x] = _run_replays()
+                else:
+                    n = examples or profiles.budget("stateful", name)
+                    results[x] = _run_stateful(n, base, derandomize)
+                r = results[x]
+                print(f"{_bar(len(props) + j + 1, total)} round 1 {x:28s} {r.examples:6d} ex "
+                      f"{r.seconds:7.1f} s {'ok' if not r.failures else 'FAILED'}", file=out, flush=True)
+        round_no += 1
+        if not deadline or time.perf_counter() > deadline:
+            break
+        derandomize = False
+
+    ordered = list(results.values())
+    print("\n" + _table(ordered), file=out)
+    failed = [r for r in ordered if r.failures]
+    for r in failed:
+        print(f"\nFAILED {r.name}: {r.message[:2000]}", file=out)
+        if r.case is not None and hasattr(r.case, "to_json"):
+            print(f"  minimal case: {r.case.to_json()}", file=out)
+            print(f"  replay: {_replay_command(r.name, r.case)}", file=out)
+        elif r.case is not None:
+            print(f"  minimal steps: {r.case}", file=out)
+    if json_path:
+        payload = {
+            "profile": name, "target": target, "seed": seed, "rounds": round_no,
+            "ok": not failed,
+            "properties": [{
+                "name": r.name, "examples": r.examples, "failures": r.failures,
+                "seconds": round(r.seconds, 3), "cases_per_minute": round(r.per_minute, 1),
+                "message": r.message or None,
+                "case": json.loads(r.case.to_json()) if hasattr(r.case, "to_json") else r.case,
+                "replay_command": _replay_command(r.name, r.case) if hasattr(r.case, "to_json") else None,
+            } for r in ordered],
+        }
+        rep = results.get(REPLAYS)
+        if rep is not None and hasattr(rep, "replays"):
+            payload["mutant_replays"] = [
+                {"theorem": x.theorem, "mutant": x.mutant, "status": x.status, "counterexample": x.counterexample,
+                 "batch": x.batch, "mutant_sizing": x.mutant_sizing, "mutant_outcome": x.mutant_outcome,
+                 "spec_sizing": x.spec_sizing, "spec_outcome": x.spec_outcome, "note": x.note}
+                for x in rep.replays]
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(json.dumps(payload, indent=2, default=str) + "\n")
+        print(f"\nwrote {json_path}", file=out)
+    return 1 if failed else 0
+
+
+def replay_case(names, text: str, out=sys.stdout) -> int:
+    from . import properties as P
+    from .strategies import case_from_json
+    if text.startswith("@"):
+        text = Path(text[1:]).read_text()
+    try:
+        case = case_from_json(text)
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise SpecArgumentError("--replay", f"not a valid case: {exc}") from None
+    if not names:
+        raise SpecArgumentError("--property", "required with --replay (which property to check)")
+    rc = 0
+    for name in names:
+        prop = P.property_named(name)
+        try:
+            prop.check(case)
+            print(f"{name}: holds on this case", file=out)
+        except AssertionError as exc:
+            print(f"{name}: FAILED: {exc}", file=out)
+            rc = 1
+    return rc
+
+
+def run(args) -> int:
+    if getattr(args, "list", False):
+        from . import properties as P
+        for p in P.PROPERTIES:
+            print(f"{p.name:28s} [{p.target:9s} {p.cost:6s}] {p.doc}")
+        print(f"{REPLAYS:28s} [triton    fixed ] every sizing-mutant counterexample as a launch")
+        print(f"{STATEFUL:28s} [triton    state ] capture at 8, run up to 48 (CUDA-graph scenario)")
+        return 0
+    if args.replay:
+        return replay_case(args.property, args.replay)
+    return fuzz(target=args.target, examples=args.examples, minutes=args.minutes, seed=args.seed,
+                profile=args.profile, only=args.property, json_path=args.json)
+
+
+def verify_step(args) -> int:
+    """The default fuzz budget of ``specbound verify`` (ci profile, every property, the mutant
+    replays and the state machine; about 1-3 minutes on 2 cores)."""
+    print("\n== fuzz (ci budget) ==")
+    return fuzz(target="all", profile="ci", json_path=getattr(args, "fuzz_json", None))
