@@ -40,8 +40,10 @@ def test_pre_33127_fits_is_found_and_shrunk_to_a_small_case(monkeypatch):
     assert len(trace) <= 4                         # ... in a handful of steps
 
 
-def test_missing_topk_kv_row_is_found():
+def test_missing_topk_kv_row_is_found(monkeypatch):
     """sglang #27338 in the same scenario: the captured kv row sized max_bs*C."""
+    import hypothesis.internal.conjecture.engine as engine
+    monkeypatch.setattr(engine, "MAX_SHRINKING_SECONDS", 20, raising=False)
     width = stateful.mutant_override("KV-CUDA-GRAPH-COVERS", "MUT-27338-MISSING-TOPK", "draft_kv_indices_buffer_width")
     machine = stateful.machine_with(kv_width=width, name="Missing27338Machine")
     with pytest.raises(OutOfBoundsAccess) as info:
