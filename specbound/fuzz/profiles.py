@@ -35,8 +35,8 @@ PROFILES = ("ci", "dev", "deep")
 # two interpreted launches per example; "stateful": one state-machine run of several
 # launches per example).
 _BUDGETS = {
-    "ci": {"cheap": 120, "kernel": 30, "stateful": 12},
-    "dev": {"cheap": 120, "kernel": 30, "stateful": 12},
+    "ci": {"cheap": 120, "kernel": 30, "stateful": 40},
+    "dev": {"cheap": 120, "kernel": 30, "stateful": 40},
     "deep": {"cheap": 20_000, "kernel": 2_000, "stateful": 300},
 }
 

@@ -6,7 +6,7 @@ buffer of ``num_steps`` rows.  Then the running set grows and shrinks up to
 ``max_running`` requests (seed: 48), requests advance toward ``max_context_len`` (every
 request keeps room for its ``num_steps`` draft tokens, as the scheduler guarantees),
 and ``is_read`` is switched (which replaces the record: QLEN_ONLY when nothing reads the
-mask).  After every step the current batch is verified the way a captured graph
+mask).  After every step (and in an explicit ``run_batch`` rule) the current batch is verified the way a captured graph
 replays it: **no host checks**, the raw kernels (``specbound.fuzz.launch``) launched
 under the checked interpreter into
 
@@ -118,6 +118,7 @@ class CudaGraphMachine(RuleBasedStateMachine):
             self.requests.append([s, self.next_seed])
             self.next_seed += 1
         self.trace.append(("admit", count, s))
+        self.run_batch()
 
     @precondition(lambda self: self.requests)
     @rule(count=st.integers(1, MAX_RUNNING))
@@ -125,6 +126,7 @@ class CudaGraphMachine(RuleBasedStateMachine):
         count = min(count, len(self.requests))
         del self.requests[-count:]
         self.trace.append(("retire", count))
+        self.run_batch()
 
     @precondition(lambda self: self.requests)
     @rule(accepted=st.integers(0, 8), to_limit=st.booleans())
@@ -133,11 +135,13 @@ class CudaGraphMachine(RuleBasedStateMachine):
         for r in self.requests:
             r[0] = self.room if to_limit else min(r[0] + accepted, self.room)
         self.trace.append(("decode", "to_limit" if to_limit else accepted))
+        self.run_batch()
 
     @rule()
     def switch_is_read(self):
         self._make_mask(not self.vm.is_read)
         self.trace.append(("switch_is_read", self.vm.is_read))
+        self.run_batch()
 
     # --- the check -------------------------------------------------------------------------------
     def _trees(self):
