@@ -283,7 +283,7 @@ class Executor:
         cond = z3.And(idx >= 0, idx < stop_e, idx % step == 0)
         self.loops[str(idx)] = (stop_e, step)
         iv = V(idx, (), stop.dtype)
-        self.tags[id(iv)] = LaneTag(-1, step, idx, "loopvar", (stop_e, step))
+        iv.tag = LaneTag(-1, step, idx, "loopvar", (stop_e, step))
         env[st.target.id] = iv
         self.path_cond.append((f"loop_index@{line}", cond))
         try:
@@ -416,10 +416,10 @@ class Executor:
         subs = [(LANES[s], LANES[d]) for s, d in mapping if s != d and v.shape[s] > 1]
         e = z3.substitute(v.e, *subs) if subs and z3.is_expr(v.e) else v.e
         out = V(e, tuple(shape), v.dtype, v.arith)
-        tag = self.tags.get(id(v))
+        tag = getattr(v, 'tag', None)
         if tag is not None and tag.axis >= 0:
             new_axis = dict(mapping)[tag.axis]
-            self.tags[id(out)] = LaneTag(new_axis, tag.size, tag.base, tag.kind, tag.loop)
+            out.tag = LaneTag(new_axis, tag.size, tag.base, tag.kind, tag.loop)
         return out
 
     # --- broadcasting and lifting ---------------------------------------------------------------
@@ -438,9 +438,9 @@ class Executor:
         for v in vals:
             k = rank - v.rank
             nv = V(shift(v.e, k, v.rank), (1,) * k + v.shape, v.dtype, v.arith)
-            tag = self.tags.get(id(v))
+            tag = getattr(v, 'tag', None)
             if tag is not None and tag.axis >= 0:
-                self.tags[id(nv)] = LaneTag(tag.axis + k, tag.size, tag.base, tag.kind, tag.loop)
+                nv.tag = LaneTag(tag.axis + k, tag.size, tag.base, tag.kind, tag.loop)
             out.append(nv)
         shape = []
         for dims in zip(*[v.shape for v in out]):
@@ -518,13 +518,13 @@ class Executor:
         if op is not ast.Add:
             return
         for lane_v, other in ((av2, bv2), (bv2, av2)):
-            tag = self.tags.get(id(lane_v))
-            otag = self.tags.get(id(other))
+            tag = getattr(lane_v, 'tag', None)
+            otag = getattr(other, 'tag', None)
             if tag is not None and tag.axis >= 0 and tag.kind == "arange" and not lane_vars_in(other.e):
                 if otag is not None and otag.kind == "loopvar":
-                    self.tags[id(out)] = LaneTag(tag.axis, tag.size, other.e, "loop", otag.loop)
+                    out.tag = LaneTag(tag.axis, tag.size, other.e, "loop", otag.loop)
                 elif _is_pid_times(other.e, self.pid, tag.size):
-                    self.tags[id(out)] = LaneTag(tag.axis, tag.size, other.e, "grid")
+                    out.tag = LaneTag(tag.axis, tag.size, other.e, "grid")
                 return
 
     def compare(self, op, a, b, line):
@@ -551,7 +551,7 @@ class Executor:
         """Record ``base + arange(N) < x``; the obligation ``x <= bound`` is raised where the
         comparison is a conjunct of a load/store mask (under the other conjuncts), or, for a
         comparison that never reaches a mask, for every lane at the end of the run."""
-        tag = self.tags.get(id(lane_v))
+        tag = getattr(lane_v, 'tag', None)
         if tag is None or tag.axis < 0:
             return
         if lane_vars_in(bound.e) & {tag.axis}:
@@ -618,9 +618,9 @@ class Executor:
                 self.raise_ob("cast", line, z3.And(e >= dt.lo(), e < dt.hi()), v.shape,
                               f"value fits {dt} (cast from {v.dtype})")
             out = V(e, v.shape, dt)
-        tag = self.tags.get(id(v))
+        tag = getattr(v, 'tag', None)
         if tag is not None:
-            self.tags[id(out)] = tag
+            out.tag = tag
         return out
 
     # --- obligations -----------------------------------------------------------------------
@@ -664,7 +664,7 @@ class Executor:
             return V(z3.IntVal(start), (1,), INT32)
         v = V(LANES[0] + start if start else LANES[0], (n,), INT32)
         if start == 0:
-            self.tags[id(v)] = LaneTag(0, n, 0, "arange")
+            v.tag = LaneTag(0, n, 0, "arange")
         return v
 
     def tl_cdiv(self, line, a, b):

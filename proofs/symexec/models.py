@@ -121,12 +121,17 @@ class Run:
                 continue
             reg = self.regions[a.tensor.name]
             r, k, cell = reg.owner(a), reg.key(a), a.off.e
-            goal = z3.And(self.program_lo <= r, r < self.program_hi, reg.min_owner <= r, reg.key_ok(k),
-                          reg.lo(r, k) <= cell, cell < reg.hi(r, k),
-                          reg.row_lo(k) <= cell, cell < reg.row_hi(k))
-            out.append(Obligation(f"own-region-{a.tensor.name}@{a.line}#{i}", "region", a.line,
-                                  f"every active lane stores inside its own request's region of {a.tensor.name}",
-                                  self.base_hyps(a.path, a.shape, a.mask), goal, list(self.lemmas)))
+            parts = {
+                "owner-in-program": z3.And(self.program_lo <= r, r < self.program_hi, reg.min_owner <= r),
+                "row": z3.And(reg.key_ok(k), reg.row_lo(k) <= cell, cell < reg.row_hi(k)),
+                "region-start": reg.lo(r, k) <= cell,
+                "region-end": cell < reg.hi(r, k),
+            }
+            for part, goal in parts.items():
+                out.append(Obligation(f"own-region-{a.tensor.name}@{a.line}#{i}/{part}", "region", a.line,
+                                      f"every active lane stores inside its own request's region of "
+                                      f"{a.tensor.name} ({part})",
+                                      self.base_hyps(a.path, a.shape, a.mask), goal, list(self.lemmas)))
         return out
 
     def race_obligations(self) -> list:
@@ -367,3 +372,178 @@ def kv_lemmas(b, q):
             _mul_mono(t, K - 1, s + it), K_.instantiate(L.prefix_monotone(), num_seqs, b + 1),
             _mul_mono(P(b + 1), P(num_seqs), K), _mul_mono(b + 1, num_seqs, it * K),
             _mul_mono(it, D, num_seqs * K), _mul_mono(it, D, width)]
+
+
+# --- tree build -------------------------------------------------------------------------------
+
+MODE_NAMES = {0: "FULL", 1: "QLEN", 2: "BITPACK"}
+
+
+@dataclass(frozen=True)
+class TreeSpec:
+    MODE: int
+    DEPTH: int
+    BLOCK_B: int
+    NODES: int
+
+    @property
+    def mask_dtype(self):
+        if self.MODE != 2:
+            return "int1"
+        return {8: "uint8", 16: "uint16", 32: "uint32"}[max(8, self.NODES)]
+
+    @property
+    def label(self):
+        return f"NODES={self.NODES},DEPTH={self.DEPTH},BLOCK_B={self.BLOCK_B}"
+
+
+@dataclass(frozen=True)
+class FillSpec:
+    BLOCK_B: int
+    NODES: int
+    BLOCK_C: int
+
+    @property
+    def label(self):
+        return f"BLOCK_B={self.BLOCK_B},NODES={self.NODES},BLOCK_C={self.BLOCK_C}"
+
+
+def _tree_common(hyps, G, block, scalars, bitpack=False):
+    hyps.update(labelled(spec.tree_shape_ok(K, D, N)))
+    hyps.update(labelled(spec.context_ok(C)))
+    hyps["batch_nonempty"] = bs >= 1               # the wrapper returns before launching otherwise
+    hyps["grid_is_cdiv"] = G == spec.cdiv(bs, block)
+    hyps.update(labelled(spec.grid_lanes_int32_ok(G, block, "grid_x_BLOCK_B")))
+    hyps.update(labelled(spec.int32_arg_ok(C, "max_context_len")))
+    hyps.update(_int32_args(scalars))
+
+
+def _tree_tensors(functions, mode, mask_dtype):
+    sel = z3.Function("selected_index", z3.IntSort(), z3.IntSort())
+    pl = z3.Function("parent_list", z3.IntSort(), z3.IntSort())
+    for f in (sel, pl):
+        _register(functions, f, lambda app, nm=f.name(): {
+            f"{nm}_int64@{app.arg(0)}": z3.And(app >= INT64.lo(), app < INT64.hi())})
+    _register(functions, seq_len, _seq_len_schema(bs))
+    _register(functions, P, _prefix_schema(bs))
+    pl_width, sel_width = z3.Ints("pl_width sel_width")
+    return {
+        "parent_list_ptr": TensorModel("parent_list", bs * pl_width, INT64, pl),
+        "selected_index_ptr": TensorModel("selected_index", bs * sel_width, INT64, sel),
+        "seq_lens_ptr": TensorModel("seq_lens", bs, INT64, seq_len),
+        "prefix_ptr": TensorModel("prefix", bs, INT64, P),
+        "tree_mask_ptr": TensorModel("tree_mask", spec.mask_batch_numel(mode, bs, N, P(bs)), DTYPES[mask_dtype],
+                                     written=True),
+        "positions_ptr": TensorModel("positions", bs * N, INT64, written=True),
+        "retrive_index_ptr": TensorModel("retrive_index", bs * N, INT64, written=True),
+        "next_token_ptr": TensorModel("retrive_next_token", bs * N, INT64, written=True),
+        "next_sibling_ptr": TensorModel("retrive_next_sibling", bs * N, INT64, written=True),
+    }, pl_width, sel_width
+
+
+def _mask_region(mode):
+    base = lambda r: spec.mask_request_base(mode, r, N, P(r))
+
+    def ordering(ra, rb, k):
+        return [K_.instantiate(L.prefix_monotone(), rb, ra + 1), _mul_mono(P(ra + 1), P(rb), N),
+                _mul_mono(ra + 1, rb, N * N), _mul_mono(ra + 1, rb, N)]
+    return Region(lambda a: a.env["b"].e, lambda a: z3.IntVal(0), lambda r, k: base(r), lambda r, k: base(r + 1),
+                  lambda k: z3.IntVal(0), lambda k: spec.mask_batch_numel(mode, bs, N, P(bs)), ordering,
+                  lambda ka, kb: [])
+
+
+def _token_region():
+    return Region(lambda a: a.env["b"].e, lambda a: z3.IntVal(0),
+                  lambda r, k: spec.token_cell(r, 0, N), lambda r, k: spec.token_cell(r + 1, 0, N),
+                  lambda k: z3.IntVal(0), lambda k: bs * N, lambda ra, rb, k: [_mul_mono(ra + 1, rb, N)],
+                  lambda ka, kb: [])
+
+
+def tree_lemmas(b, pl_width, sel_width):
+    s = seq_len(b)
+    return [K_.instantiate(L.prefix_monotone(), bs, b + 1), K_.instantiate(L.prefix_monotone(), bs, b),
+            _mul_mono(P(b + 1), P(bs), N), _mul_mono(b + 1, bs, N * N), _mul_mono(b + 1, bs, N),
+            _mul_mono(LANES[1], N - 1, s + N), _mul_mono(b + 1, bs, pl_width), _mul_mono(b + 1, bs, sel_width)]
+
+
+def tree_run(sp: TreeSpec, *, transform=None, host: dict | None = None) -> Run:
+    host = host or {}
+    mode = spec.TreeMaskMode(sp.MODE)
+    functions: dict = {}
+    tensors, pl_width, sel_width = _tree_tensors(functions, mode, sp.mask_dtype)
+    G = z3.Int("grid")
+    scalars = {"bs": _scalar("bs", bs), "topk": _scalar("topk", K), "pl_width": _scalar("pl_width", pl_width),
+               "sel_width": _scalar("sel_width", sel_width), "n": _scalar("n", N)}
+    hyps: dict = {}
+    _tree_common(hyps, G, sp.BLOCK_B, scalars)
+    hyps["DEPTH_is_walk_max_steps"] = host.get("depth_hyp", lambda d: spec.walk_max_steps(d) == sp.DEPTH)(D)
+    hyps["pl_width_is_spec"] = pl_width == spec.parent_list_width(K, D)
+    hyps["sel_width_is_spec"] = sel_width == spec.selected_index_width(N)
+    hyps.update(labelled(spec.lane_bound_ok(N, sp.NODES, "NODES")))
+    if mode is spec.TreeMaskMode.QLEN_ONLY_BITPACKING:
+        hyps.update(labelled(spec.bitpack_ok(N)))
+        hyps["mask_item_bits"] = spec.bitpack_item_bits(N) == DTYPES[sp.mask_dtype].bits
+    ex = Executor(kernel_path("tree_build"), "build_tree_kernel",
+                  constexprs={"MODE": sp.MODE, "DEPTH": sp.DEPTH, "BLOCK_B": sp.BLOCK_B, "NODES": sp.NODES},
+                  scalars=scalars, tensors=tensors, grid=[G], transform=transform,
+                  oracle=make_oracle(hyps, functions))
+    res = ex.run()
+    res.block, res.extra_owner, res.batch = sp.BLOCK_B, False, bs
+    functions.update(res.functions)
+    regions = {"tree_mask": _mask_region(mode)}
+    for name in ("positions", "retrive_index", "retrive_next_token", "retrive_next_sibling"):
+        regions[name] = _token_region()
+    run_lemmas = list(res.side_proofs)
+    for e in {a.env["b"].e.get_id(): a.env["b"].e for a in res.accesses if "b" in a.env}.values():
+        run_lemmas += tree_lemmas(e, pl_width, sel_width)
+    pid = res.pid[0]
+    report = {"bs": bs, "topk": K, "depth": D, "n": N, "C": C, "grid": G, "pid": pid}
+    run = Run(f"BUILD-TREE-{MODE_NAMES[sp.MODE]}", sp.label, res, hyps, functions, tensors, regions,
+              pid * sp.BLOCK_B, pid * sp.BLOCK_B + sp.BLOCK_B, report, run_lemmas)
+    run.spec = sp
+    return run
+
+
+def tree_value_obligations(run: Run) -> list:
+    """The walk is bounded: every stored position is seq_len[b] + depth with
+    0 <= depth <= spec.walk_max_steps(D) (a cycle in a malformed tree cannot push it further)."""
+    out = []
+    for i, a in enumerate(run.result.accesses):
+        if a.kind != "store" or a.tensor.name != "positions":
+            continue
+        b = a.env["b"].e
+        v = a.value.e
+        goal = z3.And(seq_len(b) <= v, v <= seq_len(b) + spec.walk_max_steps(D))
+        out.append(Obligation(f"walk-bounded-positions@{a.line}#{i}", "value", a.line,
+                              "stored position = seq_len + depth with depth <= walk_max_steps(D)",
+                              run.base_hyps(a.path, a.shape, a.mask), goal, list(run.lemmas),
+                              replay=("output", "positions")))
+    return out
+
+
+def fill_run(sp: FillSpec, *, transform=None, host: dict | None = None) -> Run:
+    mode = spec.TreeMaskMode.FULL_MASK
+    functions: dict = {}
+    tensors, _plw, _selw = _tree_tensors(functions, mode, "int1")
+    tensors = {k: tensors[k] for k in ("tree_mask_ptr", "seq_lens_ptr", "prefix_ptr")}
+    G = z3.Int("grid")
+    scalars = {"bs": _scalar("bs", bs), "n": _scalar("n", N)}
+    hyps: dict = {}
+    _tree_common(hyps, G, sp.BLOCK_B, scalars)
+    hyps.update(labelled(spec.lane_bound_ok(N, sp.NODES, "NODES")))
+    ex = Executor(kernel_path("tree_build"), "fill_prefix_kernel",
+                  constexprs={"BLOCK_B": sp.BLOCK_B, "NODES": sp.NODES, "BLOCK_C": sp.BLOCK_C},
+                  scalars=scalars, tensors=tensors, grid=[G], transform=transform,
+                  oracle=make_oracle(hyps, functions))
+    res = ex.run()
+    res.block, res.extra_owner, res.batch = sp.BLOCK_B, False, bs
+    functions.update(res.functions)
+    run_lemmas = list(res.side_proofs)
+    for e in {a.env["b"].e.get_id(): a.env["b"].e for a in res.accesses if "b" in a.env}.values():
+        run_lemmas += tree_lemmas(e, z3.IntVal(0), z3.IntVal(0))
+    pid = res.pid[0]
+    report = {"bs": bs, "n": N, "C": C, "grid": G, "pid": pid}
+    run = Run("FILL-PREFIX", sp.label, res, hyps, functions, tensors, {"tree_mask": _mask_region(mode)},
+              pid * sp.BLOCK_B, pid * sp.BLOCK_B + sp.BLOCK_B, report, run_lemmas)
+    run.spec = sp
+    return run

@@ -22,8 +22,10 @@ from specbound.proofs import kernel
 
 from .values import LANES, lane_range
 
-RLIMIT = 4_000_000
-WITNESS_RLIMIT = 4_000_000
+RLIMIT = 10_000_000
+RETRY_RLIMIT = 40_000_000
+WITNESS_RLIMIT = 10_000_000
+RETRY_RLIMIT = 40_000_000
 SCHEMA_ROUNDS = 3
 
 
@@ -100,7 +102,23 @@ def instantiate(hyps: dict, goal, functions: dict, lemmas: list):
     return hyps, lemmas
 
 
+SAFETY_TIMEOUT_MS = 60_000  # Z3's nonlinear procedures can overrun the rlimit: a wall clock backstop
+                            # (it only ever turns a verdict into "unknown", never into "proved")
+
+
 def check(ob: Obligation, functions: dict, *, rlimit: int = RLIMIT, witness: bool = True) -> Outcome:
+    z3.set_param("timeout", SAFETY_TIMEOUT_MS)
+    try:
+        out = _check(ob, functions, rlimit=rlimit, witness=witness)
+        if out.status == "unknown" and "canceled" in out.detail:
+            # one retry with a larger (still fixed, so still deterministic) resource limit
+            out = _check(ob, functions, rlimit=RETRY_RLIMIT, witness=witness)
+        return out
+    finally:
+        z3.set_param("timeout", 4294967295)
+
+
+def _check(ob: Obligation, functions: dict, *, rlimit: int, witness: bool) -> Outcome:
     start = time.perf_counter()
     hyps, lemmas = instantiate(ob.hyps, ob.goal, functions, ob.lemmas)
     status, proof, model, detail = "unknown", None, None, ""

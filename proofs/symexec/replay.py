@@ -1,0 +1,288 @@
+"""Concrete replays of counterexamples through the real kernel launch.
+
+A counterexample (a Z3 model) is re-solved inside a small box so it reads as a real batch,
+turned into concrete tensors, and launched through ``kernel[grid](...)`` exactly as the
+launch wrappers do (same argument computation from the spec), under
+:func:`specbound.kernels.checked.checked_interpreter` with a per-program store recorder.
+torch and triton are imported here only, at replay time.
+
+Verdicts: ``oob`` (OutOfBoundsAccess), ``race`` (two programs stored one cell),
+``output`` (result differs from the reference), ``assert`` (device_assert fired), or
+``none`` (the replay did not reproduce anything: the counterexample is not reported as
+a bug).
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from specbound import spec
+from specbound.proofs import kernel as K_
+
+from . import models
+from .obligations import instantiate
+
+
+@dataclass
+class Replay:
+    verdict: str
+    detail: str
+    inputs: dict = field(default_factory=dict)
+
+
+# --- concretising ----------------------------------------------------------------------------
+
+def _box(run, limits: dict) -> list:
+    out = []
+    for name, term in run.report.items():
+        lim = limits.get(name)
+        if lim is not None and z3.is_int(term):
+            out.append(z3.And(term >= lim[0], term <= lim[1]))
+    return out
+
+
+def concretise(run, ob, limits: dict, batch_cap: int, content_box=(-4, 40)) -> dict | None:
+    """A small model of ``hyps /\\ not goal``: the report scalars within ``limits``, every
+    per-request content schema instantiated for the first ``batch_cap`` indices."""
+    hyps, lemmas = instantiate(ob.hyps, ob.goal, run.functions, ob.lemmas)
+    extra = _box(run, limits)
+    for name, (decl, schema) in run.functions.items():
+        if decl.arity() == 1 and decl.range() == z3.IntSort() and not name.startswith(("min@", "max@", "sum@")):
+            for i in range(batch_cap + 1):
+                app = decl(z3.IntVal(i))
+                for label, fact in schema(app).items():
+                    if isinstance(fact, K_.Proof):
+                        extra.append(fact.formula)
+                    else:
+                        extra.append(fact)
+                extra.append(z3.And(app >= content_box[0], app <= content_box[1]))
+    constraints = dict(hyps)
+    constraints["goal!negated"] = z3.Not(ob.goal)
+    try:
+        found = K_.satisfy(f"{ob.id}/concrete", constraints, by=lemmas, extra=extra, rlimit=20_000_000)
+    except K_.Unknown:
+        return None
+    if found is None:
+        return None
+    m = found.model
+    val = lambda t: m.eval(t, model_completion=True).as_long()
+    out = {name: val(term) for name, term in run.report.items() if z3.is_int(term)}
+    out["_contents"] = {}
+    for name, (decl, _schema) in run.functions.items():
+        if decl.arity() == 1 and decl.range() == z3.IntSort():
+            out["_contents"][name] = lambda i, d=decl: m.eval(d(z3.IntVal(i)), model_completion=True).as_long()
+    out["_model"] = m
+    return out
+
+
+# --- building mutated kernels ----------------------------------------------------------------
+
+def jit_kernel(module: str, func_name: str, transform=None):
+    """The real kernel, or a JIT function built from the transformed source in memory."""
+    import importlib
+
+    import specbound.kernels  # noqa: F401  (sets TRITON_INTERPRET before any @triton.jit)
+    mod = importlib.import_module(f"specbound.kernels.{module}")
+    if transform is None:
+        return getattr(mod, func_name)
+    import triton
+
+    tree = ast.parse(open(models.kernel_path(module)).read())
+    tree = transform(tree)
+    ast.fix_missing_locations(tree)
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == func_name)
+    fn.decorator_list = []
+    src = ast.unparse(fn) + "\n"
+    filename = f"<specbound-mutant-{module}-{func_name}-{abs(hash(src))}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    ns = dict(vars(mod))
+    exec(compile(src, filename, "exec"), ns)
+    return triton.jit(ns[func_name])
+
+
+# --- running under the checked interpreter -------------------------------------------------------
+
+def _launch_checked(launch):
+    """Run ``launch()`` checked; returns (verdict, detail, per-program written cells)."""
+    from specbound.kernels import checked as ck
+    from specbound.kernels.checked import OutOfBoundsAccess, checked_interpreter
+
+    per_program: dict = {}
+    with checked_interpreter(record_footprint=True):
+        builders = ck._builders(ck._interp_module())
+        originals = []
+        for b in builders:
+            orig = b.create_masked_store
+
+            def wrapped(*args, _orig=orig, _b=b, **kwargs):
+                ptr, mask = ck._find_ptr_mask("store", _orig, args, kwargs)
+                rec = ck._current
+                if ptr is not None and rec is not None:
+                    import numpy as np
+                    addrs = np.asarray(ptr.data).astype(np.uint64).reshape(-1)
+                    m = np.broadcast_to(np.asarray(mask.data, dtype=bool), np.asarray(ptr.data).shape).reshape(-1) \
+                        if mask is not None else np.ones(addrs.shape, bool)
+                    pid = tuple(getattr(_b, "grid_idx", ()) or ())
+                    for t in rec.tensors.values():
+                        inside = m & (addrs >= np.uint64(t.base)) & (addrs < np.uint64(t.end))
+                        if inside.any():
+                            cells = (addrs[inside] - np.uint64(t.base)) // np.uint64(t.itemsize)
+                            per_program.setdefault(pid, {}).setdefault(t.name, set()).update(int(c) for c in cells)
+                return _orig(*args, **kwargs)
+            b.create_masked_store = wrapped
+            originals.append((b, orig))
+        try:
+            launch()
+        except OutOfBoundsAccess as exc:
+            return "oob", str(exc), per_program
+        except AssertionError as exc:
+            return "assert", f"device_assert fired: {exc}", per_program
+        finally:
+            for b, orig in originals:
+                b.create_masked_store = orig
+    return None, "", per_program
+
+
+def _conflicts(per_program: dict) -> str:
+    owner: dict = {}
+    for pid, tensors in sorted(per_program.items()):
+        for name, cells in tensors.items():
+            for c in cells:
+                prev = owner.get((name, c))
+                if prev is not None and prev != pid:
+                    return f"{name}[{c}] stored by programs {prev} and {pid}"
+                owner[(name, c)] = pid
+    return ""
+
+
+# --- kernels -----------------------------------------------------------------------------------
+
+def replay_kv(sp, conc: dict, transform=None, host: dict | None = None) -> Replay:
+    import torch
+
+    from specbound.reference import draft_decode_kv_indices as ref_kv
+
+    host = host or {}
+    ns_, k, d, page = conc["num_seqs"], conc["topk"], conc["num_steps"], conc["page_size"]
+    contents = conc["_contents"]
+    seq = [max(0, contents["seq_len"](i)) for i in range(ns_)]
+    rows = [contents["pool_row"](i) for i in range(ns_)]
+    r2t_w = max([spec.kv_req_to_token_span(s, k, d, page) for s in seq] + [conc["r2t_width"], 1])
+    pool = max(rows + [conc["pool_rows"] - 1, 0]) + 1
+    r2t_dtype = torch.int32 if sp.indices_dtype == "int32" else torch.int64
+    r2t = torch.arange(pool * r2t_w, dtype=r2t_dtype).reshape(pool, r2t_w) + 1000
+    width = conc["width"]
+    stride = max(conc["indptr_stride"], ns_ * k + 1)
+    inputs = {"num_seqs": ns_, "topk": k, "num_steps": d, "page_size": page, "seq_lens": seq,
+              "req_pool_indices": rows, "width": width, "indptr_stride": stride, "spec": sp.label}
+    fn = jit_kernel("draft_kv", "draft_kv_kernel", transform)
+    kv_dtype = {"int64": torch.int64, "int32": torch.int32}
+    kv_indices = torch.full((d, width), -1, dtype=kv_dtype[sp.indices_dtype])
+    kv_indptr = torch.full((d, stride), -1, dtype=kv_dtype[sp.indptr_dtype])
+    seq_t = torch.tensor(seq, dtype=torch.int64)
+    prefix = torch.tensor(spec.prefix_sums(seq)[:-1], dtype=torch.int64)
+    rows_t = torch.tensor(rows, dtype=torch.int64)
+    grid = (-(-ns_ // sp.BLOCK_B),)
+
+    def launch():
+        fn[grid](rows_t, r2t, seq_t, prefix, kv_indices, kv_indptr, ns_, k, d, page, width, stride,
+                 r2t.stride(0), r2t.stride(1), BLOCK_B=sp.BLOCK_B, PAIRS=sp.PAIRS, STEPS=sp.STEPS,
+                 BLOCK_C=sp.BLOCK_C)
+    verdict, detail, per_program = _launch_checked(launch)
+    if verdict:
+        return Replay(verdict, detail, inputs)
+    race = _conflicts(per_program)
+    if race:
+        return Replay("race", race, inputs)
+    ref_i, ref_p = ref_kv(rows_t, r2t, seq_t, topk=k, num_steps=d, page_size=page)
+    used = ref_i.shape[1]
+    if width < used or not torch.equal(kv_indices[:, :used].to(torch.int64), ref_i.to(torch.int64)) \
+            or not torch.equal(kv_indptr[:, :ns_ * k + 1].to(torch.int64), ref_p.to(torch.int64)):
+        return Replay("output", "kv_indices / kv_indptr differ from the reference", inputs)
+    return Replay("none", "the launch matched the reference", inputs)
+
+
+def _tree_inputs(conc, n_cap=64):
+    import torch
+
+    bs_, k, d, n = conc["bs"], conc["topk"], conc["depth"], conc["n"]
+    c = conc["_contents"]
+    seq = [max(0, c["seq_len"](i)) for i in range(bs_)]
+    sel_w, pl_w = spec.selected_index_width(n), spec.parent_list_width(k, d)
+    sel = torch.tensor([c["selected_index"](i) for i in range(bs_ * sel_w)], dtype=torch.int64).reshape(bs_, sel_w)
+    pl = torch.tensor([c["parent_list"](i) for i in range(bs_ * pl_w)], dtype=torch.int64).reshape(bs_, pl_w)
+    return bs_, k, d, n, seq, sel, pl
+
+
+def replay_tree(sp, conc: dict, transform=None, host=None) -> Replay:
+    import torch
+
+    from specbound import reference
+    from specbound.reference import validation
+
+    bs_, k, d, n, seq, sel, pl = _tree_inputs(conc)
+    mode = spec.TreeMaskMode(sp.MODE)
+    inputs = {"bs": bs_, "topk": k, "depth": d, "n": n, "seq_lens": seq, "selected_index": sel.tolist(),
+              "parent_list": pl.tolist(), "mode": mode.name, "spec": sp.label}
+    seq_t = torch.tensor(seq, dtype=torch.int64)
+    args = validation.validate_build_tree_args(pl, sel, seq_t, topk=k, depth=d, num_draft_tokens=n, mode=mode,
+                                               fill_prefix_mask=False)
+    prefix = torch.tensor(args.prefix[:-1], dtype=torch.int64)
+    fn = jit_kernel("tree_build", "build_tree_kernel", transform)
+    grid = (-(-bs_ // sp.BLOCK_B),)
+
+    def launch():
+        fn[grid](args.parent_list, args.selected_index, args.seq_lens, prefix, args.tree_mask, args.positions,
+                 args.retrive_index, args.retrive_next_token, args.retrive_next_sibling, bs_, k,
+                 spec.parent_list_width(k, d), spec.selected_index_width(n), n,
+                 MODE=sp.MODE, DEPTH=spec.walk_max_steps(d), BLOCK_B=sp.BLOCK_B, NODES=sp.NODES)
+    verdict, detail, per_program = _launch_checked(launch)
+    if verdict:
+        return Replay(verdict, detail, inputs)
+    race = _conflicts(per_program)
+    if race:
+        return Replay("race", race, inputs)
+    ref = reference.build_tree(pl, sel, seq_t, topk=k, depth=d, num_draft_tokens=n, mode=mode,
+                               fill_prefix_mask=False)
+    names = ("tree_mask", "positions", "retrive_index", "retrive_next_token", "retrive_next_sibling")
+    for name, ours, theirs in zip(names, (args.tree_mask, args.positions, args.retrive_index,
+                                          args.retrive_next_token, args.retrive_next_sibling), ref):
+        from specbound.kernels.testing import signed_view
+        if not torch.equal(signed_view(ours), signed_view(theirs)):
+            return Replay("output", f"{name} differs from the reference", inputs)
+    return Replay("none", "the launch matched the reference", inputs)
+
+
+def replay_fill(sp, conc: dict, transform=None, host=None) -> Replay:
+    import torch
+
+    bs_, n = conc["bs"], conc["n"]
+    c = conc["_contents"]
+    seq = [max(0, c["seq_len"](i)) for i in range(bs_)]
+    inputs = {"bs": bs_, "n": n, "seq_lens": seq, "spec": sp.label}
+    numel = spec.mask_batch_numel(spec.TreeMaskMode.FULL_MASK, bs_, n, sum(seq))
+    mask = torch.zeros(numel, dtype=torch.bool)
+    seq_t = torch.tensor(seq, dtype=torch.int64)
+    prefix = torch.tensor(spec.prefix_sums(seq)[:-1], dtype=torch.int64)
+    fn = jit_kernel("tree_build", "fill_prefix_kernel", transform)
+    grid = (-(-bs_ // sp.BLOCK_B),)
+
+    def launch():
+        fn[grid](mask, seq_t, prefix, bs_, n, BLOCK_B=sp.BLOCK_B, NODES=sp.NODES, BLOCK_C=sp.BLOCK_C)
+    verdict, detail, per_program = _launch_checked(launch)
+    if verdict:
+        return Replay(verdict, detail, inputs)
+    race = _conflicts(per_program)
+    if race:
+        return Replay("race", race, inputs)
+    want = torch.zeros(numel, dtype=torch.bool)
+    for cell in spec.mask_fill_cells(spec.TreeMaskMode.FULL_MASK, n, seq):
+        want[cell] = True
+    if not torch.equal(mask, want):
+        return Replay("output", "prefix fill differs from spec.mask_fill_cells", inputs)
+    return Replay("none", "the launch matched the spec", inputs)

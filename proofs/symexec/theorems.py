@@ -1,0 +1,350 @@
+"""Kernel theorems: obligations grouped per kernel and specialization, with witnesses and
+mutants refuted by replayed counterexamples, as :class:`~specbound.proofs.theorem.TheoremResult`
+so they join the same JSON report as the spec theorems.
+
+Ids: ``KERNEL-<KERNEL>-<PROPERTY>[<constexprs>]``, e.g.
+``KERNEL-BUILD-TREE-FULL-IN-BOUNDS[NODES=8,DEPTH=3,BLOCK_B=2]`` or
+``KERNEL-KV-RACE-FREE[BLOCK_B=2,PAIRS=8,...]``.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import z3
+
+from specbound.proofs.theorem import MutantResult, TheoremResult
+
+from . import models
+from .obligations import Outcome, check
+
+FAMILY = "kernel symexec"
+
+
+class KernelTheoremResult(TheoremResult):
+    """A kernel theorem is ok when every obligation is proved and witnessed and every mutant
+    attached to it is refuted by a replay.  Mutants are about the kernel source, so they run
+    on the first specialization of each kernel; a theorem of another specialization (or a
+    property without a source mutant) carries none and ``mutants_on`` says where they ran."""
+
+    @property
+    def ok(self) -> bool:
+        w = self.witness or {}
+        return (self.status == "proved" and w.get("witnessed") == w.get("obligations") and w.get("obligations", 0) > 0
+                and all(m.status == "refuted" for m in self.mutants))
+
+PROPERTIES = {
+    "IN-BOUNDS": ({"bounds", "assert", "divzero"},
+                  "every active lane of every load and store is inside its tensor (sizes from the spec's "
+                  "allocation functions), every device_assert holds and no divisor is zero, for all runtime "
+                  "inputs allowed by the preconditions"),
+    "NO-WRAP": ({"wrap", "cast"},
+                "no int32/int64 value wraps where it is observed (comparisons, division, casts, offsets, "
+                "stored values, loop bounds)"),
+    "NO-TRUNCATION": ({"truncation"},
+                      "every mask base + arange(N) < x has x <= N (or the loop/grid bound): no copy is cut short"),
+    "RACE-FREE": ({"region", "race"},
+                  "each store lands in its own request's region, and two programs never store the same cell"),
+    "WALK-BOUNDED": ({"value"},
+                     "every stored position is seq_len + depth with depth <= walk_max_steps(D), for any "
+                     "(even malformed) tree"),
+}
+
+
+# --- source mutations (AST rewrites of the kernel text, in memory) ---------------------------------
+
+class _Rewrite(ast.NodeTransformer):
+    """Apply ``fn`` to every node of function ``func``; ``fn`` returns a replacement or None.
+    The rewrite must fire at least once (a mutant that changes nothing is an error)."""
+
+    def __init__(self, func, fn):
+        self.func, self.fn, self.hits, self.inside = func, fn, 0, False
+
+    def visit_FunctionDef(self, node):
+        if node.name != self.func:
+            return node
+        self.inside = True
+        self.generic_visit(node)
+        self.inside = False
+        return node
+
+    def generic_visit(self, node):
+        node = super().generic_visit(node)
+        if self.inside:
+            rep = self.fn(node)
+            if rep is not None:
+                self.hits += 1
+                return rep
+        return node
+
+
+def rewrite(func: str, fn: Callable):
+    def transform(tree):
+        r = _Rewrite(func, fn)
+        tree = r.visit(tree)
+        if r.hits == 0:
+            raise ValueError(f"mutant rewrite of {func} matched nothing: the kernel changed")
+        return tree
+    return transform
+
+
+def _src(node):
+    try:
+        return ast.unparse(node)
+    except Exception:
+        return ""
+
+
+def _replace_expr(old: str, new: str):
+    new_node = ast.parse(new, mode="eval").body
+
+    def fn(node):
+        if isinstance(node, ast.expr) and _src(node) == old:
+            return ast.copy_location(new_node, node)
+        return None
+    return fn
+
+
+def _drop_stmt(pred):
+    def fn(node):
+        if isinstance(node, ast.FunctionDef):
+            body = [s for s in node.body if not pred(s)]
+            if len(body) != len(node.body):
+                node.body = body
+                return node
+        return None
+    return fn
+
+
+@dataclass
+class KernelMutant:
+    id: str
+    description: str
+    prop: str                       # the property whose obligations refute it
+    transform: Callable | None = None
+    host: dict = field(default_factory=dict)
+    expect: tuple = ("oob",)        # replay verdicts that reproduce the fault
+    spec_override: Callable | None = None  # sp -> sp (e.g. a smaller lane bound)
+    limits: dict = field(default_factory=dict)
+
+
+KV_LIMITS = {"num_seqs": (1, 4), "topk": (1, 4), "num_steps": (1, 4), "page_size": (1, 4), "C": (1, 24),
+             "width": (0, 400), "indptr_stride": (1, 40), "r2t_width": (1, 200), "pool_rows": (1, 6),
+             "grid": (1, 4)}
+TREE_LIMITS = {"bs": (1, 3), "topk": (1, 4), "depth": (1, 4), "n": (1, 8), "C": (1, 24), "grid": (1, 3)}
+
+KV_MUTANTS = (
+    KernelMutant("MUT-27338-HOST-WIDTH-NO-TOPK",
+                 "host sizes the kv_indices row num_seqs*C (topk factor dropped, sglang #27338) and skips the "
+                 "capacity check", "IN-BOUNDS",
+                 host={"width_hyp": lambda ns, k, c, d, w: w == ns * c,
+                       "room": True}, expect=("oob",)),
+    KernelMutant("MUT-KV-TAIL-NO-MASK",
+                 "prefix copy without the tail mask c < seq_len (the last column block copies past the prefix)",
+                 "IN-BOUNDS",
+                 transform=rewrite("draft_kv_kernel", _replace_expr("req_ok[:, None] & (c[None, :] < s2)",
+                                                                   "req_ok[:, None]")),
+                 expect=("oob", "output")),
+    KernelMutant("MUT-KV-STEPS-LANES-BELOW-BATCH",
+                 "STEPS lane bound smaller than num_steps, its device_assert removed: program 1 also writes "
+                 "kv_indptr entry 0 (a race, not an out-of-bounds access)", "RACE-FREE",
+                 transform=rewrite("draft_kv_kernel", _drop_stmt(
+                     lambda s: "device_assert(num_steps <= STEPS" in _src(s))),
+                 host={"steps_lanes": lambda d, lanes: z3.And(lanes < d, d <= 2 * lanes)},
+                 expect=("race",), limits={"num_steps": (1, 8), "num_seqs": (1, 4)}),
+)
+
+TREE_MUTANTS = (
+    KernelMutant("MUT-WALK-UNBOUNDED",
+                 "the root-ward walk runs DEPTH + 1 steps (bound larger than D): a cycle pushes depth past D",
+                 "WALK-BOUNDED",
+                 transform=rewrite("build_tree_kernel", _replace_expr("tl.static_range(DEPTH)",
+                                                                     "tl.static_range(DEPTH + 1)")),
+                 expect=("output",)),
+    KernelMutant("MUT-SEARCH-PAST-ROW",
+                 "parent search scans n entries of the (n-1)-entry selected_index row (sglang's CUDA kernel)",
+                 "IN-BOUNDS",
+                 transform=rewrite("build_tree_kernel", _replace_expr("node2 < sel_width", "node2 < n")),
+                 expect=("oob",)),
+)
+
+FILL_MUTANTS = (
+    KernelMutant("MUT-FILL-TAIL-NO-MASK",
+                 "prefix fill without the tail mask c < seq_len (the last column block writes past the row)",
+                 "IN-BOUNDS",
+                 transform=rewrite("fill_prefix_kernel", _replace_expr("row_ok & (c < s3)", "row_ok")),
+                 expect=("oob",)),
+)
+
+
+# --- specializations --------------------------------------------------------------------------------
+
+def default_specs():
+    """The representative subset run by ``pytest proofs`` and ``specbound prove --kernels``."""
+    return {
+        "kv": [models.KvSpec(2, 8, 4, 16), models.KvSpec(1, 16, 8, 128, "int32", "int32")],
+        "tree": [models.TreeSpec(0, 3, 2, 8), models.TreeSpec(1, 3, 2, 8), models.TreeSpec(2, 3, 2, 8)],
+        "fill": [models.FillSpec(2, 8, 16)],
+    }
+
+
+def all_specs():
+    """Every specialization serving uses (``--all`` / SPECBOUND_SYMEXEC_ALL=1): each power-of-two
+    lane bound up to 1024, both dtypes of the kv outputs, all three layouts with every
+    BITPACKING item width, DEPTH 1..8 and several tile sizes."""
+    pow2 = [1 << i for i in range(11)]
+    kv = []
+    for pairs in pow2:
+        steps = min(pairs, 8)
+        kv.append(models.KvSpec(max(1, 4096 // (pairs * 128)) if pairs < 32 else 1, pairs, steps, 128))
+    for steps in (1, 2, 4, 8, 16):
+        kv.append(models.KvSpec(2, max(steps, 16), steps, 16, "int32", "int32"))
+    for block_c in (16, 256, 1024):
+        kv.append(models.KvSpec(4, 8, 4, block_c, "int64", "int32"))
+    tree = []
+    for nodes in pow2:
+        for mode in (0, 1):
+            tree.append(models.TreeSpec(mode, 3, max(1, 2048 // (nodes * nodes)), nodes))
+    for nodes in (8, 16, 32):
+        tree.append(models.TreeSpec(2, 4, 2, nodes))
+    for depth in range(1, 9):
+        tree.append(models.TreeSpec(1, depth, 2, 8))
+    fill = [models.FillSpec(bb, nodes, bc) for bb, nodes, bc in
+            ((1, 1, 16), (2, 8, 16), (4, 16, 256), (1, 1024, 1024), (8, 64, 128))]
+    return {"kv": kv, "tree": tree, "fill": fill}
+
+
+def selected_specs(full: bool | None = None):
+    if full is None:
+        full = os.environ.get("SPECBOUND_SYMEXEC_ALL", "") not in ("", "0")
+    return all_specs() if full else default_specs()
+
+
+BUILDERS = {
+    "kv": (models.kv_run, KV_MUTANTS, KV_LIMITS, "replay_kv", ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE")),
+    "tree": (models.tree_run, TREE_MUTANTS, TREE_LIMITS, "replay_tree",
+             ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "WALK-BOUNDED")),
+    "fill": (models.fill_run, FILL_MUTANTS, TREE_LIMITS, "replay_fill",
+             ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE")),
+}
+
+
+def obligations(run, prop: str) -> list:
+    kinds = PROPERTIES[prop][0]
+    obs = []
+    if "bounds" in kinds:
+        obs += run.bounds_obligations()
+    obs += run.executor_obligations(kinds)
+    if "region" in kinds:
+        obs += run.region_obligations()
+    if "race" in kinds:
+        obs += run.race_obligations()
+    if "value" in kinds:
+        obs += models.tree_value_obligations(run)
+    return obs
+
+
+def _evaluate(model, report) -> dict:
+    out = {}
+    for name, term in report.items():
+        v = model.eval(term, model_completion=True)
+        if z3.is_int_value(v):
+            out[name] = v.as_long()
+    return out
+
+
+def refute(kind: str, sp, mutant: KernelMutant) -> MutantResult:
+    """Run the mutated kernel/host symbolically; the first counterexample of the property is
+    concretised and replayed; refuted only when the replay reproduces the fault."""
+    from . import replay as R
+
+    start = time.perf_counter()
+    build, _m, limits, replay_name, _props = BUILDERS[kind]
+    sp_m = mutant.spec_override(sp) if mutant.spec_override else sp
+    host = dict(mutant.host)
+    run = build(sp_m, transform=mutant.transform, host=host)
+    if host.get("room"):
+        from specbound import spec as S
+        from specbound.proofs.model import C, D, seq_len
+        run.functions["seq_len"] = (run.functions["seq_len"][0],
+                                    models._seq_len_schema(run.result.batch, lambda i: {
+                                        "draft_room": seq_len(i) + D <= C,
+                                        "req_to_token_row_covers_reads":
+                                            S.kv_req_to_token_span(seq_len(i), run.report["topk"], D,
+                                                                   run.report["page_size"]) <= run.report["r2t_width"]}))
+    notes = []
+    for ob in obligations(run, mutant.prop):
+        out = check(ob, run.functions, witness=False)
+        if out.status != "counterexample":
+            continue
+        conc = R.concretise(run, ob, {**limits, **mutant.limits}, batch_cap=limits.get("num_seqs", limits.get("bs"))[1])
+        if conc is None:
+            notes.append(f"{ob.id}: counterexample found but none inside the small box")
+            continue
+        rep = getattr(R, replay_name)(sp_m, conc, mutant.transform, host)
+        cex = {k: v for k, v in conc.items() if not k.startswith("_")}
+        cex.update({f"replay.{k}": v for k, v in rep.inputs.items() if isinstance(v, (int, str))})
+        if rep.verdict in mutant.expect:
+            cex["obligation"] = ob.id
+            cex["replay"] = rep.verdict
+            return MutantResult(mutant.id, mutant.description, "refuted", cex, time.perf_counter() - start,
+                                f"line {ob.line}: {ob.note}; replay: {rep.detail[:300]}")
+        notes.append(f"{ob.id}: replay gave {rep.verdict} ({rep.detail[:120]})")
+    return MutantResult(mutant.id, mutant.description, "survived", {}, time.perf_counter() - start,
+                        "; ".join(notes) or "no counterexample: the obligations do not see this fault")
+
+
+def prove_kernel(kind: str, sp, *, mutants: bool = True) -> list:
+    """All property theorems of one kernel specialization."""
+    build, muts, _limits, _replay, props = BUILDERS[kind]
+    results = []
+    run = build(sp)
+    for prop in props:
+        if prop == "WALK-BOUNDED" and kind != "tree":
+            continue
+        start = time.perf_counter()
+        outcomes = [check(ob, run.functions) for ob in obligations(run, prop)]
+        failed = [o for o in outcomes if not o.ok]
+        status = "proved" if outcomes and not failed else \
+            ("unknown" if any(o.status in ("unknown",) for o in failed) else "failed")
+        detail = "; ".join(f"{o.obligation.id} (line {o.obligation.line}): {o.status} {o.detail}".strip()
+                           for o in failed[:6])
+        if not outcomes:
+            status, detail = "failed", "no obligations: nothing to prove"
+        hyps_used = sorted({h for o in outcomes if o.proof for h in o.proof.assumptions})
+        cited = sorted({c for o in outcomes if o.proof for c in o.proof.cited})
+        witness = {}
+        if outcomes and outcomes[0].witness is not None:
+            witness = _evaluate(outcomes[0].witness, run.report)
+        witness["obligations"] = len(outcomes)
+        witness["witnessed"] = sum(o.witness is not None for o in outcomes)
+        mres = []
+        if mutants:
+            for m in muts:
+                if m.prop == prop:
+                    mres.append(refute(kind, sp, m))
+        tid = f"KERNEL-{run.name}-{prop}[{sp.label}]"
+        statement = f"{PROPERTIES[prop][1]} (obligations by line: " + ", ".join(
+            f"{o.obligation.kind}@{o.obligation.line}" for o in outcomes[:40]) + (", ..." if len(outcomes) > 40 else "") + ")"
+        res = KernelTheoremResult(
+            id=tid, statement=statement, family=FAMILY, status=status, seconds=time.perf_counter() - start,
+            rlimit=sum(o.proof.rlimit for o in outcomes if o.proof), rlimit_limit=0, hypotheses_used=hyps_used,
+            lemmas_cited=cited, preconditions=sorted(run.hyps), witness=witness, mutants=mres, detail=detail)
+        res.outcomes = outcomes
+        results.append(res)
+    return results
+
+
+def run_all(full: bool | None = None, kinds=("kv", "tree", "fill"), mutant_specs: int = 1) -> list:
+    """Every kernel theorem of the selected specializations; mutants on the first
+    ``mutant_specs`` specializations of each kernel (they are about the kernel source)."""
+    out = []
+    specs = selected_specs(full)
+    for kind in kinds:
+        for i, sp in enumerate(specs[kind]):
+            out += prove_kernel(kind, sp, mutants=i < mutant_specs)
+    return out
