@@ -127,6 +127,7 @@ class Executor:
         self.trunc_candidates: list = []
         self.trunc_lines: set = set()
         self.mask_lines: dict = {}
+        self.store_mask = None
         self.oracle = oracle          # (name, hyps, goal) -> Proof | None: side facts that simplify terms
         self.side_proofs: list = []
 
@@ -373,6 +374,18 @@ class Executor:
                 return int(v)
             raise Unsupported("int() of a symbolic value", line)
         fn = self.eval(node.func, env)
+        if fn == ("tl", "store"):
+            # The mask first: casts inside the stored value are checked only on active lanes
+            # (a value computed for a masked-off lane is discarded).
+            kwargs = {k.arg: self.eval(k.value, env) for k in node.keywords}
+            mask = kwargs.get("mask")
+            prev = self.store_mask
+            self.store_mask = mask if isinstance(mask, V) else None
+            try:
+                args = [self.eval(a, env) for a in node.args]
+            finally:
+                self.store_mask = prev
+            return self.tl_store(line, *args, **kwargs)
         args = [self.eval(a, env) for a in node.args]
         kwargs = {k.arg: self.eval(k.value, env) for k in node.keywords}
         if isinstance(fn, tuple) and fn[0] == "method_to":
@@ -615,8 +628,12 @@ class Executor:
             e = as_int(v.e)
             self.observe(v, line, "cast operand")
             if not v.dtype.is_bool and (dt.bits < v.dtype.bits or dt.signed != v.dtype.signed):
+                active = True
+                m = self.store_mask
+                if m is not None and m.rank == v.rank and all(a == b or a == 1 for a, b in zip(m.shape, v.shape)):
+                    active = as_bool(m.e)  # feeds a masked store: only its active lanes matter
                 self.raise_ob("cast", line, z3.And(e >= dt.lo(), e < dt.hi()), v.shape,
-                              f"value fits {dt} (cast from {v.dtype})")
+                              f"value fits {dt} (cast from {v.dtype})", active)
             out = V(e, v.shape, dt)
         tag = getattr(v, 'tag', None)
         if tag is not None:
