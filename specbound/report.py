@@ -12,11 +12,20 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
+HYPOTHESES_WIDTH = 70  # the full list is in --json and docs/invariants.md
+
+
+def _hypotheses(names: list[str]) -> str:
+    text = f"{len(names)}: " + ", ".join(names)
+    if len(text) <= HYPOTHESES_WIDTH:
+        return text
+    return text[:HYPOTHESES_WIDTH - 3].rsplit(",", 1)[0] + ", ..."
+
+
 def prove_table(results) -> str:
     rows = []
     for r in results:
         killed = sum(m.status == "refuted" for m in r.mutants)
         rows.append([r.id, r.status if r.ok else f"{r.status} (NOT OK)", f"{r.seconds:.2f}",
-                     str(r.rlimit), str(len(r.hypotheses_used)) + ": " + ", ".join(r.hypotheses_used),
-                     f"{killed}/{len(r.mutants)}"])
+                     str(r.rlimit), _hypotheses(r.hypotheses_used), f"{killed}/{len(r.mutants)}"])
     return table(["theorem", "verdict", "seconds", "rlimit", "hypotheses used", "mutants killed"], rows)
