@@ -71,7 +71,7 @@ def random_tree(rng: random.Random, topk: int, depth: int, num_draft_tokens: int
 def max_draft_tokens(topk: int, depth: int) -> int:
     """Largest n for which :func:`random_tree` always finds an ancestor-closed set: the
     depth-1 candidates plus the children of the K expanded nodes of each later level."""
-    return 1 + topk + (depth - 1) * topk * topk
+    return 1 + spec.score_list_len(topk, depth)
 
 
 def random_tree_batch(rng: random.Random, bs: int, topk: int, depth: int, num_draft_tokens: int,
