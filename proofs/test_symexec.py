@@ -37,9 +37,9 @@ def test_kernel_specialization(kind, sp):
 
 REQUIRED_MUTANTS = {
     "kv": {"MUT-27338-HOST-WIDTH-NO-TOPK": "oob", "MUT-KV-TAIL-NO-MASK": "oob",
-           "MUT-KV-STEPS-LANES-BELOW-BATCH": "race"},
-    "tree": {"MUT-WALK-UNBOUNDED": "output", "MUT-SEARCH-PAST-ROW": "oob"},
-    "fill": {"MUT-FILL-TAIL-NO-MASK": "oob"},
+           "MUT-KV-STEPS-LANES-BELOW-BATCH": "race", "MUT-KV-INDPTR-ENTRY-VALUE": "output"},
+    "tree": {"MUT-WALK-UNBOUNDED": "output", "MUT-SEARCH-PAST-ROW": "oob", "MUT-MASK-ROW-STRIDE": "output"},
+    "fill": {"MUT-FILL-TAIL-NO-MASK": "oob", "MUT-FILL-TAIL-SHORT": "output"},
 }
 
 
@@ -51,6 +51,37 @@ def test_mutants_refuted_by_replay(kind):
         assert mid in seen, f"{mid} not run"
         assert seen[mid].status == "refuted", f"{mid}: {seen[mid].note}"
         assert seen[mid].counterexample["replay"] == verdict, seen[mid].counterexample
+
+
+@pytest.mark.parametrize("kind", sorted(T.FOOTPRINT_ONLY))
+def test_footprint_only_mutants_escape_bounds_and_races(kind):
+    """The FOOTPRINT mutants are faults bounds, regions and races cannot see: on the mutated
+    kernel those theorems still hold, so the footprint obligation is the one that refutes it."""
+    import os
+
+    from specbound.proofs.symexec.obligations import check
+
+    if kind == "kv" and os.environ.get("SPECBOUND_SYMEXEC_ALL", "") in ("", "0"):
+        pytest.skip("kv mutant re-proof of bounds/races runs with SPECBOUND_SYMEXEC_ALL=1 (~15 s)")
+    build, muts = T.BUILDERS[kind][0], T.BUILDERS[kind][1]
+    m = next(x for x in muts if x.id == T.FOOTPRINT_ONLY[kind])
+    assert m.prop == "FOOTPRINT"
+    run = build(T.selected_specs()[kind][0], transform=m.transform, host=dict(m.host))
+    for prop in ("IN-BOUNDS", "RACE-FREE"):
+        failed = [o.obligation.id for o in (check(ob, run.functions) for ob in T.obligations(run, prop)) if not o.ok]
+        assert not failed, f"{m.id}: {prop} already refutes it ({failed})"
+
+
+def test_footprint_obligations_cover_every_store():
+    """Each store of each kernel gets a soundness and a completeness obligation."""
+    from specbound.proofs.symexec import footprint
+
+    for kind, specs in T.default_specs().items():
+        run = T.BUILDERS[kind][0](specs[0])
+        stores = [a for a in run.result.accesses if a.kind == "store"]
+        obs = footprint.obligations(run)
+        assert len([o for o in obs if o.kind == "footprint"]) == len(stores), kind
+        assert len([o for o in obs if o.kind == "coverage"]) == len(stores), kind
 
 
 def test_unsupported_construct_is_an_error(tmp_path):

@@ -35,3 +35,11 @@ def mul_lt_mono():
 
 def at(lemma, *terms):
     return kernel.instantiate(lemma(), *terms)
+
+
+@cache
+def div_unique():
+    """``0 <= r < k  =>  (k*d + r) div k = d /\\ (k*d + r) mod k = r``."""
+    return kernel.check_forall(
+        "L-DIV-UNIQUE",
+        lambda d, r, k: z3.Implies(z3.And(0 <= r, r < k), z3.And((k * d + r) / k == d, (k * d + r) % k == r)), 3)

@@ -358,9 +358,11 @@ def kv_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run:
     report = {"num_seqs": num_seqs, "topk": K, "num_steps": D, "page_size": page, "C": C, "width": width,
               "indptr_stride": indptr_stride, "r2t_width": r2t_width, "pool_rows": pool_rows, "grid": G,
               "pid": pid}
-    return Run("KV", sp.label, res, hyps, functions, tensors, regions,
-               z3.If(pid == 0, z3.IntVal(-1), pid * sp.BLOCK_B), pid * sp.BLOCK_B + sp.BLOCK_B, report,
-               run_lemmas)
+    run = Run("KV", sp.label, res, hyps, functions, tensors, regions,
+              z3.If(pid == 0, z3.IntVal(-1), pid * sp.BLOCK_B), pid * sp.BLOCK_B + sp.BLOCK_B, report,
+              run_lemmas)
+    run.spec = sp
+    return run
 
 
 def kv_lemmas(b, q):

@@ -49,6 +49,10 @@ PROPERTIES = {
                       "every mask base + arange(N) < x has x <= N (or the loop/grid bound): no copy is cut short"),
     "RACE-FREE": ({"region", "race"},
                   "each store lands in its own request's region, and two programs never store the same cell"),
+    "FOOTPRINT": ({"footprint", "coverage"},
+                  "the stored cells are exactly the spec's footprint: every active lane of every store writes the "
+                  "spec cell of the indices it denotes (and, for kv_indptr and retrive_index, the spec value), and "
+                  "every spec cell of the batch is stored by some active lane of some program"),
     "WALK-BOUNDED": ({"value"},
                      "every stored position is seq_len + depth with depth <= walk_max_steps(D), for any "
                      "(even malformed) tree"),
@@ -156,6 +160,12 @@ KV_MUTANTS = (
                      lambda s: "device_assert(num_steps <= STEPS" in _src(s))),
                  host={"steps_lanes": lambda d, lanes: z3.And(lanes < d, d <= 2 * lanes)},
                  expect=("race",), limits={"num_steps": (1, 8), "num_seqs": (1, 4)}),
+    KernelMutant("MUT-KV-INDPTR-ENTRY-VALUE",
+                 "kv_indptr entry z = b*K + t + 1 stores P[b]*K + t*seq_len + z*iters (the branch's own prefix "
+                 "left out): every store stays in bounds, in its region and race free; only the footprint "
+                 "value (spec.kv_indptr_entry of spec.kv_positions_prefix) sees it", "FOOTPRINT",
+                 transform=rewrite("draft_kv_kernel", _replace_expr("(t2 + 1) * s2", "t2 * s2")),
+                 expect=("output",)),
 )
 
 TREE_MUTANTS = (
@@ -170,6 +180,13 @@ TREE_MUTANTS = (
                  "IN-BOUNDS",
                  transform=rewrite("build_tree_kernel", _replace_expr("node2 < sel_width", "node2 < n")),
                  expect=("oob",)),
+    KernelMutant("MUT-MASK-ROW-STRIDE",
+                 "FULL_MASK tree columns stored with row stride seq_len + n - 1 instead of spec.mask_row_width "
+                 "(seq_len + n): every cell stays inside its request's region (so in bounds and race free), but "
+                 "rows overlap and the last cells are never written; only the footprint obligation sees it",
+                 "FOOTPRINT",
+                 transform=rewrite("build_tree_kernel", _replace_expr("(s3 + n) * t3", "(s3 + n - 1) * t3")),
+                 expect=("output",)),
 )
 
 FILL_MUTANTS = (
@@ -178,7 +195,16 @@ FILL_MUTANTS = (
                  "IN-BOUNDS",
                  transform=rewrite("fill_prefix_kernel", _replace_expr("row_ok & (c < s3)", "row_ok")),
                  expect=("oob",)),
+    KernelMutant("MUT-FILL-TAIL-SHORT",
+                 "prefix fill masked c < seq_len - 1 (the last prefix column of every row is never filled): every "
+                 "store is in bounds, in its region and its own cell, so only the completeness (coverage) "
+                 "obligation sees it", "FOOTPRINT",
+                 transform=rewrite("fill_prefix_kernel", _replace_expr("row_ok & (c < s3)", "row_ok & (c < s3 - 1)")),
+                 expect=("output",)),
 )
+
+# Mutants only the FOOTPRINT obligations see: bounds, regions and races stay proved on them.
+FOOTPRINT_ONLY = {"tree": "MUT-MASK-ROW-STRIDE", "kv": "MUT-KV-INDPTR-ENTRY-VALUE", "fill": "MUT-FILL-TAIL-SHORT"}
 
 
 # --- specializations --------------------------------------------------------------------------------
@@ -225,11 +251,11 @@ def selected_specs(full: bool | None = None):
 
 
 BUILDERS = {
-    "kv": (models.kv_run, KV_MUTANTS, KV_LIMITS, "replay_kv", ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE")),
+    "kv": (models.kv_run, KV_MUTANTS, KV_LIMITS, "replay_kv", ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT")),
     "tree": (models.tree_run, TREE_MUTANTS, TREE_LIMITS, "replay_tree",
-             ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "WALK-BOUNDED")),
+             ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT", "WALK-BOUNDED")),
     "fill": (models.fill_run, FILL_MUTANTS, TREE_LIMITS, "replay_fill",
-             ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE")),
+             ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT")),
 }
 
 
@@ -245,6 +271,9 @@ def obligations(run, prop: str) -> list:
         obs += run.race_obligations()
     if "value" in kinds:
         obs += models.tree_value_obligations(run)
+    if "footprint" in kinds:
+        from . import footprint
+        obs += footprint.obligations(run)
     return obs
 
 
