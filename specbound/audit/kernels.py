@@ -255,6 +255,28 @@ def _fuzz(ctx_rows, row_id, subject, what, n_examples, gen, run, smaller, rng_se
                  seconds=time.perf_counter() - t0)
 
 
+def _define_kernel(index: SourceIndex, report: R.AuditReport, found: Found, aliases: dict[str, str],
+                   known: set[str], row: tuple[str, str, str]):
+    """Check that every kernel parameter is one we know how to feed, then define the kernel
+    under the interpreter.  Returns ``(kernel, triton.language)`` or adds a row saying why
+    not (unknown signature, no triton, kernel that does not define) and returns None."""
+    row_id, subject, what = row
+    _, missing = bind(found, {}, aliases)
+    unknown = [p for p in missing if _norm(p, aliases) not in known]
+    if unknown:
+        report.add(R.Row(row_id, subject, what, "-", R.UNKNOWN_SIGNATURE,
+                         f"parameters {found.params()}; no value known for {unknown}"))
+        return None
+    try:
+        triton, tl, K = triton_env()
+        return index.load_kernel(found, triton, tl), K
+    except Unavailable as e:
+        report.add(R.Row(row_id, subject, what, "-", R.UNAVAILABLE, str(e)))
+    except Exception as e:  # noqa: BLE001
+        report.add(R.Row(row_id, subject, what, "-", R.ERROR, f"cannot define the kernel: {type(e).__name__}: {e}"))
+    return None
+
+
 def check_tree_kernel(index: SourceIndex, report: R.AuditReport, examples: int, seed: int) -> None:
     what = ("valid draft trees (FULL_MASK, QLEN_ONLY): outputs == reference.build_tree, mask/positions/"
             "retrive_* footprints == spec, in bounds")
@@ -267,25 +289,14 @@ def check_tree_kernel(index: SourceIndex, report: R.AuditReport, examples: int, 
     subject = f"{TREE_KERNEL} ({found.where})"
     probe = {"topk": 2, "depth": 2, "n": 4, "mode": 1, "seq_lens": [5], "selected_index": [0, 1, 2],
              "parent_list": [-1, 0, 1]}
-    _, missing = bind(found, {}, TREE_ALIASES)
     known = {"parent_list", "selected_index", "verified_seq_len", "seq_len_prefix_sum", "tree_mask", "positions",
              "retrieve_index", "retrieve_next_token", "retrieve_next_sibling", "topk", "depth", "draft_token_num",
              "tree_mask_mode", "batch_size", "parent_list_stride", "selected_index_stride"}
-    unknown = [p for p in missing if _norm(p, TREE_ALIASES) not in known]
-    if unknown:
-        report.add(R.Row(row_id, subject, what, "-", R.UNKNOWN_SIGNATURE,
-                         f"parameters {found.params()}; no value known for {unknown}"))
-        return
     t0 = time.perf_counter()
-    try:
-        triton, tl, K = triton_env()
-        kernel = index.load_kernel(found, triton, tl)
-    except Unavailable as e:
-        report.add(R.Row(row_id, subject, what, "-", R.UNAVAILABLE, str(e)))
+    loaded = _define_kernel(index, report, found, TREE_ALIASES, known, (row_id, subject, what))
+    if loaded is None:
         return
-    except Exception as e:  # noqa: BLE001
-        report.add(R.Row(row_id, subject, what, "-", R.ERROR, f"cannot define the kernel: {type(e).__name__}: {e}"))
-        return
+    kernel, K = loaded
     run = lambda c: run_tree(kernel, found, K, c)  # noqa: E731
     # Golden vector of the background (sglang's own unit test values) first, then random batches.
     golden = {"topk": 4, "depth": 4, "n": 8, "mode": 0, "seq_lens": [5, 10],
@@ -474,23 +485,11 @@ def check_kv_kernel(index: SourceIndex, report: R.AuditReport, examples: int, se
     known = {"req_pool_indices", "req_to_token", "paged_kernel_lens", "kv_indices", "kv_indptr", "positions",
              "row_stride", "kv_indices_stride", "kv_indptr_stride", "bs_upper", "iter_upper", "num_tokens_upper",
              "page_size"}
-    _, missing = bind(found, {}, KV_ALIASES)
-    unknown = [p for p in missing if _norm(p, KV_ALIASES) not in known]
-    if unknown:
-        report.add(R.Row("kernel.draft_kv_indices", subject, what, "-", R.UNKNOWN_SIGNATURE,
-                         f"parameters {found.params()}; no value known for {unknown}"))
-        return
     t0 = time.perf_counter()
-    try:
-        triton, tl, K = triton_env()
-        kernel = index.load_kernel(found, triton, tl)
-    except Unavailable as e:
-        report.add(R.Row("kernel.draft_kv_indices", subject, what, "-", R.UNAVAILABLE, str(e)))
+    loaded = _define_kernel(index, report, found, KV_ALIASES, known, ("kernel.draft_kv_indices", subject, what))
+    if loaded is None:
         return
-    except Exception as e:  # noqa: BLE001
-        report.add(R.Row("kernel.draft_kv_indices", subject, what, "-", R.ERROR,
-                         f"cannot define the kernel: {type(e).__name__}: {e}"))
-        return
+    kernel, K = loaded
 
     def width(num_seqs, k, c):
         return width_fn(num_seqs, k, c) if width_fn is not None else spec.draft_kv_indices_buffer_width(num_seqs, k, c)
