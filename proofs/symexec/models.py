@@ -100,15 +100,62 @@ class Run:
         return out
 
     def bounds_obligations(self) -> list:
+        """Per access: the lower and the upper bound as two obligations, and each of them per
+        case of the scalar-only conditions inside the offset (e.g. the kv extension's
+        ``page_size == 1 or K == 1``).  Every part is a smaller query than the conjunction;
+        a case the preconditions exclude is dropped only after ``kernel.check`` proves it
+        impossible."""
         out = []
         for i, a in enumerate(self.result.accesses):
             off = a.off.e
-            goal = z3.And(off >= 0, off < a.tensor.numel)
-            out.append(Obligation(f"{a.kind}-{a.tensor.name}@{a.line}#{i}", "bounds", a.line,
-                                  f"every active lane of this {a.kind} is inside {a.tensor.name}",
-                                  self.base_hyps(a.path, a.shape, a.mask), goal, list(self.lemmas),
-                                  replay=("oob", a.tensor.name)))
+            base = self.base_hyps(a.path, a.shape, a.mask)
+            cases = self._scalar_cases(off)
+            for part, goal in (("lo", off >= 0), ("hi", off < a.tensor.numel)):
+                for label, case in cases:
+                    hyps = dict(base)
+                    if case is not None:
+                        hyps[f"case:{label}"] = case
+                    out.append(Obligation(f"{a.kind}-{a.tensor.name}@{a.line}#{i}/{part}{label}", "bounds", a.line,
+                                          f"every active lane of this {a.kind} is inside {a.tensor.name} "
+                                          f"({'offset >= 0' if part == 'lo' else 'offset < numel'}{label})",
+                                          hyps, goal, list(self.lemmas), replay=("oob", a.tensor.name)))
         return out
+
+    def _scalar_cases(self, e, limit: int = 2) -> list:
+        """[(label, condition)] covering every input: the case split on the conditions of the
+        ``If`` nodes in ``e`` that mention only runtime scalars (no lane, program id, loop
+        index or tensor content); ``[("", None)]`` when there is none."""
+        conds, seen, todo = [], set(), [e]
+        locals_ = {c.get_id() for c in self.result.local_consts}
+        while todo:
+            x = todo.pop()
+            if not z3.is_expr(x) or x.get_id() in seen:
+                continue
+            seen.add(x.get_id())
+            if z3.is_app(x) and x.decl().kind() == z3.Z3_OP_ITE:
+                c = x.arg(0)
+                if not lane_vars_in(c) and not _has_app_or_local(c, locals_) and not z3.is_true(c) \
+                        and not z3.is_false(c) and all(not c.eq(d) for d in conds):
+                    conds.append(c)
+            if z3.is_app(x):
+                todo.extend(x.children())
+        cases = [("", None)]
+        from specbound.proofs import kernel as K_
+        for k, c in enumerate(conds[:limit]):
+            nxt = []
+            for label, prev in cases:
+                for tag, cc in ((f"c{k}", c), (f"!c{k}", z3.Not(c))):
+                    full = cc if prev is None else z3.And(prev, cc)
+                    try:   # drop a case only when the preconditions provably exclude it
+                        K_.check(f"case-excluded{label}[{tag}]", z3.Not(full), hyps=self.hyps, rlimit=500_000)
+                        continue
+                    except (K_.Refuted, K_.Unknown):
+                        pass
+                    nxt.append((f"{label}[{tag}]", full))
+            cases = nxt
+        if len(conds) > limit:
+            pass  # further conditions stay inside the parts (still proved, just not split)
+        return cases
 
     def stores(self):
         return [a for a in self.result.accesses if a.kind == "store"]
@@ -175,6 +222,24 @@ class Run:
 
     def batch_size(self):
         return self.result.batch
+
+
+def _has_app_or_local(e, locals_) -> bool:
+    """Whether ``e`` mentions an uninterpreted application (tensor contents, reductions) or a
+    program-local constant (program id, loop index)."""
+    todo, seen = [e], set()
+    while todo:
+        x = todo.pop()
+        if x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        if x.get_id() in locals_:
+            return True
+        if z3.is_app(x):
+            if x.decl().kind() == z3.Z3_OP_UNINTERPRETED and x.num_args() > 0:
+                return True
+            todo.extend(x.children())
+    return False
 
 
 def _prefix_schema(count, extra_lemmas=True):
@@ -334,7 +399,8 @@ def kv_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run:
         return z3.IntVal(-1) if a.line == entry0_line else a.env["b"].e
 
     def indptr_key2(a):
-        return LANES[0] + 1 if a.line == entry0_line else a.env["it2"].e
+        # entry 0 of row i: key i + 1 (i = arange(0, STEPS); a constant 0 when STEPS = 1)
+        return a.env["i"].e + 1 if a.line == entry0_line else a.env["it2"].e
 
     regions = {
         "kv_indices": Region(

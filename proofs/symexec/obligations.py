@@ -105,43 +105,68 @@ def instantiate(hyps: dict, goal, functions: dict, lemmas: list):
 SAFETY_TIMEOUT_MS = 60_000  # Z3's nonlinear procedures can overrun the rlimit: a wall clock backstop
                             # (it only ever turns a verdict into "unknown", never into "proved")
 
+# Proof attempts, in order: (rlimit, Z3 random seed).  Z3's nonlinear arithmetic is very
+# sensitive to its seed (the same kernel query takes 0.3 s under one seed and runs out of 10M
+# under another), so a few short runs with different seeds come before the long ones.  Every
+# attempt is a complete, fixed-limit check by the trusted core; the first definitive answer
+# (unsat = proof, sat = counterexample) stands, so the verdict stays deterministic.
+PORTFOLIO = ((1_500_000, 0), (1_500_000, 1), (1_500_000, 2), (1_500_000, 3), (RLIMIT, 4), (RETRY_RLIMIT, 5))
+WITNESS_PORTFOLIO = ((1_500_000, 0), (1_500_000, 1), (WITNESS_RLIMIT, 2), (RETRY_RLIMIT, 3))
+
+
+def _attempts(rlimit, portfolio):
+    """The portfolio, scaled when a caller asks for a different top limit."""
+    if rlimit == RLIMIT:
+        return portfolio
+    return tuple((min(r, rlimit), seed) for r, seed in portfolio[:-2]) + ((rlimit, portfolio[-2][1]),)
+
 
 def check(ob: Obligation, functions: dict, *, rlimit: int = RLIMIT, witness: bool = True) -> Outcome:
     z3.set_param("timeout", SAFETY_TIMEOUT_MS)
     try:
-        out = _check(ob, functions, rlimit=rlimit, witness=witness)
-        if out.status == "unknown" and "canceled" in out.detail:
-            # one retry with a larger (still fixed, so still deterministic) resource limit
-            out = _check(ob, functions, rlimit=RETRY_RLIMIT, witness=witness)
-        return out
+        return _check(ob, functions, rlimit=rlimit, witness=witness)
     finally:
         z3.set_param("timeout", 4294967295)
+        z3.set_param("smt.random_seed", 0)
 
 
 def _check(ob: Obligation, functions: dict, *, rlimit: int, witness: bool) -> Outcome:
     start = time.perf_counter()
     hyps, lemmas = instantiate(ob.hyps, ob.goal, functions, ob.lemmas)
     status, proof, model, detail = "unknown", None, None, ""
-    try:
-        proof = kernel.check(ob.id, ob.goal, hyps=hyps, by=lemmas, rlimit=rlimit)
-        status = "proved"
-    except kernel.Refuted as exc:
-        status, model = "counterexample", exc.model
-    except kernel.Unknown as exc:
-        status, detail = ("vacuous" if "inconsistent" in exc.reason else "unknown"), exc.reason
+    for limit, seed in _attempts(rlimit, PORTFOLIO):
+        z3.set_param("smt.random_seed", seed)
+        try:
+            proof = kernel.check(ob.id, ob.goal, hyps=hyps, by=lemmas, rlimit=limit)
+            status, detail = "proved", ""
+            break
+        except kernel.Refuted as exc:
+            status, model, detail = "counterexample", exc.model, ""
+            break
+        except kernel.Unknown as exc:
+            status, detail = ("vacuous" if "inconsistent" in exc.reason else "unknown"), exc.reason
+            if status == "vacuous":
+                break
     wit = None
     if witness:
-        try:
-            found = kernel.satisfy(f"{ob.id}/witness", hyps, by=lemmas, extra=ob.witness_extra,
-                                   rlimit=WITNESS_RLIMIT)
+        reason = ""
+        for limit, seed in _attempts(WITNESS_RLIMIT, WITNESS_PORTFOLIO):
+            z3.set_param("smt.random_seed", seed)
+            try:
+                found = kernel.satisfy(f"{ob.id}/witness", hyps, by=lemmas, extra=ob.witness_extra, rlimit=limit)
+            except kernel.Unknown as exc:
+                reason = exc.reason
+                continue
+            reason = ""
             if found is None:
                 status, detail = "vacuous", "no input activates this obligation"
             else:
                 wit = found.model
-        except kernel.Unknown as exc:
+            break
+        if reason:
             if status == "proved":
                 status = "unknown"
-            detail = (detail + "; " if detail else "") + f"witness search: {exc.reason}"
+            detail = (detail + "; " if detail else "") + f"witness search: {reason}"
     return Outcome(ob, status, time.perf_counter() - start, proof, model, wit, detail)
 
 

@@ -241,7 +241,14 @@ def all_specs():
         tree.append(models.TreeSpec(1, depth, 2, 8))
     fill = [models.FillSpec(bb, nodes, bc) for bb, nodes, bc in
             ((1, 1, 16), (2, 8, 16), (4, 16, 256), (1, 1024, 1024), (8, 64, 128))]
-    return {"kv": kv, "tree": tree, "fill": fill}
+    # The default subset comes first (and is included): mutants run on the first specialization
+    # of each kernel, which must exercise the faults (e.g. K > 1 for the #27338 width mutant;
+    # PAIRS = 1 forces K = 1).
+    out = {}
+    for kind, specs in (("kv", kv), ("tree", tree), ("fill", fill)):
+        first = default_specs()[kind]
+        out[kind] = first + [sp for sp in specs if sp not in first]
+    return out
 
 
 def selected_specs(full: bool | None = None):
