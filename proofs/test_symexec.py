@@ -28,7 +28,8 @@ def _results(kind, sp):
 def test_kernel_specialization(kind, sp):
     for r in _results(kind, sp):
         assert r.status == "proved", f"{r.id}: {r.status} {r.detail}"
-        assert r.witness["witnessed"] == r.witness["obligations"] > 0, f"{r.id}: unwitnessed obligation"
+        w = r.witness
+        assert w["witnessed"] > 0 and w["witnessed"] + w["dead"] == w["obligations"], f"{r.id}: unwitnessed obligation"
         assert r.hypotheses_used, f"{r.id}: empty unsat cores"
         for m in r.mutants:
             assert m.status == "refuted", f"{r.id}/{m.id} survived: {m.note}"
