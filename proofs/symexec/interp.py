@@ -642,7 +642,11 @@ class Executor:
 
     # --- obligations -----------------------------------------------------------------------
     def raise_ob(self, kind, line, goal, shape, note, active=True):
-        if z3.is_true(z3.simplify(goal)) if z3.is_expr(goal) else goal is True:
+        # A goal that simplifies to True is dropped, except a truncation bound: it stays (proved
+        # and witnessed like any other) so that NO-TRUNCATION of a specialization whose only
+        # lane mask is trivially bounded (BLOCK_B = NODES = 1 prefix fill) is not empty.
+        trivial = z3.is_true(z3.simplify(goal)) if z3.is_expr(goal) else goal is True
+        if trivial and kind != "truncation":
             return
         self.obligations.append(Ob(kind, line, goal, list(self.path_cond), tuple(shape), note, active))
 
