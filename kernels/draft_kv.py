@@ -36,7 +36,7 @@ def draft_kv_kernel(
     tl.device_assert(num_steps * topk <= PAIRS, "draft_kv_kernel: PAIRS < num_steps * topk")
     tl.device_assert(num_steps <= STEPS, "draft_kv_kernel: STEPS < num_steps")
     pid = tl.program_id(0)
-    rb = pid * BLOCK_B + tl.arange(0, BLOCK_B)
+    rb = pid.to(tl.int64) * BLOCK_B + tl.arange(0, BLOCK_B)
     req_ok = rb < num_seqs
     b = rb.to(tl.int64)
     s = tl.load(seq_lens_ptr + b, mask=req_ok, other=0).to(tl.int64)
@@ -105,7 +105,7 @@ def draft_kv_kernel(
     i = tl.arange(0, STEPS)
     tl.store(kv_indptr_ptr + i.to(tl.int64) * indptr_stride,
              tl.zeros([STEPS], dtype=kv_indptr_ptr.dtype.element_ty),
-             mask=(pid * STEPS + i) < num_steps)
+             mask=(pid.to(tl.int64) * STEPS + i) < num_steps)
 
 
 # --- launch wrapper ----------------------------------------------------------------------

@@ -52,7 +52,7 @@ def build_tree_kernel(
     # Host contract: the node lanes cover the tree (else rows would be silently cut short).
     tl.device_assert(n <= NODES, "build_tree_kernel: NODES < num_draft_tokens")
     pid = tl.program_id(0)
-    rb = pid * BLOCK_B + tl.arange(0, BLOCK_B)           # request of each tile row
+    rb = pid.to(tl.int64) * BLOCK_B + tl.arange(0, BLOCK_B)           # request of each tile row
     req_ok = rb < bs
     b = rb.to(tl.int64)
     u = tl.arange(0, NODES)                               # node id / entry index
@@ -157,7 +157,7 @@ def fill_prefix_kernel(
     (cdiv(bs, BLOCK_B),)."""
     tl.device_assert(n <= NODES, "fill_prefix_kernel: NODES < num_draft_tokens")
     pid = tl.program_id(0)
-    rb = pid * BLOCK_B + tl.arange(0, BLOCK_B)
+    rb = pid.to(tl.int64) * BLOCK_B + tl.arange(0, BLOCK_B)
     req_ok = rb < bs
     b = rb.to(tl.int64)
     s = tl.load(seq_lens_ptr + b, mask=req_ok, other=0).to(tl.int64)

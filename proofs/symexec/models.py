@@ -352,8 +352,7 @@ def kv_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run:
     hyps["batch_nonempty"] = num_seqs >= 1          # the wrapper returns before launching otherwise
     hyps["batch_is_num_seqs"] = bs == num_seqs      # the prefix lemmas speak of bs
     hyps["grid_is_cdiv"] = G == spec.cdiv(num_seqs, sp.BLOCK_B)
-    hyps.update(labelled(spec.grid_lanes_int32_ok(G, sp.BLOCK_B, "grid_x_BLOCK_B")))
-    hyps.update(labelled(spec.grid_lanes_int32_ok(G, sp.STEPS, "grid_x_STEPS")))
+    # no int32 grid hypothesis: the kernels widen the program id (pid.to(tl.int64) * BLOCK)
     if "width_hyp" in host:
         hyps["host_width"] = host["width_hyp"](num_seqs, K, C, D, width)
     else:
@@ -481,7 +480,7 @@ def _tree_common(hyps, G, block, scalars, bitpack=False):
     hyps.update(labelled(spec.context_ok(C)))
     hyps["batch_nonempty"] = bs >= 1               # the wrapper returns before launching otherwise
     hyps["grid_is_cdiv"] = G == spec.cdiv(bs, block)
-    hyps.update(labelled(spec.grid_lanes_int32_ok(G, block, "grid_x_BLOCK_B")))
+    # no int32 grid hypothesis: the kernels widen the program id (pid.to(tl.int64) * BLOCK)
     hyps.update(labelled(spec.int32_arg_ok(C, "max_context_len")))
     hyps.update(_int32_args(scalars))
 
