@@ -15,7 +15,6 @@ import torch
 import triton
 import triton.language as tl
 
-from specbound import spec
 from specbound.reference import validation
 
 from .checked import interpreter_active

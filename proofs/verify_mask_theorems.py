@@ -14,7 +14,7 @@ from specbound.spec import TreeMaskMode
 from . import kernel
 from . import lemmas as L
 from .model import (
-    C, D, K, P, b, bs, c, in_batch, j, labelled, max_bs, n, per_request, prefix_definition,
+    C, P, b, bs, c, in_batch, j, labelled, max_bs, n, per_request, prefix_definition,
     seq_len, seq_len_conds, t, tree_params,
 )
 from .theorem import Mutant, Theorem

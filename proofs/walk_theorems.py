@@ -19,7 +19,7 @@ from specbound.spec import TreeMaskMode
 
 from . import kernel
 from .model import (
-    D, K, P, b, in_batch, labelled, n, per_request, prefix_definition, seq_len, seq_len_conds, t,
+    D, K, P, b, in_batch, n, per_request, prefix_definition, seq_len, seq_len_conds, t,
     tree_params,
 )
 from .theorem import Mutant, SPEC, Theorem
@@ -37,7 +37,7 @@ k = z3.Int("k")
 
 
 def _row_hyps():
-    hyps = {**tree_params(), f"request_in_batch@b": in_batch(b), "walking_row": z3.And(1 <= t, t < n)}
+    hyps = {**tree_params(), "request_in_batch@b": in_batch(b), "walking_row": z3.And(1 <= t, t < n)}
     hyps.update(per_request(seq_len_conds, b, "b"))
     hyps.update(prefix_definition(b, "b"))
     return hyps
