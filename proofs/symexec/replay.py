@@ -107,6 +107,18 @@ def jit_kernel(module: str, func_name: str, transform=None):
 
 # --- running under the checked interpreter -------------------------------------------------------
 
+def _checked_fault(launch, inputs) -> Replay | None:
+    """Launch under the checked interpreter: an out-of-bounds access, a failed assert or two
+    programs writing one cell as a Replay; None when the launch ran clean."""
+    verdict, detail, per_program = _launch_checked(launch)
+    if verdict:
+        return Replay(verdict, detail, inputs)
+    race = _conflicts(per_program)
+    if race:
+        return Replay("race", race, inputs)
+    return None
+
+
 def _launch_checked(launch):
     """Run ``launch()`` checked; returns (verdict, detail, per-program written cells)."""
     from specbound.kernels import checked as ck
@@ -193,12 +205,9 @@ def replay_kv(sp, conc: dict, transform=None, host: dict | None = None) -> Repla
         fn[grid](rows_t, r2t, seq_t, prefix, kv_indices, kv_indptr, ns_, k, d, page, width, stride,
                  r2t.stride(0), r2t.stride(1), BLOCK_B=sp.BLOCK_B, PAIRS=sp.PAIRS, STEPS=sp.STEPS,
                  BLOCK_C=sp.BLOCK_C)
-    verdict, detail, per_program = _launch_checked(launch)
-    if verdict:
-        return Replay(verdict, detail, inputs)
-    race = _conflicts(per_program)
-    if race:
-        return Replay("race", race, inputs)
+    fault = _checked_fault(launch, inputs)
+    if fault is not None:
+        return fault
     ref_i, ref_p = ref_kv(rows_t, r2t, seq_t, topk=k, num_steps=d, page_size=page)
     used = ref_i.shape[1]
     if width < used or not torch.equal(kv_indices[:, :used].to(torch.int64), ref_i.to(torch.int64)) \
@@ -241,12 +250,9 @@ def replay_tree(sp, conc: dict, transform=None, host=None) -> Replay:
                  args.retrive_index, args.retrive_next_token, args.retrive_next_sibling, bs_, k,
                  spec.parent_list_width(k, d), spec.selected_index_width(n), n,
                  MODE=sp.MODE, DEPTH=spec.walk_max_steps(d), BLOCK_B=sp.BLOCK_B, NODES=sp.NODES)
-    verdict, detail, per_program = _launch_checked(launch)
-    if verdict:
-        return Replay(verdict, detail, inputs)
-    race = _conflicts(per_program)
-    if race:
-        return Replay("race", race, inputs)
+    fault = _checked_fault(launch, inputs)
+    if fault is not None:
+        return fault
     ref = reference.build_tree(pl, sel, seq_t, topk=k, depth=d, num_draft_tokens=n, mode=mode,
                                fill_prefix_mask=False)
     names = ("tree_mask", "positions", "retrive_index", "retrive_next_token", "retrive_next_sibling")
@@ -274,12 +280,9 @@ def replay_fill(sp, conc: dict, transform=None, host=None) -> Replay:
 
     def launch():
         fn[grid](mask, seq_t, prefix, bs_, n, BLOCK_B=sp.BLOCK_B, NODES=sp.NODES, BLOCK_C=sp.BLOCK_C)
-    verdict, detail, per_program = _launch_checked(launch)
-    if verdict:
-        return Replay(verdict, detail, inputs)
-    race = _conflicts(per_program)
-    if race:
-        return Replay("race", race, inputs)
+    fault = _checked_fault(launch, inputs)
+    if fault is not None:
+        return fault
     want = torch.zeros(numel, dtype=torch.bool)
     for cell in spec.mask_fill_cells(spec.TreeMaskMode.FULL_MASK, n, seq):
         want[cell] = True
