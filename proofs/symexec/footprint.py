@@ -33,6 +33,7 @@ from specbound.proofs.model import D, K, P, bs, num_seqs, seq_len
 from specbound.proofs.model import n as N
 
 from . import lemmas as SL
+from .interp import _mentions
 from .obligations import Obligation
 from .values import LANES, Unsupported, V
 
@@ -67,20 +68,6 @@ def _loop_var(run, a):
     if len(found) > 1:
         raise Unsupported("footprint map: store inside nested symbolic loops", a.line)
     return found[0] if found else None
-
-
-def _mentions(e, c):
-    todo, seen = [e], set()
-    while todo:
-        x = todo.pop()
-        if x.get_id() in seen:
-            continue
-        seen.add(x.get_id())
-        if x.eq(c):
-            return True
-        if z3.is_app(x):
-            todo.extend(x.children())
-    return False
 
 
 def sound(run, a, i, what, idx_domain, cell, value=None, lemmas=()):
