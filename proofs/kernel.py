@@ -31,7 +31,7 @@ import z3
 DEFAULT_RLIMIT = 2_000_000
 
 _KERNEL_TOKEN = object()
-_rlimit_seen = 0  # Z3's "rlimit count" is cumulative per process; we report deltas
+_rlimit_seen = 0  # total rlimit of every check so far (each runs in its own context)
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,32 +79,45 @@ def base_name(label: str) -> str:
 
 def _solve(hyps: Mapping[str, z3.BoolRef], lemmas: Sequence[Proof], extra: Sequence[z3.BoolRef],
            rlimit: int, goal: z3.BoolRef | None = None):
-    """One Z3 check with every hypothesis, lemma and (negated) goal tracked."""
+    """One Z3 check with every hypothesis, lemma and (negated) goal tracked.
+
+    The query is translated into a fresh Z3 context: its terms then get the same internal
+    ids whatever ran before in the process, so a verdict and its cost (time, rlimit) depend
+    on the query alone (in the shared context the same query took 0.3 s or ran out of
+    10M rlimit depending on the process's history)."""
     global _rlimit_seen
-    solver = z3.Solver()
+    ctx = z3.Context()
+
+    def local(formula):
+        return z3.BoolVal(formula, ctx) if isinstance(formula, bool) else formula.translate(ctx)
+    solver = z3.Solver(ctx=ctx)
     solver.set("rlimit", rlimit)
     labels: dict[str, object] = {}
     for label, formula in hyps.items():
-        tag = z3.Bool(f"hyp!{label}")
-        solver.assert_and_track(z3.BoolVal(formula) if isinstance(formula, bool) else formula, tag)
+        tag = z3.Bool(f"hyp!{label}", ctx)
+        solver.assert_and_track(local(formula), tag)
         labels[str(tag)] = ("hyp", label)
     for lemma in lemmas:
         if not isinstance(lemma, Proof):
             raise TypeError(f"cited lemma {lemma!r} is not a Proof")
-        tag = z3.Bool(f"lemma!{lemma.name}!{len(labels)}")
-        solver.assert_and_track(lemma.formula, tag)
+        tag = z3.Bool(f"lemma!{lemma.name}!{len(labels)}", ctx)
+        solver.assert_and_track(local(lemma.formula), tag)
         labels[str(tag)] = ("lemma", lemma)
     if goal is not None:
-        solver.assert_and_track(z3.Not(goal), z3.Bool(_GOAL_TAG))  # z3.Not accepts Python bools
+        solver.assert_and_track(z3.Not(local(goal)), z3.Bool(_GOAL_TAG, ctx))
     for formula in extra:
-        solver.add(formula)
+        solver.add(local(formula))
     start = time.perf_counter()
     result = solver.check()
     seconds = time.perf_counter() - start
-    total = int(solver.statistics().get_key_value("rlimit count"))
-    used = max(total - _rlimit_seen, 0)
-    _rlimit_seen = max(total, _rlimit_seen)
+    used = int(solver.statistics().get_key_value("rlimit count"))
+    _rlimit_seen += used
     return result, solver, labels, seconds, used
+
+
+def _model(solver) -> z3.ModelRef:
+    """The solver's model, back in the caller's (main) context."""
+    return solver.model().translate(z3.main_ctx())
 
 
 _GOAL_TAG = "goal!negated"
@@ -115,7 +128,7 @@ def check(name: str, goal: z3.BoolRef, *, hyps: Mapping[str, z3.BoolRef] | None 
     """Prove ``goal`` from ``hyps`` and the lemmas ``by``; raise Refuted/Unknown otherwise."""
     result, solver, labels, seconds, used = _solve(dict(hyps or {}), by, [], rlimit, goal)
     if result == z3.sat:
-        raise Refuted(name, solver.model(), seconds, used)
+        raise Refuted(name, _model(solver), seconds, used)
     if result != z3.unsat:
         raise Unknown(name, solver.reason_unknown(), seconds, used)
     core = {str(c) for c in solver.unsat_core()}
@@ -155,14 +168,21 @@ def _mentions(formula: z3.ExprRef, consts: Sequence[z3.ExprRef]) -> bool:
     return False
 
 
-def check_forall(name: str, body, arity: int, *, by: Sequence[Proof] = (),
+def check_forall(name: str, body, arity: int, *, by: Sequence[Proof] = (), by_at=None,
                  rlimit: int = DEFAULT_RLIMIT) -> Proof:
     """Prove ``forall x1..xn. body(x1..xn)`` with no hypotheses: fresh constants stand for
-    the bound variables, so generalising them afterwards is sound."""
+    the bound variables, so generalising them afterwards is sound.  ``by_at(*xs)`` may
+    supply lemma instances at those constants, but only of lemmas without assumptions
+    (valid formulas stay valid at any term, so they constrain nothing)."""
     xs = [z3.FreshInt("x") for _ in range(arity)]
     if any(_mentions(lemma.formula, xs) for lemma in by):
         raise TypeError("cited lemmas may not mention the generalised variables")
-    inner = check(name, body(*xs), by=by, rlimit=rlimit)
+    at = list(by_at(*xs)) if by_at else []
+    for lemma in at:
+        if not isinstance(lemma, Proof) or lemma.assumptions:
+            raise TypeError(f"{name}: an instance at the generalised variables must be an "
+                            "assumption-free Proof")
+    inner = check(name, body(*xs), by=list(by) + at, rlimit=rlimit)
     vs = [z3.Int(f"x{i}") for i in range(arity)]
     return Proof(name, z3.ForAll(vs, body(*vs)), inner.assumptions, inner.cited, inner.seconds,
                  inner.rlimit, _KERNEL_TOKEN)
@@ -235,7 +255,7 @@ def satisfy(name: str, constraints: Mapping[str, z3.BoolRef], *, by: Sequence[Pr
     Returns None when unsat; raises Unknown when Z3 gives no verdict."""
     result, solver, _labels, seconds, used = _solve(dict(constraints), by, list(extra), rlimit)
     if result == z3.sat:
-        return Model(solver.model(), seconds, used)
+        return Model(_model(solver), seconds, used)
     if result == z3.unsat:
         return None
     raise Unknown(name, solver.reason_unknown(), seconds, used)

@@ -78,3 +78,24 @@ def test_unknown_theorem_id_is_a_clear_error():
 
     with pytest.raises(SpecArgumentError, match="--only"):
         registry.select(["VM-NOPE"])
+
+
+def test_check_forall_accepts_only_assumption_free_instances():
+    mono = kernel.check_forall("mono", lambda a, b: z3.Implies(a <= b, a + 1 <= b + 1), 2)
+    proof = kernel.check_forall("chain", lambda a, b: z3.Implies(a <= b, a + 2 <= b + 2), 2,
+                                by_at=lambda a, b: [kernel.instantiate(mono, a, b)])
+    assert z3.is_quantifier(proof.formula) and proof.formula.num_vars() == 2
+    # A fact proved under a hypothesis about a constant would constrain the generalised variable.
+    local = kernel.check("local", x >= 1, hyps={"x_positive": x >= 1})
+    with pytest.raises(TypeError, match="assumption-free"):
+        kernel.check_forall("bad", lambda a: a >= 1, 1, by_at=lambda a: [local])
+
+
+def test_verdict_and_cost_do_not_depend_on_earlier_queries():
+    """Each check runs in a fresh Z3 context, so the same query costs the same rlimit."""
+    goal = z3.Implies(z3.And(x >= 3, y >= 2 * x), x * y >= 18)
+    first = kernel.check("nl", goal)
+    for i in range(30):  # unrelated terms created in between
+        kernel.check(f"noise{i}", z3.Int(f"n{i}") * 2 != 2 * z3.Int(f"n{i}") + 1)
+    again = kernel.check("nl", goal)
+    assert first.rlimit == again.rlimit > 0
