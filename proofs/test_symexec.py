@@ -104,3 +104,54 @@ def test_no_torch_import_for_symbolic_runs():
             "models.kv_run(models.KvSpec(2, 8, 4, 16))\n"
             "assert 'torch' not in sys.modules and 'triton' not in sys.modules, 'imported torch/triton'\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _run_source(tmp_path, body, scalars):
+    from specbound.proofs.symexec.interp import Executor
+
+    src = tmp_path / "k.py"
+    src.write_text("import triton\nimport triton.language as tl\n\n@triton.jit\n"
+                   "def k(out_ptr, x, N: tl.constexpr):\n" + body)
+    from specbound.proofs.symexec.values import INT64, TensorModel
+    out = TensorModel("out", 1, INT64, written=True)
+    return Executor(str(src), "k", constexprs={"N": 8}, scalars=scalars, tensors={"out_ptr": out}, grid=[1]).run()
+
+
+def test_one_hot_selection_is_checked_lane_by_lane(tmp_path):
+    """A one-hot sum is as wide as the value it selects: the executor asks for that value to
+    fit on every selectable lane (one obligation, not one per nested selection), and a value
+    that can wrap is refuted."""
+    import z3
+
+    from specbound.proofs import kernel
+    from specbound.proofs.symexec.values import INT32, V, lane_range
+
+    x = z3.Int("x")
+    res = _run_source(tmp_path, "    u = tl.arange(0, N)\n    g = tl.sum(tl.where(u == 3, x + u, 0), axis=0)\n"
+                                "    tl.store(out_ptr + 0, g.to(tl.int64))\n", {"x": V(x, (), INT32)})
+    sel = [o for o in res.obligations if o.kind == "wrap" and "one-hot" in o.note]
+    assert len(sel) == 1
+    hyps = {**lane_range(sel[0].shape), **dict(sel[0].path), "x_int32": z3.And(x >= -2**31, x < 2**31)}
+    with pytest.raises(kernel.Refuted):
+        kernel.check("wraps", sel[0].goal, hyps=hyps)
+    kernel.check("fits", sel[0].goal, hyps={**hyps, "x_small": z3.And(x >= 0, x < 100)})
+
+
+def test_definitions_are_withheld_only_for_proofs(tmp_path):
+    """A defined value is first left uninterpreted: only unsat counts there.  A goal that
+    needs the definition is still proved, and a false one still refuted, by the full query."""
+    import z3
+
+    from specbound.proofs.symexec.interp import Executor
+    from specbound.proofs.symexec.obligations import Obligation, check
+
+    a = z3.Int("a")
+    ex = Executor(str(tmp_path / "none.py"), "k", constexprs={}, scalars={}, tensors={}, grid=[1])
+    f = ex.define(a + 1, "succ")
+    hyps = {"a_nonneg": a >= 0}
+    free = check(Obligation("free", "value", 1, "", hyps, z3.Or(f > 0, f <= 0)), ex.functions)
+    needs = check(Obligation("needs", "value", 1, "", hyps, f > a), ex.functions)
+    false = check(Obligation("false", "value", 1, "", hyps, f > a + 1), ex.functions, witness=False)
+    assert free.status == "proved" and not any("def/" in h for h in free.proof.assumptions)
+    assert needs.status == "proved" and any(h.startswith("def/") for h in needs.proof.assumptions)
+    assert false.status == "counterexample"

@@ -810,7 +810,14 @@ class Executor:
                 g, rest_cond, f = onehot
                 r = z3.If(z3.And(g >= 0, g < size, z3.substitute(rest_cond, (lk, g))),
                           z3.substitute(f, (lk, g)), z3.IntVal(0) if not z3.is_bool(f) else z3.BoolVal(False))
-                return V(to_result(r), rest_shape, x.dtype, x.arith)
+                arith = x.arith
+                if arith and not z3.is_bool(f):
+                    # The sum selects one lane's value (or 0): it fits when every selectable lane's
+                    # value does.  Observing f once, lane by lane, keeps the no-wrap goal free of g,
+                    # which in an unrolled walk nests one selection per step.
+                    self.observe(V(f, x.shape, x.dtype, True), line, "one-hot selected value", active=rest_cond)
+                    arith = False
+                return V(to_result(self.define(r, f"onehot@{line}")), rest_shape, x.dtype, arith)
         if kind in ("min", "max"):
             self.observe(x, line, f"{kind} operand")
         # Abstract: R(pid, loop indices, remaining lanes) with valid lemmas only.
@@ -848,6 +855,24 @@ class Executor:
             pass  # unconstrained
         return V(to_result(app), rest_shape, x.dtype if kind != "sum" or not x.dtype.is_bool else INT32,
                  kind == "sum")
+
+    def define(self, e, base: str):
+        """A fresh function ``F(program-local constants, lanes)`` standing for ``e``, with the
+        definition ``F(args) == e[args]`` as its schema (label ``def/...``).  The definition is
+        an ordinary hypothesis instance, so a query may first be tried without definitions
+        (:data:`~.obligations.DEFINITION`): dropping hypotheses is sound, and a nested walk
+        then stays one symbol per step instead of a term DEPTH deep."""
+        local = [c for c in self.local_consts if _mentions(e, c)]
+        lanes = [LANES[i] for i in sorted(lane_vars_in(e))]
+        formal = local + lanes
+        sort = z3.BoolSort() if z3.is_bool(e) else z3.IntSort()
+        F = z3.Function(fresh_name(base), *([z3.IntSort()] * len(formal)), sort)
+
+        def schema(app, formal=formal, e=e, name=F.name()):
+            body = z3.substitute(e, *zip(formal, app.children())) if formal else e
+            return {f"def/{name}@{app}": app == body}
+        self.functions[F.name()] = (F, schema)
+        return F(*formal) if formal else F()
 
     def tl_max(self, line, x, axis=None, **kw):
         return self._reduce(line, "max", x, axis)

@@ -25,7 +25,6 @@ from .values import LANES, lane_range
 RLIMIT = 10_000_000
 RETRY_RLIMIT = 40_000_000
 WITNESS_RLIMIT = 10_000_000
-RETRY_RLIMIT = 40_000_000
 SCHEMA_ROUNDS = 3
 
 
@@ -78,8 +77,12 @@ def applications(exprs, names) -> list:
     return out
 
 
-def instantiate(hyps: dict, goal, functions: dict, lemmas: list):
-    """Add schema instances for every registered application, to a fixed depth."""
+DEFINITION = "def/"  # label prefix of a definitional schema instance (interp.Executor.define)
+
+
+def instantiate(hyps: dict, goal, functions: dict, lemmas: list, *, definitions: bool = True):
+    """Add schema instances for every registered application, to a fixed depth; without
+    ``definitions`` the defined functions stay uninterpreted (a weaker, sound query)."""
     hyps = dict(hyps)
     lemmas = list(lemmas)
     done = set()
@@ -97,7 +100,7 @@ def instantiate(hyps: dict, goal, functions: dict, lemmas: list):
                     if all(fact is not l for l in lemmas):
                         lemmas.append(fact)
                         new.append(fact.formula)
-                elif label not in hyps:
+                elif label not in hyps and (definitions or not label.startswith(DEFINITION)):
                     hyps[label if "@" in label else f"{label}@{app}"] = fact
                     new.append(fact)
         if not new:
@@ -116,6 +119,7 @@ SAFETY_TIMEOUT_MS = 60_000  # Z3's nonlinear procedures can overrun the rlimit: 
 # attempt is a complete, fixed-limit check by the trusted core; the first definitive answer
 # (unsat = proof, sat = counterexample) stands, so the verdict stays deterministic.
 PORTFOLIO = tuple((1_500_000, seed) for seed in range(8)) + ((RLIMIT, 8), (RETRY_RLIMIT, 9))
+LEAN_PORTFOLIO = ((1_500_000, 0), (1_500_000, 1))
 WITNESS_PORTFOLIO = ((1_500_000, 0), (1_500_000, 1), (WITNESS_RLIMIT, 2), (RETRY_RLIMIT, 3))
 
 
@@ -139,7 +143,24 @@ def _check(ob: Obligation, functions: dict, *, rlimit: int, witness: bool) -> Ou
     start = time.perf_counter()
     hyps, lemmas = instantiate(ob.hyps, ob.goal, functions, ob.lemmas)
     status, proof, model, detail = "unknown", None, None, ""
-    for limit, seed in _attempts(rlimit, PORTFOLIO):
+    attempts = _attempts(rlimit, PORTFOLIO)
+    if any(label.startswith(DEFINITION) for label in hyps):
+        # First without the definitions: most goals (a walk's depth bound, a stored value's
+        # range) hold whatever the defined values are, and the query then stays small.  Only
+        # unsat counts there; a model of the weaker query may be spurious, so "sat" falls
+        # through to the full query below.
+        lean, lean_lemmas = instantiate(ob.hyps, ob.goal, functions, ob.lemmas, definitions=False)
+        for limit, seed in LEAN_PORTFOLIO:
+            z3.set_param("smt.random_seed", seed)
+            try:
+                proof = kernel.check(ob.id, ob.goal, hyps=lean, by=lean_lemmas, rlimit=limit)
+                status, attempts = "proved", ()
+                break
+            except kernel.Refuted:
+                break
+            except kernel.Unknown:
+                continue
+    for limit, seed in attempts:
         z3.set_param("smt.random_seed", seed)
         try:
             proof = kernel.check(ob.id, ob.goal, hyps=hyps, by=lemmas, rlimit=limit)
@@ -154,30 +175,51 @@ def _check(ob: Obligation, functions: dict, *, rlimit: int, witness: bool) -> Ou
                 break
     wit = None
     if witness:
-        reason = ""
-        for limit, seed in _attempts(WITNESS_RLIMIT, WITNESS_PORTFOLIO):
-            z3.set_param("smt.random_seed", seed)
-            try:
-                found = kernel.satisfy(f"{ob.id}/witness", hyps, by=lemmas, extra=ob.witness_extra, rlimit=limit)
-            except kernel.Unknown as exc:
-                reason = exc.reason
-                continue
-            reason = ""
-            if found is None:
-                status, detail = "vacuous", "no input activates this obligation"
-            else:
-                wit = found.model
-            break
+        found, reason, w_hyps, w_lemmas = _witness(ob, functions)
         if reason:
             if status == "proved":
                 status = "unknown"
             detail = (detail + "; " if detail else "") + f"witness search: {reason}"
-        if wit is None and status == "vacuous" and "active_lanes" in hyps:
-            dead = _dead(ob, hyps, lemmas)
+        elif found is None:
+            status, detail = "vacuous", "no input activates this obligation"
+        else:
+            wit = found.model
+        if wit is None and status == "vacuous" and "active_lanes" in w_hyps:
+            dead = _dead(ob, w_hyps, w_lemmas)
             if dead is not None:
                 status, proof, detail = "dead", dead, ("dead access: no lane is ever active in this "
                                                        "specialization (proved; the other hypotheses have a model)")
     return Outcome(ob, status, time.perf_counter() - start, proof, model, wit, detail)
+
+
+_WITNESSES: dict = {}
+
+
+def _witness(ob: Obligation, functions: dict):
+    """A model of the obligation's hypotheses (activation mask included) and the schema
+    instances they need: the goal plays no part, so the obligations of one access (lower
+    and upper bound, ...) share one search, cached per process.  The cache entry pins the
+    hypothesis terms, so a Z3 id in the key cannot be reused by another term."""
+    pinned = (functions, tuple(ob.hyps.values()), tuple(ob.witness_extra), tuple(ob.lemmas))
+    key = (id(functions), tuple(sorted((k, v.get_id() if z3.is_expr(v) else v) for k, v in ob.hyps.items())),
+           tuple(e.get_id() for e in ob.witness_extra), tuple(id(lemma) for lemma in ob.lemmas))
+    hit = _WITNESSES.get(key)
+    if hit is not None:
+        return hit[1]
+    hyps, lemmas = instantiate(ob.hyps, z3.BoolVal(True), functions, ob.lemmas)
+    found, reason = None, ""
+    for limit, seed in _attempts(WITNESS_RLIMIT, WITNESS_PORTFOLIO):
+        z3.set_param("smt.random_seed", seed)
+        try:
+            found = kernel.satisfy(f"{ob.id}/witness", hyps, by=lemmas, extra=ob.witness_extra, rlimit=limit)
+        except kernel.Unknown as exc:
+            reason = exc.reason
+            continue
+        reason = ""
+        break
+    result = (found, reason, hyps, lemmas)
+    _WITNESSES[key] = (pinned, result)
+    return result
 
 
 def _dead(ob: Obligation, hyps: dict, lemmas: list):
