@@ -7,7 +7,9 @@ from functools import cache
 
 import z3
 
+from specbound import spec
 from specbound.proofs import kernel
+from specbound.proofs.lemmas import mul_le_mono
 
 
 @cache
@@ -43,3 +45,27 @@ def div_unique():
     return kernel.check_forall(
         "L-DIV-UNIQUE",
         lambda d, r, k: z3.Implies(z3.And(0 <= r, r < k), z3.And((k * d + r) / k == d, (k * d + r) % k == r)), 3)
+
+
+@cache
+def kv_segment_in_row():
+    """L-KV-SEGMENT-IN-ROW: branch (b, t) of step ``it`` (seq_len ``s``, prefix ``p = P[b]``,
+    ``p + s <= pn = P[num_seqs]``) has its whole segment inside row ``it - 1`` when the host
+    capacity check passed, and that row inside the buffer:
+    ``kv_indices_cell(w, it, kv_segment_start + kv_segment_len) <= it*w <= D*w``.
+
+    The kernel's offsets are these products with lane terms for b, t and it; proved once here
+    over plain variables, the per-specialization bounds queries become linear."""
+    def body(p, pn, b, ns, t, it, s, k, d, w):
+        start = spec.kv_segment_start(p, b, t, k, it, s)
+        end = spec.kv_indices_cell(w, it, start + spec.kv_segment_len(s, it))
+        pre = z3.And(k >= 1, 0 <= t, t < k, 1 <= it, it <= d, 0 <= b, b < ns, s >= 0, p >= 0, p + s <= pn,
+                     spec.draft_kv_capacity_ok(pn, k, ns, d, w))
+        return z3.Implies(pre, z3.And(end <= it * w, it * w <= d * w))
+
+    def steps(p, pn, b, ns, t, it, s, k, d, w):
+        m = mul_le_mono()
+        return [kernel.instantiate(m, t, k - 1, s + it), kernel.instantiate(m, p + s, pn, k),
+                kernel.instantiate(m, b + 1, ns, it * k), kernel.instantiate(m, it, d, ns * k),
+                kernel.instantiate(m, it, d, w)]
+    return kernel.check_forall("L-KV-SEGMENT-IN-ROW", body, 10, by_at=steps)

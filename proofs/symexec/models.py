@@ -438,7 +438,8 @@ def kv_lemmas(b, q):
     return [SL.at(SL.div_lt, q, K, D), SL.at(SL.div_mod_range, q, K),
             _mul_mono(t, K - 1, s + it), K_.instantiate(L.prefix_monotone(), num_seqs, b + 1),
             _mul_mono(P(b + 1), P(num_seqs), K), _mul_mono(b + 1, num_seqs, it * K),
-            _mul_mono(it, D, num_seqs * K), _mul_mono(it, D, width)]
+            _mul_mono(it, D, num_seqs * K), _mul_mono(it, D, width),
+            SL.at(SL.kv_segment_in_row, P(b), P(num_seqs), b, num_seqs, t, it, s, K, D, width)]
 
 
 # --- tree build -------------------------------------------------------------------------------
