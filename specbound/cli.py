@@ -36,7 +36,18 @@ def cmd_prove(args) -> int:
         from specbound.proofs.symexec import theorems as kernel_theorems
 
         start = time.perf_counter()
-        results = results + kernel_theorems.run_all(full=args.all)
+        spec_results = results
+
+        def progress(done, total, kind, sp, so_far, spec_seconds):
+            # One line per specialization on stderr, and the JSON so far (marked partial), so
+            # a long --all run shows where it is and leaves its results if it is cut short.
+            mine = [r for r in so_far if r.id.endswith(f"[{sp.label}]")]
+            print(f"[{done}/{total}] {kind} {sp.label}: {sum(r.ok for r in mine)}/{len(mine)} proved "
+                  f"in {spec_seconds:.1f} s", file=sys.stderr, flush=True)
+            if args.json:
+                partial = registry.to_json(spec_results + so_far, seconds + time.perf_counter() - start)
+                _write_json(args.json, {**partial, "partial": f"{done}/{total} specializations"})
+        results = results + kernel_theorems.run_all(full=args.all, progress=progress)
         seconds += time.perf_counter() - start
     payload = registry.to_json(results, seconds)
     print(prove_table(results))
