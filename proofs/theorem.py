@@ -119,14 +119,22 @@ def _size(report: Mapping[str, z3.ExprRef]):
     return z3.Sum([z3.If(term >= 0, term, -term) for term in report.values() if z3.is_int(term)])
 
 
-def _search(name, constraints, lemmas, extra, report, rlimit, shrink_rounds=MINIMISE_ROUNDS):
+def _positive(report: Mapping[str, z3.ExprRef]):
+    return [term >= 1 for term in report.values() if z3.is_int(term)]
+
+
+def _search(name, constraints, lemmas, extra, report, rlimit, shrink_rounds=MINIMISE_ROUNDS,
+            nontrivial=False):
     """A model of ``constraints``, preferring small reported values: first inside a small
-    box, then anywhere; then a few rounds of asking for a strictly smaller one."""
+    box, then anywhere; then a few rounds of asking for a strictly smaller one.  With
+    ``nontrivial`` the box first asks every reported value to be at least 1 (a witness
+    with an empty batch shows little)."""
     found = None
-    for boxed in (True, False):
-        found = kernel.satisfy(name, constraints, by=lemmas,
-                               extra=list(extra) + (_box(report) if boxed else []), rlimit=rlimit)
+    tries = ([_box(report) + _positive(report)] if nontrivial else []) + [_box(report), []]
+    for shape in tries:
+        found = kernel.satisfy(name, constraints, by=lemmas, extra=list(extra) + shape, rlimit=rlimit)
         if found is not None:
+            extra = list(extra) + shape  # shrinking keeps the shape it was found in
             break
     if found is None:
         return None
@@ -168,7 +176,7 @@ def run(theorem: Theorem) -> TheoremResult:
     witness = {}
     try:
         found = _search(f"{theorem.id}/witness", hyps, lemmas, [], report, theorem.rlimit,
-                        shrink_rounds=0)
+                        shrink_rounds=3, nontrivial=True)
         if found is None:
             status, detail = "failed", "preconditions unsatisfiable: the theorem would be vacuous"
         else:
