@@ -22,7 +22,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.markdown:
         with open(args.markdown) as f:
-            print(markdown(json.load(f)))
+            data = json.load(f)
+        print(markdown(rows_of_prove_json(data) if isinstance(data, dict) else data))
         return 0
     from specbound.proofs.symexec import theorems as T
 
@@ -48,6 +49,30 @@ def main() -> int:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)
     return 0
+
+
+def rows_of_prove_json(payload: dict) -> list:
+    """The rows of a ``specbound prove --kernels [--all] --json`` report, one per
+    specialization, in the shape :func:`markdown` reads (no wall time: the sum of its
+    theorems' seconds stands in)."""
+    rows: dict = {}
+    for th in payload["theorems"]:
+        if not th["id"].startswith("KERNEL-") or "[" not in th["id"]:
+            continue
+        name, label = th["id"][:-1].split("[", 1)
+        kind = name.split("-")[1].lower()
+        row = rows.setdefault((_prefix(name), label), {"kernel": kind, "spec": label, "wall_s": 0.0, "theorems": {}})
+        row["wall_s"] += th["seconds"] + sum(m["seconds"] for m in th["mutants"])
+        row["theorems"][name] = {"status": th["status"] if th["ok"] else f"{th['status']} (not ok)",
+                                 "seconds": th["seconds"], "mutants": {m["id"]: m["status"] for m in th["mutants"]}}
+    return list(rows.values())
+
+
+def _prefix(name: str) -> str:
+    for prop in PROPS:
+        if name.endswith("-" + prop):
+            return name[: -len(prop) - 1]
+    return name
 
 
 PROPS = ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT", "WALK-BOUNDED")
