@@ -15,6 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
+from specbound import spec
 from specbound.reference import validation
 
 from .checked import interpreter_active
@@ -138,18 +139,29 @@ def draft_decode_kv_indices(req_pool_indices, req_to_token, seq_lens, *, topk, n
     a = validation.validate_draft_kv_args(
         req_pool_indices, req_to_token, seq_lens, topk=topk, num_steps=num_steps,
         page_size=page_size, kv_indices=kv_indices, kv_indptr=kv_indptr)
-    if a.num_seqs == 0:
-        # No branch: only entry 0 of each row exists (spec.kv_indptr_entry(0, 0, iters)).
-        a.kv_indptr[:, 0] = 0
-        return a.kv_indices, a.kv_indptr
-    prefix = torch.tensor(a.prefix[:-1], dtype=torch.int64, device=a.device)
-    block_b, pairs, steps, block_c = kv_blocks(
-        a.num_seqs, a.topk, a.num_steps, max(a.seq_lens_list), tile_budget or TILE_BUDGET)
-    grid = (triton.cdiv(a.num_seqs, block_b),)
-    r2t = a.req_to_token
-    draft_kv_kernel[grid](
-        a.req_pool_indices, r2t, a.seq_lens, prefix, a.kv_indices, a.kv_indptr,
-        a.num_seqs, a.topk, a.num_steps, a.page_size, a.width, a.kv_indptr.shape[1],
-        r2t.stride(0), r2t.stride(1),
-        BLOCK_B=block_b, PAIRS=pairs, STEPS=steps, BLOCK_C=block_c)
+    launch_kv(a.req_pool_indices, a.req_to_token, a.seq_lens, a.kv_indices, a.kv_indptr, topk=a.topk,
+              num_steps=a.num_steps, page_size=a.page_size, seq_lens_list=a.seq_lens_list,
+              prefix=a.prefix, tile_budget=tile_budget)
     return a.kv_indices, a.kv_indptr
+
+
+def launch_kv(req_pool_indices, req_to_token, seq_lens, kv_indices, kv_indptr, *, topk, num_steps,
+              page_size=1, seq_lens_list=None, prefix=None, tile_budget: int | None = None):
+    """The launch alone, with no check of any size: ``draft_decode_kv_indices`` calls it after
+    validation, and the fuzz's mutant replays call it with a caller's own (possibly wrong)
+    sizing, as a replayed CUDA graph would.  ``seq_lens_list`` / ``prefix`` (P[0..bs]) may be
+    passed when the caller already has them."""
+    lens = seq_lens.tolist() if seq_lens_list is None else seq_lens_list
+    num_seqs = len(lens)
+    if num_seqs == 0:
+        # No branch: only entry 0 of each row exists (spec.kv_indptr_entry(0, 0, iters)).
+        kv_indptr[:, 0] = 0
+        return
+    prefix = spec.prefix_sums(lens) if prefix is None else prefix
+    p = torch.tensor(prefix[:-1], dtype=torch.int64, device=seq_lens.device)
+    block_b, pairs, steps, block_c = kv_blocks(num_seqs, topk, num_steps, max(lens), tile_budget or TILE_BUDGET)
+    draft_kv_kernel[(triton.cdiv(num_seqs, block_b),)](
+        req_pool_indices, req_to_token, seq_lens, p, kv_indices, kv_indptr,
+        num_seqs, topk, num_steps, page_size, kv_indices.shape[1], kv_indptr.shape[1],
+        req_to_token.stride(0), req_to_token.stride(1),
+        BLOCK_B=block_b, PAIRS=pairs, STEPS=steps, BLOCK_C=block_c)

@@ -232,21 +232,38 @@ def build_tree(parent_list, selected_index, seq_lens, *, topk, depth, num_draft_
                     args.retrive_next_sibling)
     if args.bs == 0:
         return out
-    n = args.num_draft_tokens
-    # P[b] once per batch on the host (validation already summed the list).
-    prefix = torch.tensor(args.prefix[:-1], dtype=torch.int64, device=args.device)
-    block_b, nodes = tree_blocks(args.bs, n, tile_budget or TILE_BUDGET)
-    grid = (triton.cdiv(args.bs, block_b),)
-    if args.mode is spec.TreeMaskMode.FULL_MASK and args.fill_prefix_mask:
-        fill_b, fill_c = fill_blocks(args.bs, nodes, max(args.seq_lens_list))
-        fill_prefix_kernel[(triton.cdiv(args.bs, fill_b),)](
-            args.tree_mask, args.seq_lens, prefix, args.bs, n,
-            BLOCK_B=fill_b, NODES=nodes, BLOCK_C=fill_c)
-    build_tree_kernel[grid](
-        args.parent_list, args.selected_index, args.seq_lens, prefix,
-        args.tree_mask, args.positions, args.retrive_index, args.retrive_next_token,
-        args.retrive_next_sibling,
-        args.bs, args.topk, spec.parent_list_width(args.topk, args.depth),
-        spec.selected_index_width(n), n,
-        MODE=int(args.mode), DEPTH=spec.walk_max_steps(args.depth), BLOCK_B=block_b, NODES=nodes)
+    launch_tree(args.parent_list, args.selected_index, args.seq_lens, args.tree_mask, args.positions,
+                args.retrive_index, args.retrive_next_token, args.retrive_next_sibling, topk=args.topk,
+                depth=args.depth, num_draft_tokens=args.num_draft_tokens, mode=args.mode,
+                fill_prefix_mask=args.fill_prefix_mask, seq_lens_list=args.seq_lens_list, prefix=args.prefix,
+                tile_budget=tile_budget)
     return out
+
+
+def launch_tree(parent_list, selected_index, seq_lens, tree_mask, positions, retrive_index,
+                retrive_next_token, retrive_next_sibling, *, topk, depth, num_draft_tokens, mode,
+                fill_prefix_mask=True, seq_lens_list=None, prefix=None, tile_budget: int | None = None,
+                kernel=None):
+    """The launches alone (prefix fill, then tree build), with no check of any size:
+    ``build_tree`` calls it after validation, and the fuzz's replays call it with a caller's
+    own (possibly wrong) buffers.  ``kernel`` replaces ``build_tree_kernel`` (a planted-bug
+    variant); ``seq_lens_list`` / ``prefix`` (P[0..bs]) may be passed when already known."""
+    mode = spec.as_mode(mode)
+    n = num_draft_tokens
+    lens = seq_lens.tolist() if seq_lens_list is None else seq_lens_list
+    bs = len(lens)
+    if bs == 0:
+        return
+    # P[b] once per batch on the host.
+    prefix = spec.prefix_sums(lens) if prefix is None else prefix
+    p = torch.tensor(prefix[:-1], dtype=torch.int64, device=seq_lens.device)
+    block_b, nodes = tree_blocks(bs, n, tile_budget or TILE_BUDGET)
+    if mode is spec.TreeMaskMode.FULL_MASK and fill_prefix_mask:
+        fill_b, fill_c = fill_blocks(bs, nodes, max(lens))
+        fill_prefix_kernel[(triton.cdiv(bs, fill_b),)](
+            tree_mask, seq_lens, p, bs, n, BLOCK_B=fill_b, NODES=nodes, BLOCK_C=fill_c)
+    (kernel or build_tree_kernel)[(triton.cdiv(bs, block_b),)](
+        parent_list, selected_index, seq_lens, p, tree_mask, positions, retrive_index,
+        retrive_next_token, retrive_next_sibling,
+        bs, topk, spec.parent_list_width(topk, depth), spec.selected_index_width(n), n,
+        MODE=int(mode), DEPTH=spec.walk_max_steps(depth), BLOCK_B=block_b, NODES=nodes)

@@ -20,14 +20,12 @@ import inspect
 import linecache
 import textwrap
 
-from specbound import kernels, spec  # first: it sets TRITON_INTERPRET before triton is imported
+from specbound import kernels  # first: it sets TRITON_INTERPRET before triton is imported
 
 import torch  # noqa: E402
-import triton  # noqa: E402
 
 from specbound.kernels import draft_kv as kv_mod  # noqa: E402
 from specbound.kernels import tree_build as tb  # noqa: E402
-from specbound.spec import TreeMaskMode  # noqa: E402
 
 
 class VariantUnavailable(RuntimeError):
@@ -45,24 +43,10 @@ def launch_tree_raw(parent_list, selected_index, seq_lens, tree_mask, *, topk, d
                     fill_prefix_mask=True, outputs=None, kernel=None):
     """Launch the tree build as ``kernels.build_tree`` would, minus its checks: ``tree_mask``
     is used as given, whatever its size.  Returns the outputs dict."""
-    mode = spec.as_mode(mode)
-    n = num_draft_tokens
-    bs = int(seq_lens.shape[0])
-    outputs = outputs if outputs is not None else tree_outputs(bs, n)
-    if bs == 0:
-        return {"tree_mask": tree_mask, **outputs}
-    lens = seq_lens.tolist()
-    prefix = torch.tensor(spec.prefix_sums(lens)[:-1], dtype=torch.int64)
-    block_b, nodes = tb.tree_blocks(bs, n)
-    if mode is TreeMaskMode.FULL_MASK and fill_prefix_mask:
-        fill_b, fill_c = tb.fill_blocks(bs, nodes, max(lens))
-        tb.fill_prefix_kernel[(triton.cdiv(bs, fill_b),)](
-            tree_mask, seq_lens, prefix, bs, n, BLOCK_B=fill_b, NODES=nodes, BLOCK_C=fill_c)
-    (kernel or tb.build_tree_kernel)[(triton.cdiv(bs, block_b),)](
-        parent_list, selected_index, seq_lens, prefix, tree_mask, outputs["positions"],
-        outputs["retrive_index"], outputs["retrive_next_token"], outputs["retrive_next_sibling"],
-        bs, topk, spec.parent_list_width(topk, depth), spec.selected_index_width(n), n,
-        MODE=int(mode), DEPTH=spec.walk_max_steps(depth), BLOCK_B=block_b, NODES=nodes)
+    outputs = outputs if outputs is not None else tree_outputs(int(seq_lens.shape[0]), num_draft_tokens)
+    tb.launch_tree(parent_list, selected_index, seq_lens, tree_mask, outputs["positions"], outputs["retrive_index"],
+                   outputs["retrive_next_token"], outputs["retrive_next_sibling"], topk=topk, depth=depth,
+                   num_draft_tokens=num_draft_tokens, mode=mode, fill_prefix_mask=fill_prefix_mask, kernel=kernel)
     return {"tree_mask": tree_mask, **outputs}
 
 
@@ -70,18 +54,8 @@ def launch_kv_raw(req_pool_indices, req_to_token, seq_lens, kv_indices, kv_indpt
                   page_size=1):
     """Launch the draft kv kernel as ``kernels.draft_decode_kv_indices`` would, minus its
     checks (no capacity check against the row width)."""
-    num_seqs = int(seq_lens.shape[0])
-    if num_seqs == 0:
-        kv_indptr[:, 0] = 0
-        return kv_indices, kv_indptr
-    lens = seq_lens.tolist()
-    prefix = torch.tensor(spec.prefix_sums(lens)[:-1], dtype=torch.int64)
-    block_b, pairs, steps, block_c = kv_mod.kv_blocks(num_seqs, topk, num_steps, max(lens))
-    kv_mod.draft_kv_kernel[(triton.cdiv(num_seqs, block_b),)](
-        req_pool_indices, req_to_token, seq_lens, prefix, kv_indices, kv_indptr,
-        num_seqs, topk, num_steps, page_size, kv_indices.shape[1], kv_indptr.shape[1],
-        req_to_token.stride(0), req_to_token.stride(1),
-        BLOCK_B=block_b, PAIRS=pairs, STEPS=steps, BLOCK_C=block_c)
+    kv_mod.launch_kv(req_pool_indices, req_to_token, seq_lens, kv_indices, kv_indptr, topk=topk,
+                     num_steps=num_steps, page_size=page_size)
     return kv_indices, kv_indptr
 
 
