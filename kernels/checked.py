@@ -97,6 +97,9 @@ class LaunchRecord:
     tensors: dict[str, TensorArg]
     # tensor argument name -> element indices written (only with record_footprint)
     writes: dict[str, set[int]] = field(default_factory=dict)
+    # program id -> the same, per program (only with record_footprint): what a race check
+    # compares, since the interpreter runs the programs one after the other
+    writes_by_program: dict[tuple, dict[str, set[int]]] = field(default_factory=dict)
     loads: int = 0
     stores: int = 0
 
@@ -118,6 +121,20 @@ class CheckedSession:
             for name, cells in rec.writes.items():
                 out.setdefault(name, set()).update(cells)
         return out
+
+    def conflicting_writes(self) -> str | None:
+        """The first cell two programs of one launch both stored (a race on a GPU, where
+        programs run concurrently), described; None when there is none.  Needs
+        ``record_footprint``."""
+        for rec in self.launches:
+            owner: dict = {}
+            for pid, tensors in sorted(rec.writes_by_program.items()):
+                for name, cells in sorted(tensors.items()):
+                    for c in sorted(cells):
+                        prev = owner.setdefault((name, c), pid)
+                        if prev != pid:
+                            return f"{rec.kernel}: {name}[{c}] stored by programs {prev} and {pid}"
+        return None
 
     def clear(self) -> None:
         self.launches.clear()
@@ -322,11 +339,14 @@ def _check(kind: str, op: str, ptr, mask, *, write: bool):
     if write:
         rec.stores += 1
         if any(s.record_footprint for s in _sessions):
+            pid = tuple(getattr(_builders(_interp_module())[0], "grid_idx", None) or ())
+            mine = rec.writes_by_program.setdefault(pid, {})
             for t, inside in owners:
                 sel = flat_m & inside
                 if sel.any():
-                    cells = (flat_addr[sel] - np.uint64(t.base)) // np.uint64(t.itemsize)
-                    rec.writes.setdefault(t.name, set()).update(int(c) for c in np.unique(cells))
+                    cells = {int(c) for c in np.unique((flat_addr[sel] - np.uint64(t.base)) // np.uint64(t.itemsize))}
+                    rec.writes.setdefault(t.name, set()).update(cells)
+                    mine.setdefault(t.name, set()).update(cells)
     else:
         rec.loads += 1
 

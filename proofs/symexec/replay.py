@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import linecache
 from dataclasses import dataclass, field
-from typing import Any
 
 import z3
 
@@ -109,67 +108,18 @@ def jit_kernel(module: str, func_name: str, transform=None):
 
 def _checked_fault(launch, inputs) -> Replay | None:
     """Launch under the checked interpreter: an out-of-bounds access, a failed assert or two
-    programs writing one cell as a Replay; None when the launch ran clean."""
-    verdict, detail, per_program = _launch_checked(launch)
-    if verdict:
-        return Replay(verdict, detail, inputs)
-    race = _conflicts(per_program)
-    if race:
-        return Replay("race", race, inputs)
-    return None
-
-
-def _launch_checked(launch):
-    """Run ``launch()`` checked; returns (verdict, detail, per-program written cells)."""
-    from specbound.kernels import checked as ck
+    programs of one launch writing one cell as a Replay; None when the launch ran clean."""
     from specbound.kernels.checked import OutOfBoundsAccess, checked_interpreter
 
-    per_program: dict = {}
-    with checked_interpreter(record_footprint=True):
-        builders = ck._builders(ck._interp_module())
-        originals = []
-        for b in builders:
-            orig = b.create_masked_store
-
-            def wrapped(*args, _orig=orig, _b=b, **kwargs):
-                ptr, mask = ck._find_ptr_mask("store", _orig, args, kwargs)
-                rec = ck._current
-                if ptr is not None and rec is not None:
-                    import numpy as np
-                    addrs = np.asarray(ptr.data).astype(np.uint64).reshape(-1)
-                    m = np.broadcast_to(np.asarray(mask.data, dtype=bool), np.asarray(ptr.data).shape).reshape(-1) \
-                        if mask is not None else np.ones(addrs.shape, bool)
-                    pid = tuple(getattr(_b, "grid_idx", ()) or ())
-                    for t in rec.tensors.values():
-                        inside = m & (addrs >= np.uint64(t.base)) & (addrs < np.uint64(t.end))
-                        if inside.any():
-                            cells = (addrs[inside] - np.uint64(t.base)) // np.uint64(t.itemsize)
-                            per_program.setdefault(pid, {}).setdefault(t.name, set()).update(int(c) for c in cells)
-                return _orig(*args, **kwargs)
-            b.create_masked_store = wrapped
-            originals.append((b, orig))
+    with checked_interpreter(record_footprint=True) as session:
         try:
             launch()
         except OutOfBoundsAccess as exc:
-            return "oob", str(exc), per_program
+            return Replay("oob", str(exc), inputs)
         except AssertionError as exc:
-            return "assert", f"device_assert fired: {exc}", per_program
-        finally:
-            for b, orig in originals:
-                b.create_masked_store = orig
-    return None, "", per_program
-
-
-def _conflicts(per_program: dict) -> str:
-    owner: dict = {}
-    for pid, tensors in sorted(per_program.items()):
-        for name, cells in tensors.items():
-            for c in cells:
-                prev = owner.get((name, c))
-                if prev is not None and prev != pid:
-                    return f"{name}[{c}] stored by programs {prev} and {pid}"
-                owner[(name, c)] = pid
-    return ""
+            return Replay("assert", f"device_assert fired: {exc}", inputs)
+    race = session.conflicting_writes()
+    return Replay("race", race, inputs) if race else None
 
 
 # --- kernels -----------------------------------------------------------------------------------
