@@ -123,10 +123,51 @@ def _model(solver) -> z3.ModelRef:
 _GOAL_TAG = "goal!negated"
 
 
+def _conjuncts(formula) -> list:
+    if z3.is_and(formula):
+        return [c for child in formula.children() for c in _conjuncts(child)]
+    return [formula]
+
+
+def _resolve_ifs(goal: z3.BoolRef, hyps: Mapping[str, z3.BoolRef]):
+    """``goal`` with every ``If(c, x, y)`` whose condition ``c`` is a conjunct of a hypothesis
+    replaced by ``x``, and the labels of the hypotheses that justified it.  In every model of
+    the hypotheses ``c`` holds, so the rewritten goal is equivalent there."""
+    reason = {}
+    for label, formula in hyps.items():
+        if z3.is_expr(formula):
+            for c in _conjuncts(formula):
+                reason.setdefault(c.get_id(), label)
+    used: set[str] = set()
+    for _ in range(8):  # nested Ifs surface one level per round
+        pairs, seen, todo = [], set(), [goal]
+        while todo:
+            e = todo.pop()
+            if e.get_id() in seen or not z3.is_app(e):
+                continue
+            seen.add(e.get_id())
+            if e.decl().kind() == z3.Z3_OP_ITE and e.arg(0).get_id() in reason:
+                pairs.append((e, e.arg(1)))
+                used.add(reason[e.arg(0).get_id()])
+            todo.extend(e.children())
+        if not pairs:
+            break
+        goal = z3.substitute(goal, *pairs)
+    return goal, used
+
+
 def check(name: str, goal: z3.BoolRef, *, hyps: Mapping[str, z3.BoolRef] | None = None,
-          by: Sequence[Proof] = (), rlimit: int = DEFAULT_RLIMIT) -> Proof:
-    """Prove ``goal`` from ``hyps`` and the lemmas ``by``; raise Refuted/Unknown otherwise."""
-    result, solver, labels, seconds, used = _solve(dict(hyps or {}), by, [], rlimit, goal)
+          by: Sequence[Proof] = (), rlimit: int = DEFAULT_RLIMIT, resolve_ifs: bool = False) -> Proof:
+    """Prove ``goal`` from ``hyps`` and the lemmas ``by``; raise Refuted/Unknown otherwise.
+
+    With ``resolve_ifs`` the goal's ``If``s whose condition is a hypothesis conjunct are
+    resolved first (a masked load's ``If(mask, value, other)`` under that same mask): the
+    query then holds one term where Z3 would otherwise relate ``If(..)*K`` and ``value*K``
+    by nonlinear search.  The Proof is of the original goal, and the hypotheses used for
+    the rewrite are among its assumptions."""
+    hyps = dict(hyps or {})
+    asked, rewrote = (_resolve_ifs(goal, hyps) if resolve_ifs else (goal, set()))
+    result, solver, labels, seconds, used = _solve(hyps, by, [], rlimit, asked)
     if result == z3.sat:
         raise Refuted(name, _model(solver), seconds, used)
     if result != z3.unsat:
@@ -135,7 +176,7 @@ def check(name: str, goal: z3.BoolRef, *, hyps: Mapping[str, z3.BoolRef] | None 
     if _GOAL_TAG not in core:
         # The hypotheses alone are contradictory: such a "proof" would be vacuous.
         raise Unknown(name, "hypotheses are inconsistent (goal not in unsat core)", seconds, used)
-    assumptions: set[str] = set()
+    assumptions: set[str] = {base_name(label) for label in rewrote}
     cited: list[str] = []
     for tag in core:
         kind = labels.get(tag)

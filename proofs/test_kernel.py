@@ -99,3 +99,19 @@ def test_verdict_and_cost_do_not_depend_on_earlier_queries():
         kernel.check(f"noise{i}", z3.Int(f"n{i}") * 2 != 2 * z3.Int(f"n{i}") + 1)
     again = kernel.check("nl", goal)
     assert first.rlimit == again.rlimit > 0
+
+
+def test_resolve_ifs_uses_only_hypothesis_conjuncts():
+    mask, k = z3.Bool("mask"), z3.Int("k")
+    value = z3.If(mask, x, 0) * k  # a masked load's value inside a product
+    hyps = {"active": z3.And(mask, y >= 0), "x_small": z3.And(0 <= x, x <= 3), "k_small": z3.And(0 <= k, k <= 3)}
+    proof = kernel.check("masked", value <= 9, hyps=hyps, resolve_ifs=True)
+    assert proof.formula.eq(value <= 9)  # the Proof is of the goal as asked
+    assert "active" in proof.assumptions  # the rewrite's justification is recorded
+    # Without the mask among the hypotheses nothing is rewritten, and the goal is still
+    # decided on its own (here: false, since If(mask, x, 0) = 0 when mask is false).
+    with pytest.raises(kernel.Refuted):
+        kernel.check("unmasked", value >= 1, hyps={k2: v for k2, v in hyps.items() if k2 != "active"},
+                     resolve_ifs=True)
+    with pytest.raises(kernel.Refuted):  # resolving the If does not make a false goal true
+        kernel.check("false", value >= 1, hyps=hyps, resolve_ifs=True)

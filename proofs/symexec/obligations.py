@@ -153,7 +153,7 @@ def _check(ob: Obligation, functions: dict, *, rlimit: int, witness: bool) -> Ou
         for limit, seed in LEAN_PORTFOLIO:
             z3.set_param("smt.random_seed", seed)
             try:
-                proof = kernel.check(ob.id, ob.goal, hyps=lean, by=lean_lemmas, rlimit=limit)
+                proof = kernel.check(ob.id, ob.goal, hyps=lean, by=lean_lemmas, rlimit=limit, resolve_ifs=True)
                 status, attempts = "proved", ()
                 break
             except kernel.Refuted:
@@ -163,7 +163,7 @@ def _check(ob: Obligation, functions: dict, *, rlimit: int, witness: bool) -> Ou
     for limit, seed in attempts:
         z3.set_param("smt.random_seed", seed)
         try:
-            proof = kernel.check(ob.id, ob.goal, hyps=hyps, by=lemmas, rlimit=limit)
+            proof = kernel.check(ob.id, ob.goal, hyps=hyps, by=lemmas, rlimit=limit, resolve_ifs=True)
             status, detail = "proved", ""
             break
         except kernel.Refuted as exc:
