@@ -626,12 +626,12 @@ class Executor:
             out = V(as_bool(v.e), v.shape, INT1)
         else:
             e = as_int(v.e)
-            self.observe(v, line, "cast operand")
+            active = True
+            m = self.store_mask
+            if m is not None and m.rank == v.rank and all(a == b or a == 1 for a, b in zip(m.shape, v.shape)):
+                active = as_bool(m.e)  # feeds a masked store: only its active lanes matter
+            self.observe(v, line, "cast operand", active=active)
             if not v.dtype.is_bool and (dt.bits < v.dtype.bits or dt.signed != v.dtype.signed):
-                active = True
-                m = self.store_mask
-                if m is not None and m.rank == v.rank and all(a == b or a == 1 for a, b in zip(m.shape, v.shape)):
-                    active = as_bool(m.e)  # feeds a masked store: only its active lanes matter
                 self.raise_ob("cast", line, z3.And(e >= dt.lo(), e < dt.hi()), v.shape,
                               f"value fits {dt} (cast from {v.dtype})", active)
             out = V(e, v.shape, dt)

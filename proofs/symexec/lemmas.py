@@ -69,3 +69,24 @@ def kv_segment_in_row():
                 kernel.instantiate(m, b + 1, ns, it * k), kernel.instantiate(m, it, d, ns * k),
                 kernel.instantiate(m, it, d, w)]
     return kernel.check_forall("L-KV-SEGMENT-IN-ROW", body, 10, by_at=steps)
+
+
+@cache
+def kv_extension_read_in_row():
+    """L-KV-EXTENSION-READ-IN-ROW: extension slot ``e < D`` of branch ``t < K`` reads
+    ``req_to_token`` at ``seq_len <= kv_extension_read < kv_req_to_token_span`` (both the
+    contiguous and the page-aligned layout; the spec's KV-PAGED-READS-IN-ROW over plain
+    variables, so the kernel's paged read bound needs no nonlinear search of its own)."""
+    from specbound.proofs.lemmas import cdiv_covers
+
+    def body(s, t, e, k, d, page):
+        read = spec.kv_extension_read(s, t, e, k, d, page)
+        pre = z3.And(k >= 1, 0 <= t, t < k, 0 <= e, e < d, page >= 1, s >= 0)
+        return z3.Implies(pre, z3.And(s <= read, read < spec.kv_req_to_token_span(s, k, d, page)))
+
+    def steps(s, t, e, k, d, page):
+        m = mul_le_mono()
+        npp_page = ((s % page + d + page - 1) / page) * page
+        return [kernel.instantiate(cdiv_covers(), s % page + d, page), kernel.instantiate(m, t + 1, k, npp_page),
+                kernel.instantiate(m, t + 1, k, d)]
+    return kernel.check_forall("L-KV-EXTENSION-READ-IN-ROW", body, 6, by_at=steps)

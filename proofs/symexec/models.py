@@ -419,7 +419,8 @@ def kv_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run:
     run_lemmas = list(res.side_proofs)
     b_terms = {a.env["b"].e.get_id(): a.env["b"].e for a in res.accesses if "b" in a.env and a.kind == "store"}
     for b in b_terms.values():
-        run_lemmas += kv_lemmas(b, LANES[1])
+        # the request's req_to_token row ends inside the pool: (row + 1)*width <= rows*width
+        run_lemmas += kv_lemmas(b, LANES[1]) + [_mul_mono(pool_row(b) + 1, pool_rows, r2t_width)]
     report = {"num_seqs": num_seqs, "topk": K, "num_steps": D, "page_size": page, "C": C, "width": width,
               "indptr_stride": indptr_stride, "r2t_width": r2t_width, "pool_rows": pool_rows, "grid": G,
               "pid": pid}
@@ -439,7 +440,8 @@ def kv_lemmas(b, q):
             _mul_mono(t, K - 1, s + it), K_.instantiate(L.prefix_monotone(), num_seqs, b + 1),
             _mul_mono(P(b + 1), P(num_seqs), K), _mul_mono(b + 1, num_seqs, it * K),
             _mul_mono(it, D, num_seqs * K), _mul_mono(it, D, width),
-            SL.at(SL.kv_segment_in_row, P(b), P(num_seqs), b, num_seqs, t, it, s, K, D, width)]
+            SL.at(SL.kv_segment_in_row, P(b), P(num_seqs), b, num_seqs, t, it, s, K, D, width),
+            SL.at(SL.kv_extension_read_in_row, s, t, LANES[2], K, D, page)]
 
 
 # --- tree build -------------------------------------------------------------------------------
