@@ -38,11 +38,11 @@ def cmd_prove(args) -> int:
         start = time.perf_counter()
         spec_results = results
 
-        def progress(done, total, kind, sp, so_far, spec_seconds):
+        def progress(done, total, kind, sp, new, so_far, spec_seconds):
             # One line per specialization on stderr, and the JSON so far (marked partial), so
             # a long --all run shows where it is and leaves its results if it is cut short.
-            mine = [r for r in so_far if r.id.endswith(f"[{sp.label}]")]
-            print(f"[{done}/{total}] {kind} {sp.label}: {sum(r.ok for r in mine)}/{len(mine)} proved "
+            name = new[0].id.split("[", 1)[0].rsplit("-", 2)[0] if new else kind
+            print(f"[{done}/{total}] {name}[{sp.label}]: {sum(r.ok for r in new)}/{len(new)} proved "
                   f"in {spec_seconds:.1f} s", file=sys.stderr, flush=True)
             if args.json:
                 partial = registry.to_json(spec_results + so_far, seconds + time.perf_counter() - start)

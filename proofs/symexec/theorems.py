@@ -385,14 +385,15 @@ def run_all(full: bool | None = None, kinds=("kv", "tree", "fill"), mutant_specs
             progress: Callable | None = None) -> list:
     """Every kernel theorem of the selected specializations; mutants on the first
     ``mutant_specs`` specializations of each kernel (they are about the kernel source).
-    ``progress(done, total, kind, spec, results_so_far, seconds)`` is called after each
-    specialization (a full run takes many minutes)."""
+    ``progress(done, total, kind, spec, new_results, results_so_far, seconds)`` is called
+    after each specialization (a full run takes minutes)."""
     out = []
     specs = selected_specs(full)
     todo = [(kind, i, sp) for kind in kinds for i, sp in enumerate(specs[kind])]
     for done, (kind, i, sp) in enumerate(todo, 1):
         start = time.perf_counter()
-        out += prove_kernel(kind, sp, mutants=i < mutant_specs)
+        new = prove_kernel(kind, sp, mutants=i < mutant_specs)
+        out += new
         if progress is not None:
-            progress(done, len(todo), kind, sp, out, time.perf_counter() - start)
+            progress(done, len(todo), kind, sp, new, out, time.perf_counter() - start)
     return out
