@@ -225,7 +225,7 @@ def default_specs():
 def all_specs():
     """Every specialization serving uses (``--all`` / SPECBOUND_SYMEXEC_ALL=1): each power-of-two
     lane bound up to 1024, both dtypes of the kv outputs, all three layouts with every
-    BITPACKING item width, DEPTH 1..8 and several tile sizes."""
+    BITPACKING item width, DEPTH 1..8, 16 and 32, and several tile sizes."""
     pow2 = [1 << i for i in range(11)]
     kv = []
     for pairs in pow2:
@@ -241,8 +241,11 @@ def all_specs():
             tree.append(models.TreeSpec(mode, 3, max(1, 2048 // (nodes * nodes)), nodes))
     for nodes in (8, 16, 32):
         tree.append(models.TreeSpec(2, 4, 2, nodes))
-    for depth in range(1, 9):
+    # DEPTH is D itself (no power of two): 1..8 covers EAGLE's usual step counts, 16 and 32
+    # show the walk's cost stays flat (one defined selection per step)
+    for depth in (*range(1, 9), 16, 32):
         tree.append(models.TreeSpec(1, depth, 2, 8))
+    tree += [models.TreeSpec(0, 8, 2, 8), models.TreeSpec(2, 8, 2, 32)]
     fill = [models.FillSpec(bb, nodes, bc) for bb, nodes, bc in
             ((1, 1, 16), (2, 8, 16), (4, 16, 256), (1, 1024, 1024), (8, 64, 128))]
     # The default subset comes first (and is included): mutants run on the first specialization
