@@ -151,3 +151,13 @@ def test_definitions_are_withheld_only_for_proofs(tmp_path):
     assert free.status == "proved" and not any("def/" in h for h in free.proof.assumptions)
     assert needs.status == "proved" and any(h.startswith("def/") for h in needs.proof.assumptions)
     assert false.status == "counterexample"
+
+
+def test_run_all_reports_progress_per_specialization():
+    calls = []
+    out = T.run_all(kinds=("fill",), mutant_specs=0,
+                    progress=lambda done, total, kind, sp, new, so_far, s: calls.append((done, total, kind, sp, new)))
+    (done, total, kind, sp, new), = calls
+    assert (done, total, kind, sp) == (1, 1, "fill", T.default_specs()["fill"][0])
+    assert new == out and {r.id.split("[")[0] for r in new} == {
+        f"KERNEL-FILL-PREFIX-{p}" for p in ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT")}

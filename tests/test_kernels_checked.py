@@ -211,3 +211,17 @@ def test_lane_bound_smaller_than_the_tree_trips_the_host_contract_assert(checked
             *batch, torch.zeros(2, dtype=torch.int64), torch.zeros(128, dtype=torch.bool),
             torch.zeros(16, dtype=torch.int64), *out, 2, 4, spec.parent_list_width(4, 5),
             spec.selected_index_width(8), 8, MODE=1, DEPTH=5, BLOCK_B=2, NODES=4)
+
+
+def test_conflicting_writes_are_per_launch_and_per_program():
+    """Two programs of one launch storing one cell is a race on a GPU; the same cell stored
+    by two launches (ordered on a stream) is not."""
+    x = torch.zeros(8, dtype=torch.int32)
+    with checked_interpreter(record_footprint=True) as session:
+        _poke[(2,)](x, 0, 4, BLOCK=4)  # both programs store cells 0..3
+    assert session.conflicting_writes() == "_poke: x_ptr[0] stored by programs (0, 0, 0) and (1, 0, 0)"
+    with checked_interpreter(record_footprint=True) as session:
+        _poke[(1,)](x, 0, 4, BLOCK=4)
+        _poke[(1,)](x, 2, 4, BLOCK=4)  # overlaps the first launch at cells 2, 3
+    assert session.conflicting_writes() is None
+    assert session.written("_poke")["x_ptr"] == set(range(6))
