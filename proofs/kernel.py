@@ -131,8 +131,9 @@ def _conjuncts(formula) -> list:
 
 def _resolve_ifs(goal: z3.BoolRef, hyps: Mapping[str, z3.BoolRef]):
     """``goal`` with every ``If(c, x, y)`` whose condition ``c`` is a conjunct of a hypothesis
-    replaced by ``x``, and the labels of the hypotheses that justified it.  In every model of
-    the hypotheses ``c`` holds, so the rewritten goal is equivalent there."""
+    (or a conjunction of such) replaced by ``x``, and the labels of the hypotheses that
+    justified it.  In every model of the hypotheses ``c`` holds, so the rewritten goal is
+    equivalent there."""
     reason = {}
     for label, formula in hyps.items():
         if z3.is_expr(formula):
@@ -146,9 +147,11 @@ def _resolve_ifs(goal: z3.BoolRef, hyps: Mapping[str, z3.BoolRef]):
             if e.get_id() in seen or not z3.is_app(e):
                 continue
             seen.add(e.get_id())
-            if e.decl().kind() == z3.Z3_OP_ITE and e.arg(0).get_id() in reason:
-                pairs.append((e, e.arg(1)))
-                used.add(reason[e.arg(0).get_id()])
+            if e.decl().kind() == z3.Z3_OP_ITE:
+                parts = _conjuncts(e.arg(0))  # a conjunction is known when each conjunct is
+                if all(c.get_id() in reason for c in parts):
+                    pairs.append((e, e.arg(1)))
+                    used.update(reason[c.get_id()] for c in parts)
             todo.extend(e.children())
         if not pairs:
             break

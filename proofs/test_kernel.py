@@ -115,3 +115,7 @@ def test_resolve_ifs_uses_only_hypothesis_conjuncts():
                      resolve_ifs=True)
     with pytest.raises(kernel.Refuted):  # resolving the If does not make a false goal true
         kernel.check("false", value >= 1, hyps=hyps, resolve_ifs=True)
+    # A condition that is a conjunction of known conjuncts (a load mask inside a store mask).
+    both = z3.If(z3.And(mask, y >= 0), x, 0) * k
+    proof = kernel.check("conj", both <= 9, hyps=hyps, resolve_ifs=True)
+    assert "active" in proof.assumptions

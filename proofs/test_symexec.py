@@ -38,9 +38,10 @@ def test_kernel_specialization(kind, sp):
 
 REQUIRED_MUTANTS = {
     "kv": {"MUT-27338-HOST-WIDTH-NO-TOPK": "oob", "MUT-KV-TAIL-NO-MASK": "oob",
-           "MUT-KV-STEPS-LANES-BELOW-BATCH": "race", "MUT-KV-INDPTR-ENTRY-VALUE": "output"},
+           "MUT-KV-STEPS-LANES-BELOW-BATCH": "race", "MUT-KV-INDPTR-ENTRY-VALUE": "output",
+           "MUT-KV-EXTENSION-READ-STRIDE": "output"},
     "tree": {"MUT-WALK-UNBOUNDED": "output", "MUT-SEARCH-PAST-ROW": "oob", "MUT-MASK-ROW-STRIDE": "output"},
-    "fill": {"MUT-FILL-TAIL-NO-MASK": "oob", "MUT-FILL-TAIL-SHORT": "output"},
+    "fill": {"MUT-FILL-TAIL-NO-MASK": "oob", "MUT-FILL-TAIL-SHORT": "output", "MUT-FILL-STORES-FALSE": "output"},
 }
 
 
@@ -54,14 +55,14 @@ def test_mutants_refuted_by_replay(kind):
         assert seen[mid].counterexample["replay"] == verdict, seen[mid].counterexample
 
 
-@pytest.mark.parametrize("kind", sorted(T.FOOTPRINT_ONLY))
-def test_footprint_only_mutants_escape_bounds_and_races(kind):
+@pytest.mark.parametrize("kind,mid", [(k, m) for k, ids in sorted(T.FOOTPRINT_ONLY.items()) for m in ids])
+def test_footprint_only_mutants_escape_bounds_and_races(kind, mid):
     """The FOOTPRINT mutants are faults bounds, regions and races cannot see: on the mutated
     kernel those theorems still hold, so the footprint obligation is the one that refutes it."""
     from specbound.proofs.symexec.obligations import check
 
     build, muts = T.BUILDERS[kind][0], T.BUILDERS[kind][1]
-    m = next(x for x in muts if x.id == T.FOOTPRINT_ONLY[kind])
+    m = next(x for x in muts if x.id == mid)
     assert m.prop == "FOOTPRINT"
     run = build(T.selected_specs()[kind][0], transform=m.transform, host=dict(m.host))
     for prop in ("IN-BOUNDS", "RACE-FREE"):

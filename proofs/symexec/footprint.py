@@ -7,8 +7,9 @@ functions called on Z3 terms (``spec.mask_tree_cell``, ``spec.mask_prefix_cell``
 
 * **soundness** (kind ``footprint``): every active lane denotes a cell of the spec's
   footprint (its request / row / branch / column indices are in the spec's ranges) and its
-  address is the spec's formula at those indices (for kv_indptr and retrive_index also the
-  stored value);
+  address is the spec's formula at those indices (for kv_indices, kv_indptr and
+  retrive_index also the stored value: the request's ``req_to_token`` entry the spec names,
+  the spec's indptr entry, the token's own cell; True for the prefix fill);
 * **completeness** (kind ``coverage``): for every cell of the spec's footprint of the
   batch (symbolic indices in their ranges) the lane chosen as a function of the cell
   (``pid = b div BLOCK_B``, ``lane = b mod BLOCK_B``, loop index ``c0 = (c div BLOCK_C) *
@@ -29,7 +30,7 @@ from __future__ import annotations
 import z3
 
 from specbound import spec
-from specbound.proofs.model import D, K, P, bs, num_seqs, seq_len
+from specbound.proofs.model import D, K, P, bs, num_seqs, page, seq_len
 from specbound.proofs.model import n as N
 
 from . import lemmas as SL
@@ -161,8 +162,9 @@ def fill_obligations(run) -> list:
         dom = lambda b_, t_, c_: z3.And(0 <= b_, b_ < bs, 0 <= t_, t_ < N,
                                         0 <= c_, c_ < spec.mask_prefix_columns(mode, seq_len(b_)))
         cell = lambda b_, t_, c_: spec.mask_prefix_cell(mode, b_, t_, c_, N, seq_len(b_), P(b_))
-        out.append(sound(run, a, i, "spec.mask_prefix_cell(FULL, b, t, c, ...) of its (b, t, c)",
-                         dom(b, t, c), cell(b, t, c)))
+        # the prefix columns are visible to every draft token: the fill stores True
+        out.append(sound(run, a, i, "spec.mask_prefix_cell(FULL, b, t, c, ...) of its (b, t, c), with value True",
+                         dom(b, t, c), cell(b, t, c), z3.BoolVal(True)))
         c0 = _loop_var(run, a)
         bind = _request_lane(run, fb, block) + [(LANES[1], ft), (LANES[2], fc % block_c)]
         if c0 is None:
@@ -185,6 +187,9 @@ def kv_obligations(run) -> list:
                    K_mul(fi, D, K)]
     branch = lambda it_, b_, t_: z3.And(1 <= it_, it_ <= D, 0 <= b_, b_ < num_seqs, 0 <= t_, t_ < K)
     seg = lambda it_, b_, t_: spec.kv_segment_start(P(b_), b_, t_, K, it_, seq_len(b_))
+    # req_to_token[row, pos], row-major with the model's strides (width, 1)
+    r2t, pool_row, r2t_width = run.functions["req_to_token"][0], run.functions["pool_row"][0], run.report["r2t_width"]
+    token = lambda b_, pos: r2t(pool_row(b_) * r2t_width + pos)
     indptr = [(i, a) for i, a in _stores(run) if a.tensor.name == "kv_indptr"]
     entry0_line = max(a.line for _i, a in indptr) if indptr else -1
     for i, a in _stores(run):
@@ -196,14 +201,19 @@ def kv_obligations(run) -> list:
                 dom = lambda it_, b_, t_, c_: z3.And(branch(it_, b_, t_), 0 <= c_, c_ < seq_len(b_))
                 cell = lambda it_, b_, t_, c_: spec.kv_indices_cell(width, it_, seg(it_, b_, t_) + c_)
                 what = "spec.kv_indices_cell(width, iters, kv_segment_start(...) + c), c < seq_len[b]"
+                source = "req_to_token[row, c]"
+                value = token(b, c)
                 bind = [(c0, (fc / block_c) * block_c), (LANES[2], fc % block_c)]
             else:                # extension slots: e < iters after the prefix
                 c = _lane_term(a, "e", 2)
                 dom = lambda it_, b_, t_, c_: z3.And(branch(it_, b_, t_), 0 <= c_, c_ < it_)
                 cell = lambda it_, b_, t_, c_: spec.kv_indices_cell(width, it_, seg(it_, b_, t_) + seq_len(b_) + c_)
                 what = "spec.kv_indices_cell(width, iters, kv_segment_start(...) + seq_len[b] + e), e < iters"
+                source = "req_to_token[row, spec.kv_extension_read(seq_len[b], t, e, K, D, page_size)]"
+                value = token(b, spec.kv_extension_read(seq_len(b), t, c, K, D, page))
                 bind = [(LANES[2], fc)]
-            out.append(sound(run, a, i, what + " of its (iters, b, t, c)", dom(it, b, t, c), cell(it, b, t, c)))
+            out.append(sound(run, a, i, what + f" of its (iters, b, t, c), with value {source}",
+                             dom(it, b, t, c), cell(it, b, t, c), value))
             bind = _request_lane(run, fb, block) + [(LANES[1], pair)] + bind
             out.append(cover(run, a, i, what, (fi, fb, ft, fc), dom(fi, fb, ft, fc), bind,
                              [(b, fb), (it, fi), (t, ft), (c, fc)], pair_lemmas))

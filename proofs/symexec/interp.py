@@ -22,8 +22,8 @@ from typing import Any, Callable
 import z3
 
 from .values import (
-    DTYPES, INT1, INT32, INT64, LANES, MAX_RANK, Access, DType, Ptr, PtrDType, TensorModel,
-    Unsupported, V, as_bool, as_int, lane_range, lane_vars_in, promote, shift, to_z3,
+    DTYPES, INT1, INT32, INT64, LANES, MAX_RANK, Access, DType, Ptr, PtrDType,
+    Unsupported, V, as_bool, as_int, lane_range, lane_vars_in, promote, shift,
 )
 
 _counter = itertools.count()
@@ -850,9 +850,7 @@ class Executor:
             return out
         app = R(*formal) if formal else R()
         self.functions[R.name()] = (R, schema)
-        kind_name = "bitmask-sum" if bitmask else kind
-        if kind == "sum" and not bitmask:
-            pass  # unconstrained
+        # an unrecognised sum stays unconstrained (no lemma is valid for it)
         return V(to_result(app), rest_shape, x.dtype if kind != "sum" or not x.dtype.is_bool else INT32,
                  kind == "sum")
 

@@ -16,7 +16,7 @@ import z3
 from specbound import spec
 from specbound.proofs import lemmas as L
 from specbound.proofs import kernel as K_
-from specbound.proofs.model import C, D, K, P, bs, labelled, num_seqs, page, per_request, seq_len, width
+from specbound.proofs.model import C, D, K, P, bs, labelled, num_seqs, page, seq_len, width
 from specbound.proofs.model import n as N
 
 from .interp import Executor, ExecResult
@@ -162,7 +162,6 @@ class Run:
 
     def region_obligations(self) -> list:
         out = []
-        pid = self.result.pid[0]
         for i, a in enumerate(self.result.accesses):
             if a.kind != "store":
                 continue
@@ -195,7 +194,7 @@ class Run:
             lines = sorted({x.line for _, x in stores if x.tensor.name == a.tensor.name})
             if True:
                 reg = self.regions[a.tensor.name]
-                pa, pb, ra, rb, ka, kb, ca, cb = z3.Ints(f"pA pB rA rB kA kB cellA cellB")
+                pa, pb, ra, rb, ka, kb, ca, cb = z3.Ints("pA pB rA rB kA kB cellA cellB")
                 lo = lambda p: z3.If(p == 0, z3.IntVal(-1), p * self._block()) if self._has_extra() else p * self._block()
                 hi = lambda p: p * self._block() + self._block()
                 hyps = dict(self.hyps)

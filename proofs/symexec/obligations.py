@@ -20,7 +20,7 @@ import z3
 
 from specbound.proofs import kernel
 
-from .values import LANES, lane_range
+from .values import lane_range
 
 RLIMIT = 10_000_000
 RETRY_RLIMIT = 40_000_000

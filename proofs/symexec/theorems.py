@@ -20,7 +20,7 @@ import z3
 from specbound.proofs.theorem import MutantResult, TheoremResult
 
 from . import models
-from .obligations import Outcome, check
+from .obligations import check
 
 FAMILY = "kernel symexec"
 
@@ -138,6 +138,11 @@ class KernelMutant:
     limits: dict = field(default_factory=dict)
 
 
+def _swap(mid: str, description: str, prop: str, func: str, old: str, new: str, expect=("output",)):
+    """A mutant that replaces one expression of ``func``'s source (``old`` -> ``new``)."""
+    return KernelMutant(mid, description, prop, transform=rewrite(func, _replace_expr(old, new)), expect=expect)
+
+
 KV_LIMITS = {"num_seqs": (1, 4), "topk": (1, 4), "num_steps": (1, 4), "page_size": (1, 4), "C": (1, 24),
              "width": (0, 400), "indptr_stride": (1, 40), "r2t_width": (1, 200), "pool_rows": (1, 6),
              "grid": (1, 4)}
@@ -149,12 +154,10 @@ KV_MUTANTS = (
                  "capacity check", "IN-BOUNDS",
                  host={"width_hyp": lambda ns, k, c, d, w: w == ns * c,
                        "room": True}, expect=("oob",)),
-    KernelMutant("MUT-KV-TAIL-NO-MASK",
-                 "prefix copy without the tail mask c < seq_len (the last column block copies past the prefix)",
-                 "IN-BOUNDS",
-                 transform=rewrite("draft_kv_kernel", _replace_expr("req_ok[:, None] & (c[None, :] < s2)",
-                                                                   "req_ok[:, None]")),
-                 expect=("oob", "output")),
+    _swap("MUT-KV-TAIL-NO-MASK",
+          "prefix copy without the tail mask c < seq_len (the last column block copies past the prefix)",
+          "IN-BOUNDS",
+          "draft_kv_kernel", "req_ok[:, None] & (c[None, :] < s2)", "req_ok[:, None]", expect=("oob", "output")),
     KernelMutant("MUT-KV-STEPS-LANES-BELOW-BATCH",
                  "STEPS lane bound smaller than num_steps, its device_assert removed: program 1 also writes "
                  "kv_indptr entry 0 (a race, not an out-of-bounds access)", "RACE-FREE",
@@ -162,51 +165,56 @@ KV_MUTANTS = (
                      lambda s: "device_assert(num_steps <= STEPS" in _src(s))),
                  host={"steps_lanes": lambda d, lanes: z3.And(lanes < d, d <= 2 * lanes)},
                  expect=("race",), limits={"num_steps": (1, 8), "num_seqs": (1, 4)}),
-    KernelMutant("MUT-KV-INDPTR-ENTRY-VALUE",
-                 "kv_indptr entry z = b*K + t + 1 stores P[b]*K + t*seq_len + z*iters (the branch's own prefix "
-                 "left out): every store stays in bounds, in its region and race free; only the footprint "
-                 "value (spec.kv_indptr_entry of spec.kv_positions_prefix) sees it", "FOOTPRINT",
-                 transform=rewrite("draft_kv_kernel", _replace_expr("(t2 + 1) * s2", "t2 * s2")),
-                 expect=("output",)),
+    _swap("MUT-KV-INDPTR-ENTRY-VALUE",
+          "kv_indptr entry z = b*K + t + 1 stores P[b]*K + t*seq_len + z*iters (the branch's own prefix "
+          "left out): every store stays in bounds, in its region and race free; only the footprint "
+          "value (spec.kv_indptr_entry of spec.kv_positions_prefix) sees it", "FOOTPRINT",
+          "draft_kv_kernel", "(t2 + 1) * s2", "t2 * s2"),
+    _swap("MUT-KV-EXTENSION-READ-STRIDE",
+          "contiguous branches read their extension at seq_len + t*(num_steps - 1) + e: every read and "
+          "store stays in bounds and every cell is the spec's, but branches share tokens; only the "
+          "stored value (spec.kv_extension_read) sees it", "FOOTPRINT",
+          "draft_kv_kernel", "s2 + t2 * num_steps", "s2 + t2 * (num_steps - 1)"),
 )
 
 TREE_MUTANTS = (
-    KernelMutant("MUT-WALK-UNBOUNDED",
-                 "the root-ward walk runs DEPTH + 1 steps (bound larger than D): a cycle pushes depth past D",
-                 "WALK-BOUNDED",
-                 transform=rewrite("build_tree_kernel", _replace_expr("tl.static_range(DEPTH)",
-                                                                     "tl.static_range(DEPTH + 1)")),
-                 expect=("output",)),
-    KernelMutant("MUT-SEARCH-PAST-ROW",
-                 "parent search scans n entries of the (n-1)-entry selected_index row (sglang's CUDA kernel)",
-                 "IN-BOUNDS",
-                 transform=rewrite("build_tree_kernel", _replace_expr("node2 < sel_width", "node2 < n")),
-                 expect=("oob",)),
-    KernelMutant("MUT-MASK-ROW-STRIDE",
-                 "FULL_MASK tree columns stored with row stride seq_len + n - 1 instead of spec.mask_row_width "
-                 "(seq_len + n): every cell stays inside its request's region (so in bounds and race free), but "
-                 "rows overlap and the last cells are never written; only the footprint obligation sees it",
-                 "FOOTPRINT",
-                 transform=rewrite("build_tree_kernel", _replace_expr("(s3 + n) * t3", "(s3 + n - 1) * t3")),
-                 expect=("output",)),
+    _swap("MUT-WALK-UNBOUNDED",
+          "the root-ward walk runs DEPTH + 1 steps (bound larger than D): a cycle pushes depth past D",
+          "WALK-BOUNDED",
+          "build_tree_kernel", "tl.static_range(DEPTH)", "tl.static_range(DEPTH + 1)"),
+    _swap("MUT-SEARCH-PAST-ROW",
+          "parent search scans n entries of the (n-1)-entry selected_index row (sglang's CUDA kernel)",
+          "IN-BOUNDS",
+          "build_tree_kernel", "node2 < sel_width", "node2 < n", expect=("oob",)),
+    _swap("MUT-MASK-ROW-STRIDE",
+          "FULL_MASK tree columns stored with row stride seq_len + n - 1 instead of spec.mask_row_width "
+          "(seq_len + n): every cell stays inside its request's region (so in bounds and race free), but "
+          "rows overlap and the last cells are never written; only the footprint obligation sees it",
+          "FOOTPRINT",
+          "build_tree_kernel", "(s3 + n) * t3", "(s3 + n - 1) * t3"),
 )
 
 FILL_MUTANTS = (
-    KernelMutant("MUT-FILL-TAIL-NO-MASK",
-                 "prefix fill without the tail mask c < seq_len (the last column block writes past the row)",
-                 "IN-BOUNDS",
-                 transform=rewrite("fill_prefix_kernel", _replace_expr("row_ok & (c < s3)", "row_ok")),
-                 expect=("oob",)),
-    KernelMutant("MUT-FILL-TAIL-SHORT",
-                 "prefix fill masked c < seq_len - 1 (the last prefix column of every row is never filled): every "
-                 "store is in bounds, in its region and its own cell, so only the completeness (coverage) "
-                 "obligation sees it", "FOOTPRINT",
-                 transform=rewrite("fill_prefix_kernel", _replace_expr("row_ok & (c < s3)", "row_ok & (c < s3 - 1)")),
-                 expect=("output",)),
+    _swap("MUT-FILL-TAIL-NO-MASK",
+          "prefix fill without the tail mask c < seq_len (the last column block writes past the row)",
+          "IN-BOUNDS",
+          "fill_prefix_kernel", "row_ok & (c < s3)", "row_ok", expect=("oob",)),
+    _swap("MUT-FILL-TAIL-SHORT",
+          "prefix fill masked c < seq_len - 1 (the last prefix column of every row is never filled): every "
+          "store is in bounds, in its region and its own cell, so only the completeness (coverage) "
+          "obligation sees it", "FOOTPRINT",
+          "fill_prefix_kernel", "row_ok & (c < s3)", "row_ok & (c < s3 - 1)"),
+    _swap("MUT-FILL-STORES-FALSE",
+          "prefix fill stores False: exactly the spec's cells, in bounds and race free, but every draft "
+          "token would be masked from its own prefix; only the stored value sees it", "FOOTPRINT",
+          "fill_prefix_kernel", "tl.full([BLOCK_B, NODES, BLOCK_C], 1, tl.int1)",
+          "tl.full([BLOCK_B, NODES, BLOCK_C], 0, tl.int1)"),
 )
 
 # Mutants only the FOOTPRINT obligations see: bounds, regions and races stay proved on them.
-FOOTPRINT_ONLY = {"tree": "MUT-MASK-ROW-STRIDE", "kv": "MUT-KV-INDPTR-ENTRY-VALUE", "fill": "MUT-FILL-TAIL-SHORT"}
+FOOTPRINT_ONLY = {"tree": ("MUT-MASK-ROW-STRIDE",),
+                  "kv": ("MUT-KV-INDPTR-ENTRY-VALUE", "MUT-KV-EXTENSION-READ-STRIDE"),
+                  "fill": ("MUT-FILL-TAIL-SHORT", "MUT-FILL-STORES-FALSE")}
 
 
 # --- specializations --------------------------------------------------------------------------------
