@@ -141,18 +141,13 @@ def _resolve_ifs(goal: z3.BoolRef, hyps: Mapping[str, z3.BoolRef]):
                 reason.setdefault(c.get_id(), label)
     used: set[str] = set()
     for _ in range(8):  # nested Ifs surface one level per round
-        pairs, seen, todo = [], set(), [goal]
-        while todo:
-            e = todo.pop()
-            if e.get_id() in seen or not z3.is_app(e):
-                continue
-            seen.add(e.get_id())
-            if e.decl().kind() == z3.Z3_OP_ITE:
+        pairs = []
+        for e in subterms(goal):
+            if z3.is_app(e) and e.decl().kind() == z3.Z3_OP_ITE:
                 parts = _conjuncts(e.arg(0))  # a conjunction is known when each conjunct is
                 if all(c.get_id() in reason for c in parts):
                     pairs.append((e, e.arg(1)))
                     used.update(reason[c.get_id()] for c in parts)
-            todo.extend(e.children())
         if not pairs:
             break
         goal = z3.substitute(goal, *pairs)
@@ -195,21 +190,25 @@ def check(name: str, goal: z3.BoolRef, *, hyps: Mapping[str, z3.BoolRef] | None 
     return Proof(name, goal, frozenset(assumptions), tuple(sorted(cited)), seconds, used, _KERNEL_TOKEN)
 
 
-def _mentions(formula: z3.ExprRef, consts: Sequence[z3.ExprRef]) -> bool:
-    ids = {c.get_id() for c in consts}
-    todo, seen = [formula], set()
+def subterms(*exprs):
+    """Every distinct subterm of ``exprs``, each shared one once (a walk of the term DAG),
+    quantifier bodies included; non-terms are skipped."""
+    todo, seen = list(exprs), set()
     while todo:
         e = todo.pop()
-        if e.get_id() in seen:
+        if not z3.is_expr(e) or e.get_id() in seen:
             continue
         seen.add(e.get_id())
-        if z3.is_const(e) and e.get_id() in ids:
-            return True
+        yield e
         if z3.is_quantifier(e):
             todo.append(e.body())
         elif z3.is_app(e):
             todo.extend(e.children())
-    return False
+
+
+def _mentions(formula: z3.ExprRef, consts: Sequence[z3.ExprRef]) -> bool:
+    ids = {c.get_id() for c in consts}
+    return any(z3.is_const(e) and e.get_id() in ids for e in subterms(formula))
 
 
 def check_forall(name: str, body, arity: int, *, by: Sequence[Proof] = (), by_at=None,

@@ -21,6 +21,8 @@ from typing import Any, Callable
 
 import z3
 
+from specbound.proofs.kernel import subterms
+
 from .values import (
     DTYPES, INT1, INT32, INT64, LANES, MAX_RANK, Access, DType, Ptr, PtrDType,
     Unsupported, V, as_bool, as_int, lane_range, lane_vars_in, promote, shift,
@@ -911,20 +913,8 @@ def _is_tl_attr(node, attr):
 
 
 def _mentions(e, c) -> bool:
-    if not z3.is_expr(e):
-        return False
     target = c.get_id()
-    todo, seen = [e], set()
-    while todo:
-        x = todo.pop()
-        if x.get_id() in seen:
-            continue
-        seen.add(x.get_id())
-        if x.get_id() == target:
-            return True
-        if z3.is_app(x):
-            todo.extend(x.children())
-    return False
+    return any(x.get_id() == target for x in subterms(e))
 
 
 def _is_pid_times(e, pids, size) -> bool:

@@ -226,19 +226,8 @@ class Run:
 def _has_app_or_local(e, locals_) -> bool:
     """Whether ``e`` mentions an uninterpreted application (tensor contents, reductions) or a
     program-local constant (program id, loop index)."""
-    todo, seen = [e], set()
-    while todo:
-        x = todo.pop()
-        if x.get_id() in seen:
-            continue
-        seen.add(x.get_id())
-        if x.get_id() in locals_:
-            return True
-        if z3.is_app(x):
-            if x.decl().kind() == z3.Z3_OP_UNINTERPRETED and x.num_args() > 0:
-                return True
-            todo.extend(x.children())
-    return False
+    return any(x.get_id() in locals_ or (z3.is_app(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED
+                                         and x.num_args() > 0) for x in K_.subterms(e))
 
 
 def _prefix_schema(count, extra_lemmas=True):

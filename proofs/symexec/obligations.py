@@ -62,19 +62,8 @@ class Outcome:
 
 def applications(exprs, names) -> list:
     """Applications of the registered functions occurring in ``exprs``."""
-    out, seen, todo = [], set(), list(exprs)
-    while todo:
-        e = todo.pop()
-        if not z3.is_expr(e) or e.get_id() in seen:
-            continue
-        seen.add(e.get_id())
-        if z3.is_app(e):
-            if e.decl().name() in names and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-                out.append(e)
-            todo.extend(e.children())
-        elif z3.is_quantifier(e):
-            todo.append(e.body())
-    return out
+    return [e for e in kernel.subterms(*exprs)
+            if z3.is_app(e) and e.decl().name() in names and e.decl().kind() == z3.Z3_OP_UNINTERPRETED]
 
 
 DEFINITION = "def/"  # label prefix of a definitional schema instance (interp.Executor.define)

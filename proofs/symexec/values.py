@@ -13,6 +13,8 @@ from typing import Any, Callable
 
 import z3
 
+from specbound.proofs.kernel import subterms
+
 MAX_RANK = 4
 LANES = [z3.Int(f"lane{i}") for i in range(MAX_RANK)]
 
@@ -176,15 +178,5 @@ def as_bool(e):
 
 def lane_vars_in(e) -> set:
     """Indices of lane variables occurring in ``e``."""
-    found, todo, seen = set(), [e], set()
     names = {str(l): i for i, l in enumerate(LANES)}
-    while todo:
-        x = todo.pop()
-        if not z3.is_expr(x) or x.get_id() in seen:
-            continue
-        seen.add(x.get_id())
-        if z3.is_const(x) and str(x) in names:
-            found.add(names[str(x)])
-        elif z3.is_app(x):
-            todo.extend(x.children())
-    return found
+    return {names[str(x)] for x in subterms(e) if z3.is_const(x) and str(x) in names}
