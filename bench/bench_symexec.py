@@ -10,6 +10,8 @@ import argparse
 import json
 import time
 
+from specbound.proofs.symexec import theorems as T
+
 
 def main() -> int:
     ap = argparse.ArgumentParser()
@@ -25,8 +27,6 @@ def main() -> int:
             data = json.load(f)
         print(markdown(rows_of_prove_json(data) if isinstance(data, dict) else data))
         return 0
-    from specbound.proofs.symexec import theorems as T
-
     rows = []
     chosen = None
     if args.select:
@@ -61,21 +61,14 @@ def rows_of_prove_json(payload: dict) -> list:
             continue
         name, label = th["id"][:-1].split("[", 1)
         kind = name.split("-")[1].lower()
-        row = rows.setdefault((_prefix(name), label), {"kernel": kind, "spec": label, "wall_s": 0.0, "theorems": {}})
+        row = rows.setdefault((T.kernel_name(name), label), {"kernel": kind, "spec": label, "wall_s": 0.0, "theorems": {}})
         row["wall_s"] += th["seconds"] + sum(m["seconds"] for m in th["mutants"])
         row["theorems"][name] = {"status": th["status"] if th["ok"] else f"{th['status']} (not ok)",
                                  "seconds": th["seconds"], "mutants": {m["id"]: m["status"] for m in th["mutants"]}}
     return list(rows.values())
 
 
-def _prefix(name: str) -> str:
-    for prop in PROPS:
-        if name.endswith("-" + prop):
-            return name[: -len(prop) - 1]
-    return name
-
-
-PROPS = ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT", "WALK-BOUNDED")
+PROPS = tuple(T.PROPERTIES)
 
 
 def markdown(rows) -> str:
@@ -88,8 +81,7 @@ def markdown(rows) -> str:
             th = next((v for k, v in row["theorems"].items() if k.endswith("-" + prop)), None)
             cells.append("" if th is None else f"{th['seconds']:.1f}" + ("" if th["status"] == "proved" else f" ! {th['status']}"))
         muts = [f"{m}: {st}" for th in row["theorems"].values() for m, st in th["mutants"].items()]
-        name = next(iter(row["theorems"]), "KERNEL-?-").split("-", 1)[1].rsplit("-", 2)[0]
-        name = name.replace("-IN", "").replace("-NO", "").replace("-RACE", "").replace("-WALK", "")
+        name = T.kernel_name(next(iter(row["theorems"]), "KERNEL-?")).split("-", 1)[1]
         out.append(f"| {name} | {row['spec']} | " + " | ".join(cells) + f" | {row['wall_s']:.1f} | "
                    + ("; ".join(muts) or "") + " |")
     return "\n".join(out)

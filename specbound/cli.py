@@ -41,7 +41,7 @@ def cmd_prove(args) -> int:
         def progress(done, total, kind, sp, new, so_far, spec_seconds):
             # One line per specialization on stderr, and the JSON so far (marked partial), so
             # a long --all run shows where it is and leaves its results if it is cut short.
-            name = new[0].id.split("[", 1)[0].rsplit("-", 2)[0] if new else kind
+            name = kernel_theorems.kernel_name(new[0].id) if new else kind
             print(f"[{done}/{total}] {name}[{sp.label}]: {sum(r.ok for r in new)}/{len(new)} proved "
                   f"in {spec_seconds:.1f} s", file=sys.stderr, flush=True)
             if args.json:

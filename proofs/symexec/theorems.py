@@ -61,6 +61,15 @@ PROPERTIES = {
 }
 
 
+def kernel_name(theorem_id: str) -> str:
+    """``KERNEL-BUILD-TREE-FULL-IN-BOUNDS[...]`` -> ``KERNEL-BUILD-TREE-FULL``."""
+    name = theorem_id.split("[", 1)[0]
+    for prop in PROPERTIES:
+        if name.endswith("-" + prop):
+            return name[: -len(prop) - 1]
+    return name
+
+
 # --- source mutations (AST rewrites of the kernel text, in memory) ---------------------------------
 
 class _Rewrite(ast.NodeTransformer):
