@@ -52,13 +52,12 @@ class Lost:
 
 
 class Lanes:
-    """Per-lane owners: ``owners[i]`` indexes ``args`` (the launch's tensor arguments),
-    ``-1`` where provenance is lost (for ``reason``)."""
-    __slots__ = ("owners", "args", "reason")
+    """Per-lane owners: ``owners[i]`` is the ``TensorArg.index`` of lane i's argument in
+    the running launch, ``-1`` where provenance is lost (for ``reason``)."""
+    __slots__ = ("owners", "reason")
 
-    def __init__(self, owners: np.ndarray, args: tuple, reason: str | None):
+    def __init__(self, owners: np.ndarray, reason: str | None):
         self.owners = owners
-        self.args = args
         self.reason = reason
 
 
@@ -80,7 +79,7 @@ def reason_of(prov) -> str:
     return UNFOLLOWED
 
 
-def owner_array(prov, shape, args: tuple) -> np.ndarray:
+def owner_array(prov, shape) -> np.ndarray:
     """Argument index per lane (``-1``: lost), shaped like ``shape``."""
     if isinstance(prov, Lanes):
         return np.broadcast_to(prov.owners, shape)
@@ -89,12 +88,13 @@ def owner_array(prov, shape, args: tuple) -> np.ndarray:
 
 
 def simplify(owners: np.ndarray, args: tuple, reason: str | None):
-    """The most compact tag for an owner array: one argument when all lanes agree."""
+    """The most compact tag for an owner array: one argument (of the launch's ``args``)
+    when all lanes agree."""
     flat = owners.reshape(-1)
     if flat.size and (flat == flat[0]).all():
         first = int(flat[0])
         return args[first] if first >= 0 else Lost(reason or UNFOLLOWED)
-    return Lanes(np.ascontiguousarray(owners), args, reason)
+    return Lanes(np.ascontiguousarray(owners), reason)
 
 
 def _joint_reason(*provs) -> str | None:
@@ -129,9 +129,9 @@ class Follower:
         self.handle_cls = handle_cls
         self.launch_args = launch_args
 
-    def _owner_handle(self, prov, data, args):
+    def _owner_handle(self, prov, data):
         import triton.language as tl
-        return self.handle_cls(np.array(owner_array(prov, np.shape(data), args), dtype=np.int16), tl.int16)
+        return self.handle_cls(np.array(owner_array(prov, np.shape(data)), dtype=np.int16), tl.int16)
 
     def _retag(self, res, prov, args, owners_of: Callable):
         """Tag ``res`` (a handle or a tuple of handles) from the input tag ``prov``;
@@ -160,7 +160,7 @@ class Follower:
             res = orig(ptr, offset, *a, **k)
             prov = get(ptr)
             if isinstance(prov, Lanes):
-                put(res, Lanes(np.broadcast_to(prov.owners, np.shape(res.data)), prov.args, prov.reason))
+                put(res, Lanes(np.broadcast_to(prov.owners, np.shape(res.data)), prov.reason))
             else:
                 put(res, prov)
             return res
@@ -188,12 +188,11 @@ class Follower:
             if pl is pr:
                 put(res, pl)
                 return res
-            args = self.launch_args()
             operands = list(a)
-            operands[i] = self._owner_handle(pl, a[i].data, args)
-            operands[j] = self._owner_handle(pr, a[j].data, args)
+            operands[i] = self._owner_handle(pl, a[i].data)
+            operands[j] = self._owner_handle(pr, a[j].data)
             owners = np.asarray(orig(*operands, **k).data)
-            put(res, simplify(owners, args, _joint_reason(pl, pr)))
+            put(res, simplify(owners, self.launch_args(), _joint_reason(pl, pr)))
             return res
         return merge
 
@@ -229,8 +228,7 @@ class Follower:
         if hasattr(builder, "create_int_to_ptr"):
             set_attr(builder, "create_int_to_ptr", self.wrap_int_to_ptr(builder.create_int_to_ptr))
 
-    @staticmethod
-    def install_materialize(mod, set_attr) -> None:
+    def install_materialize(self, mod, set_attr) -> None:
         """Block pointers and tensor descriptors build their pointer tensors from ``base``
         (an argument pointer): the result inherits its tag."""
         for cls_name in ("BlockPointerHandle", "TensorDescHandle"):
@@ -239,11 +237,11 @@ class Follower:
             if orig is None:
                 continue
 
-            def materialize(self, *a, _orig=orig, **k):
-                res = _orig(self, *a, **k)
-                prov = get(getattr(self, "base", None))
+            def materialize(handle, *a, _orig=orig, **k):
+                res = _orig(handle, *a, **k)
+                prov = get(getattr(handle, "base", None))
                 if isinstance(prov, Lanes):  # a descriptor base is one scalar pointer
-                    prov = simplify(prov.owners, prov.args, prov.reason)
+                    prov = simplify(prov.owners, self.launch_args(), prov.reason)
                 if isinstance(res, tuple) and res:
                     put(res[0], prov)
                 return res

@@ -199,8 +199,9 @@ def test_hooks_are_removed_and_nesting_works():
             _poke[(1,)](x, 1, 4, BLOCK=4)
     assert outer.written() == {"x_ptr": {0, 1, 2, 3}}
     if builder is not None:
-        assert "create_masked_store" not in vars(builder)
+        assert "create_masked_store" not in vars(builder) and "create_addptr" not in vars(builder)
         assert not builder.options.debug
+    assert not hasattr(interpreter._implicit_cvt, "__wrapped__")
 
 
 def test_lane_bound_smaller_than_the_tree_trips_the_host_contract_assert(checked):
