@@ -144,10 +144,10 @@ def _valid_row(prep: Prepared, session: Session, name: str, examples: int, seed:
     lib = prep.library
     built = "cached library" if lib.cached else f"compiled in {lib.seconds:.1f} s"
     return R.Row(ROW[name], _subject(prep, name), what, method, R.MATCHED,
-                 f"{res.examples} batches x 4 launches ({session.launches - launches} launches), {per_case:.0f} ms "
-                 f"per batch; every output equal to specbound.reference, every footprint equal to the spec, "
-                 f"no sanitizer report ({built}, {lib.toolchain.version}, {lib.loops_bounded} loops "
-                 f"step-bounded)", seconds=seconds)
+                 f"{res.examples} batches, {session.launches - launches} launches (sglang's pre-fills in both "
+                 f"thread orders, two poisoned pre-fills; none for bs = 0), {per_case:.0f} ms per batch: every "
+                 f"output equal to specbound.reference, every footprint equal to the spec, no sanitizer report "
+                 f"({built}, {lib.toolchain.version}, {lib.loops_bounded} loops step-bounded)", seconds=seconds)
 
 
 # --- malformed trees ---------------------------------------------------------------------------
@@ -207,7 +207,9 @@ def _random_malformed_row(prep: Prepared, session: Session, name: str, examples:
                      f"{tally}; {1000 * seconds / max(res.examples, 1):.0f} ms per batch", seconds=seconds)
     case, f = pick
     return R.Row(row_id, _subject(prep, name), what, method, R.UNCHECKED,
-                 f"{tally}; {1000 * seconds / max(res.examples, 1):.0f} ms per batch; first {f.kind}: {f.message}",
+                 f"{tally}; {1000 * seconds / max(res.examples, 1):.0f} ms per batch; first {f.kind} (not shrunk: "
+                 f"the probes above are the minimal trees): {f.message}; replay: "
+                 f"{replay_command(prep.root, name, case)}",
                  counterexample={"finding": f.kind}, replay=json.loads(case.to_json()), seconds=seconds)
 
 
@@ -254,7 +256,8 @@ def _wrap_row(prep: Prepared, session: Session | None) -> R.Row:
         else:
             cex = {"finding": out.kind, **{k: out.where[k] for k in ("line", "access") if k in out.where}}
             run = (f"run at bs = 1, n = {full.n}, seq_len = {full.seq_len:,} (mask lazily mapped at its exact "
-                   f"{full.mask_bytes:,} bytes, {out.seconds:.1f} s): {out.kind}: {out.message}")
+                   f"{full.mask_bytes:,} bytes, {out.seconds:.1f} s): {out.kind}: {out.message} (replay: "
+                   f"{replay_command(prep.root, name, case)})")
     not_run = "; ".join(parts[1:])
     return R.Row("kernel.build_tree[cuda, int32]", _subject(prep, name), what, "z3 (kernel.check) + probe", status,
                  f"sglang relies on mask offsets < 2^31 (spec VM-INT32-SAFE) without a host check. Smallest "
