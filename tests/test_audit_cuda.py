@@ -10,6 +10,7 @@ each variant once.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -115,9 +116,16 @@ def test_kernel_using_shared_memory_or_atomics_is_refused(sglang_root, tmp_path)
 
 
 def test_release_without_cuda_source_is_not_present(tmp_path):
-    (tmp_path / "pkg" / "srt").mkdir(parents=True)
+    (tmp_path / "pkg" / "srt" / "speculative").mkdir(parents=True)
     prep = check.prepare(tmp_path / "pkg")
     assert {s for s, _ in prep.problems.values()} == {R.NOT_PRESENT}
+    assert not any("sgl_kernel" in d for _, d in prep.problems.values())
+    # a release that takes the build from the compiled sgl_kernel package (before 0.5.21) says so
+    (tmp_path / "pkg" / "srt" / "speculative" / "eagle_utils.py").write_text(
+        "from sgl_kernel import build_tree_kernel_efficient\n")
+    prep = check.prepare(tmp_path / "pkg")
+    assert all(s == R.NOT_PRESENT and "srt/speculative/eagle_utils.py takes build_tree_kernel_efficient from the "
+               "separate, compiled sgl_kernel package" in d for s, d in prep.problems.values())
 
 
 def test_no_compiler_is_unavailable(sglang_root, monkeypatch):
@@ -275,3 +283,23 @@ def test_cache_reuses_the_library(sglang_root, toolchain, tmp_path, monkeypatch)
     second = check.prepare(sglang_root, toolchain).library
     assert not first.cached and second.cached and first.path == second.path
     assert os.listdir(tmp_path / "cache" / "cuda-cpu") == [first.key]
+
+
+def test_gpu_script_builds_launchers_and_runs_its_cases_on_the_cpu(real, tmp_path):
+    """bench/cuda_tree_gpu.py has not run on a GPU yet; its CUDA launchers and its case groups
+    are checked here (the groups through the CPU harness, as the script does for its side-by-side)."""
+    import importlib.util
+
+    spec_ = importlib.util.spec_from_file_location("cuda_tree_gpu", Path(__file__).parent.parent / "bench/cuda_tree_gpu.py")
+    gpu = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(gpu)
+    prep, session = real
+    cu = gpu.launcher_source(prep.root / EAGLE, tuple(prep.kernels.values()))
+    assert 'extern "C" int run_build_tree_efficient(' in cu and "(int64_t*)dev[0]" in cu
+    assert "::sglang::speculative::build_tree_efficient<<<" in cu and "size_t num_bytes_per_item" in cu
+    results = tmp_path / "r.jsonl"
+    adapter = gpu.CpuAdapter(session, prep)
+    for group in ("probe:build_tree_efficient:cycle", "valid:build_tree_efficient_partial_packed"):
+        gpu.run_group(group, adapter, 3, 1, results)
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    assert rows[0]["kind"] == "hang" and len(rows) == 4 and all(r["kind"] == "ok" for r in rows[1:])

@@ -53,10 +53,13 @@ def prepare(root: Path, toolchain=None) -> Prepared:
     """Find, vet and compile the tree kernels of the sglang package at ``root``."""
     out = Prepared(Path(root))
     files = source.find_kernel_files(out.root, tuple(KERNEL_MODES))
-    for name in KERNEL_MODES:
-        if name not in files:
-            out.problems[name] = (R.NOT_PRESENT, "this sglang ships no CUDA source defining it (releases before "
-                                  "0.5.21 call the compiled sgl_kernel package, whose wheels hold binaries only)")
+    missing = [name for name in KERNEL_MODES if name not in files]
+    if missing:
+        caller = _compiled_caller(out.root)
+        why = (f"; {caller} takes {HOST_WRAPPER} from the separate, compiled sgl_kernel package (its wheels hold "
+               "binaries, not CUDA source), so there is nothing to run here" if caller else "")
+        for name in missing:
+            out.problems[name] = (R.NOT_PRESENT, f"no CUDA source in this sglang defines {name}{why}")
     by_file: dict[Path, list] = {}
     for name, path in files.items():
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -95,6 +98,15 @@ def prepare(root: Path, toolchain=None) -> Prepared:
         out.library = lib
         out.kernels.update({k.name: k for k in kernels})
     return out
+
+
+def _compiled_caller(root: Path) -> str | None:
+    """The first .py file that imports the tree build from ``sgl_kernel``, if any."""
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if "sgl_kernel" in text and HOST_WRAPPER in text:
+            return path.relative_to(root).as_posix()
+    return None
 
 
 def replay_command(root: Path, kernel: str, case) -> str:

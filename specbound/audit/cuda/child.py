@@ -2,10 +2,10 @@
 
 It runs with the ASan runtime preloaded (``LD_PRELOAD``; a library built with
 ``-fsanitize=address`` can only be loaded into a process whose first library is that
-runtime), so every ``malloc`` of this process, numpy's buffers included, carries ASan's
-redzones.  Running it as a child of the audit keeps the audit alive whatever the kernel
-does: a sanitizer report ends this process only, and a hang that escapes the step budget
-is ended by the parent's watchdog.
+runtime), so every ``malloc`` of this process carries ASan's redzones.  Running it as a
+child of the audit keeps the audit alive whatever the kernel does: a sanitizer report
+ends this process only, and a hang that escapes the step budget is ended by the parent's
+watchdog.
 
 Requests arrive as JSON lines on stdin, responses leave as JSON lines on RESPONSE_FD
 (stdout and stderr belong to the kernel's ``printf`` and to the sanitizers).  Before
@@ -13,14 +13,18 @@ every launch a marker line ``@@specbound-launch <id> <buffers>`` goes to stderr 
 buffer's address and size, so the parent can tell which launch a report belongs to and
 which buffer an address falls in.
 
-Buffers: each one is ``GUARD`` bytes, then exactly the requested extent, then ``GUARD``
-bytes.  The guards hold :data:`GUARD_BYTE` and are poisoned for ASan (an access is
-reported at once); after the launch they are compared too (a second, independent check,
-for code ASan did not instrument).  A ``lazy`` buffer is an anonymous ``MAP_NORESERVE``
-mapping: its pages cost memory only where the kernel writes, so a 2 GiB mask of which the
-kernel touches a few rows can be handed to it at its exact extent.
+Buffers: each one is a single ``malloc`` (ASan's, with its own redzones around it) of
+``GUARD`` bytes, exactly the requested extent, ``GUARD`` bytes.  The guards hold
+:data:`GUARD_BYTE` and are poisoned for ASan (an access is reported at once, with the
+exact boundary: ASan tracks poisoning to the byte); after the launch they are compared
+too (a second, independent check, for code ASan did not instrument).  The bytes come from
+the parent, where they are numpy images of the spec-sized tensors.  A ``lazy`` buffer is
+an anonymous ``MAP_NORESERVE`` mapping: its pages cost memory only where the kernel
+writes, so a 2 GiB mask of which the kernel touches a few rows can be handed to it at its
+exact extent.
 
-This module imports only the standard library and numpy (it runs under ASan).
+This module imports only the standard library (it runs under ASan, and starts again
+after every report, so it starts fast).
 """
 
 from __future__ import annotations
@@ -45,41 +49,32 @@ _MAP_NORESERVE = 0x4000          # Linux; the mmap module does not export it
 
 
 class _Buffer:
-    def __init__(self, spec: dict, poison):
-        import numpy as np
-
+    def __init__(self, spec: dict, libc, poison):
         self.name = spec["buf"]
         self.nbytes = int(spec["nbytes"])
         total = GUARD + self.nbytes + GUARD
-        self._map = None
-        if spec.get("lazy"):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.mmap.restype = ctypes.c_void_p
-            libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                                  ctypes.c_long]
-            addr = libc.mmap(None, total, mmap.PROT_READ | mmap.PROT_WRITE,
+        self._libc = libc
+        self._lazy = bool(spec.get("lazy"))
+        if self._lazy:
+            base = libc.mmap(None, total, mmap.PROT_READ | mmap.PROT_WRITE,
                              mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE, -1, 0)
-            if addr in (None, ctypes.c_void_p(-1).value):
+            if base in (None, ctypes.c_void_p(-1).value):
                 raise MemoryError(f"mmap of {total} bytes for {self.name} failed (errno {ctypes.get_errno()})")
-            self._map = (libc, addr, total)
-            self.base = addr
-            self.array = None
-            guard_views = [(ctypes.c_ubyte * GUARD).from_address(addr),
-                           (ctypes.c_ubyte * GUARD).from_address(addr + GUARD + self.nbytes)]
-            for g in guard_views:
-                ctypes.memset(g, GUARD_BYTE, GUARD)
         else:
-            self.array = np.full(total, GUARD_BYTE, dtype=np.uint8)
-            self.base = self.array.ctypes.data
-            data = spec.get("data")
-            if data is not None:
-                raw = base64.b64decode(data)
-                if len(raw) != self.nbytes:
-                    raise ValueError(f"{self.name}: {len(raw)} data bytes for an extent of {self.nbytes}")
-                self.array[GUARD:GUARD + self.nbytes] = np.frombuffer(raw, dtype=np.uint8)
-            else:
-                self.array[GUARD:GUARD + self.nbytes] = int(spec.get("fill", 0))
-        self.addr = self.base + GUARD
+            base = libc.malloc(total)          # ASan's malloc: its own redzones lie beyond the guards
+            if not base:
+                raise MemoryError(f"malloc of {total} bytes for {self.name} failed")
+        self.base, self.addr, self.total = base, base + GUARD, total
+        ctypes.memset(base, GUARD_BYTE, GUARD)
+        ctypes.memset(self.addr + self.nbytes, GUARD_BYTE, GUARD)
+        data = spec.get("data")
+        if data is not None:
+            raw = base64.b64decode(data)
+            if len(raw) != self.nbytes:
+                raise ValueError(f"{self.name}: {len(raw)} data bytes for an extent of {self.nbytes}")
+            ctypes.memmove(self.addr, raw, self.nbytes)
+        elif not self._lazy:
+            ctypes.memset(self.addr, int(spec.get("fill", 0)), self.nbytes)
         self._poison = poison
         poison[0](self.base, GUARD)
         poison[0](self.addr + self.nbytes, GUARD)
@@ -105,11 +100,12 @@ class _Buffer:
         return ctypes.string_at(self.addr, self.nbytes)
 
     def release(self):
-        if self._map is not None:
-            libc, addr, total = self._map
-            libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-            libc.munmap(ctypes.c_void_p(addr), total)
-            self._map = None
+        self._poison[1](self.base, GUARD)
+        self._poison[1](self.addr + self.nbytes, GUARD)
+        if self._lazy:
+            self._libc.munmap(self.base, self.total)
+        else:
+            self._libc.free(self.base)
 
 
 def _poison_functions():
@@ -124,14 +120,24 @@ def _poison_functions():
     return poison, unpoison
 
 
-def _launch(lib, req: dict, poison) -> dict:
+def _libc():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.malloc.restype = libc.mmap.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    return libc
+
+
+def _launch(lib, libc, req: dict, poison) -> dict:
     buffers: dict[str, _Buffer] = {}
     argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p]
     values = []
     try:
         for a in req["args"]:
             if "buf" in a:
-                buffers[a["buf"]] = _Buffer(a, poison)
+                buffers[a["buf"]] = _Buffer(a, libc, poison)
                 argtypes.append(ctypes.c_void_p)
                 values.append(buffers[a["buf"]].addr)
             else:
@@ -162,12 +168,13 @@ def main(argv: list[str]) -> int:
     lib = ctypes.CDLL(argv[0])
     resp = open(int(argv[1]), "w", buffering=1)
     poison = _poison_functions()
+    libc = _libc()
     for line in sys.stdin:
         if not line.strip():
             continue
         req = json.loads(line)
         try:
-            out = _launch(lib, req, poison)
+            out = _launch(lib, libc, req, poison)
         except Exception as e:  # noqa: BLE001 - a harness error is answered, not raised
             out = {"id": req.get("id"), "error": f"{type(e).__name__}: {e}"}
         resp.write(json.dumps(out) + "\n")
