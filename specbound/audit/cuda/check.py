@@ -43,10 +43,18 @@ class Prepared:
     """The kernels of one sglang, compiled (or the reason why not, per kernel)."""
 
     root: Path
-    library: Library | None = None
+    libraries: dict = field(default_factory=dict)      # name -> Library (one per kernel file)
     kernels: dict = field(default_factory=dict)        # name -> source.Kernel (runnable)
     where: dict = field(default_factory=dict)          # name -> "rel:line"
     problems: dict = field(default_factory=dict)       # name -> (status, detail)
+
+    @property
+    def library(self) -> Library | None:
+        """The one library holding every runnable kernel (sglang keeps both in one file)."""
+        libs = {id(lib): lib for lib in self.libraries.values()}
+        if len(libs) > 1:
+            raise ValueError("the kernels were compiled from several files; use .libraries")
+        return next(iter(libs.values()), None)
 
 
 def prepare(root: Path, toolchain=None) -> Prepared:
@@ -95,7 +103,7 @@ def prepare(root: Path, toolchain=None) -> Prepared:
             for k in kernels:
                 out.problems[k.name] = (R.ERROR, str(e))
             continue
-        out.library = lib
+        out.libraries.update({k.name: lib for k in kernels})
         out.kernels.update({k.name: k for k in kernels})
     return out
 
@@ -153,7 +161,7 @@ def _valid_row(prep: Prepared, session: Session, name: str, examples: int, seed:
                      replay=json.loads(res.case.to_json()), seconds=seconds)
     if res.failures:
         return R.Row(ROW[name], _subject(prep, name), what, method, R.ERROR, res.message, seconds=seconds)
-    lib = prep.library
+    lib = prep.libraries[name]
     built = "cached library" if lib.cached else f"compiled in {lib.seconds:.1f} s"
     return R.Row(ROW[name], _subject(prep, name), what, method, R.MATCHED,
                  f"{res.examples} batches, {session.launches - launches} launches (sglang's pre-fills in both "
@@ -297,13 +305,19 @@ def _check(index, report: R.AuditReport, examples: int, seed: int) -> None:
             status, detail = prep.problems[name]
             report.add(R.Row(ROW[name], _subject(prep, name), "the CUDA tree build, on the CPU under ASan/UBSan",
                              "-", status, detail, seconds=time.perf_counter() - t0))
-    if prep.library is None:
+    if not prep.libraries:
         return
-    with Session(prep.library) as session:
+    sessions = {id(lib): Session(lib) for lib in prep.libraries.values()}
+    try:
         for name in KERNEL_MODES:
             if name in prep.kernels:
+                session = sessions[id(prep.libraries[name])]
                 report.add(_valid_row(prep, session, name, examples, seed))
                 for row in _probe_rows(prep, session, name):
                     report.add(row)
                 report.add(_random_malformed_row(prep, session, name, max(1, examples // 2), seed + 1))
-        report.add(_wrap_row(prep, session))
+        wrap_lib = prep.libraries.get("build_tree_efficient")
+        report.add(_wrap_row(prep, sessions[id(wrap_lib)] if wrap_lib else None))
+    finally:
+        for session in sessions.values():
+            session.close()

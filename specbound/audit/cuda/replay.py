@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.kernel}: {status}: {detail}", file=sys.stderr)
         return 2
     kernel = prep.kernels[args.kernel]
-    with Session(prep.library) as session:
+    with Session(prep.libraries[args.kernel]) as session:
         if extents(case)["tree_mask"] * cell_bytes(case.tree_mode, case.num_draft_tokens) > LAZY_MASK_BYTES:
             out = session.run(make_launch(kernel, case, prefilled(case, "sglang", mask=False)))
             finding = None if out.ok else out
