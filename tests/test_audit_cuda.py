@@ -303,3 +303,59 @@ def test_gpu_script_builds_launchers_and_runs_its_cases_on_the_cpu(real, tmp_pat
         gpu.run_group(group, adapter, 3, 1, results)
     rows = [json.loads(line) for line in results.read_text().splitlines()]
     assert rows[0]["kind"] == "hang" and len(rows) == 4 and all(r["kind"] == "ok" for r in rows[1:])
+
+
+def test_a_child_that_cannot_start_is_an_error_not_a_finding(real):
+    import dataclasses
+
+    prep, _ = real
+    broken = dataclasses.replace(prep.library, path=Path("/nonexistent/libkernels.so"))
+    with Session(broken) as session:
+        f = run_case(session, prep.kernels[TREE], _case())
+    assert f is not None and f.kind == "error" and "before launching" in f.message, f
+    assert check.STATUS[f.kind] == R.ERROR
+
+
+def _coordinates(toolchain, shim=None):
+    """What every thread of a 3-D launch sees, in both orders: one row per (block, thread)."""
+    import numpy as np
+
+    text = ("__global__ void coords(long long* out) {\n"
+            "  unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);\n"
+            "  unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);\n"
+            "  long long* o = out + 10 * (b * blockDim.x * blockDim.y * blockDim.z + t);\n"
+            "  o[0] = blockIdx.x; o[1] = blockIdx.y; o[2] = blockIdx.z; o[3] = threadIdx.x; o[4] = threadIdx.y;\n"
+            "  o[5] = threadIdx.z; o[6] = sizeof(int); o[7] = sizeof(long); o[8] = sizeof(size_t);\n"
+            "  o[9] = (long long)(blockIdx.x - 1u);\n}\n")
+    kernel = source.find_kernels(text)["coords"]
+    lib = build.build(text, "coords.cu", (kernel,), toolchain, shim=shim)
+    grid, block = (2, 3, 2), (2, 2, 3)
+    cells = 12 * 12 * 10
+    seen = []
+    with Session(lib) as session:
+        for descending in (False, True):
+            out = session.run(Launch("coords", grid, block, (Buf("out", cells * 8, bytes(cells * 8), 8),), budget=10,
+                                     read=("out",), descending=descending))
+            assert out.ok, out.message
+            seen.append(np.frombuffer(out.buffers["out"], dtype=np.int64).reshape(-1, 10))
+    return seen
+
+
+def test_shim_maps_launch_coordinates_and_types_as_cuda(toolchain):
+    """Every (block, thread) of a 3-D launch runs once and sees CUDA's coordinates, x fastest;
+    int/long/size_t/blockIdx have CUDA's widths (4, 8, 8, unsigned 4)."""
+    seen = _coordinates(toolchain)
+    assert (seen[0] == seen[1]).all()
+    rows = {tuple(r[:6]) for r in seen[0]}
+    assert rows == {(bx, by, bz, tx, ty, tz) for bx in range(2) for by in range(3) for bz in range(2)
+                    for tx in range(2) for ty in range(2) for tz in range(3)}
+    assert {tuple(r[6:9]) for r in seen[0]} == {(4, 8, 8)}
+    assert set(seen[0][:, 9]) == {0, 2**32 - 1}      # blockIdx.x is unsigned: 0 - 1u wraps to 2^32 - 1
+
+
+def test_shim_with_a_wrong_linearisation_is_caught(toolchain):
+    """The same check on a shim that never sets threadIdx.z: threads run with the wrong coordinates."""
+    planted = build.SHIM.read_text().replace("unsigned(t / block[0] / block[1])}", "0u}")
+    assert planted != build.SHIM.read_text()
+    seen = _coordinates(toolchain, shim=planted)
+    assert len({tuple(r[:6]) for r in seen[0]}) < 144

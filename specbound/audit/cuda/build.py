@@ -115,10 +115,11 @@ def translation_unit(source_text: str, source_rel: str, kernels: tuple[Kernel, .
 
 
 def build(source_text: str, source_rel: str, kernels: tuple[Kernel, ...], toolchain: Toolchain,
-          root: Path | None = None) -> Library:
-    """Compile (or find in the cache) the library with a launcher for each of ``kernels``."""
+          root: Path | None = None, shim: str | None = None) -> Library:
+    """Compile (or find in the cache) the library with a launcher for each of ``kernels``
+    (``shim``: another shim's text, only for the tests that plant a bug in it)."""
     inc, tu, loops = translation_unit(source_text, source_rel, kernels)
-    shim = SHIM.read_text()
+    shim = shim if shim is not None else SHIM.read_text()
     h = hashlib.sha256()
     for part in (inc, tu, shim, toolchain.version, " ".join(FLAGS)):
         h.update(part.encode())

@@ -35,7 +35,10 @@ from .tree import FULL, KERNEL_MODES, make_launch, prefilled, roles, run_case
 HOST_WRAPPER = "build_tree_kernel_efficient"
 ROW = {"build_tree_efficient": "kernel.build_tree[cuda]",
        "build_tree_efficient_partial_packed": "kernel.build_tree[cuda, BITPACKING]"}
-STATUS = {"oob": R.OOB, "hang": R.HANG, "error": R.ERROR}      # every other finding: diverged
+# Finding -> row status on a valid tree.  "ub" and the comparison findings are divergences
+# (the kernel's result is wrong or undefined); "crash" (no sanitizer report) and "error"
+# mean the check itself did not complete.
+STATUS = {"oob": R.OOB, "hang": R.HANG, "crash": R.ERROR, "error": R.ERROR}
 
 
 @dataclass
@@ -152,15 +155,14 @@ def _valid_row(prep: Prepared, session: Session, name: str, examples: int, seed:
     seconds = time.perf_counter() - t0
     per_case = 1000 * seconds / max(res.examples, 1)
     method = f"CPU+ASan/UBSan, Hypothesis ({res.examples} batches, seed {seed})"
-    if res.failures and res.case is not None:
-        f = findings.get(res.case.to_json()) or run_case(session, kernel, res.case)
-        kind = f.kind if f else "error"
-        message = f.message if f else res.message
-        return R.Row(ROW[name], _subject(prep, name), what, method, STATUS.get(kind, R.DIVERGED),
-                     f"{message}; replay: {replay_command(prep.root, name, res.case)}",
-                     replay=json.loads(res.case.to_json()), seconds=seconds)
     if res.failures:
-        return R.Row(ROW[name], _subject(prep, name), what, method, R.ERROR, res.message, seconds=seconds)
+        f = findings.get(res.case.to_json()) if res.case is not None else None
+        if f is None:                 # an exception of the check itself, not a finding on the kernel
+            return R.Row(ROW[name], _subject(prep, name), what, method, R.ERROR,
+                         f"the check could not run: {res.message}", seconds=seconds)
+        return R.Row(ROW[name], _subject(prep, name), what, method, STATUS.get(f.kind, R.DIVERGED),
+                     f"{f.kind}: {f.message}; replay: {replay_command(prep.root, name, res.case)}",
+                     replay=json.loads(res.case.to_json()), seconds=seconds)
     lib = prep.libraries[name]
     built = "cached library" if lib.cached else f"compiled in {lib.seconds:.1f} s"
     return R.Row(ROW[name], _subject(prep, name), what, method, R.MATCHED,

@@ -175,9 +175,8 @@ class Session:
         self._drop()
 
     def _drop(self):
-        for f in (self._log,):
-            if f is not None:
-                f.close()
+        if self._log is not None:
+            self._log.close()
         if self._resp is not None:
             os.close(self._resp)
         self._proc = self._log = self._resp = None
@@ -208,7 +207,9 @@ class Session:
         line, self._pending = self._pending.split(b"\n", 1)
         return line
 
-    def _log_since(self, launch_id: int) -> tuple[str, dict[str, list[int]]]:
+    def _log_since(self, launch_id: int) -> tuple[str, dict[str, list[int]] | None]:
+        """The child's output after this launch's marker, and the buffers the marker lists
+        (None when the child never reached the launch: then the output's tail)."""
         self._log.flush()
         self._log.seek(0)
         text = self._log.read().decode(errors="replace")
@@ -216,7 +217,7 @@ class Session:
         tag = f"{MARKER} {launch_id} "
         at = text.rfind(tag)
         if at < 0:
-            return text[-4000:], {}
+            return text[-4000:], None
         head_end = text.find("\n", at)
         buffers = json.loads(text[at + len(tag):head_end])
         nxt = text.find(MARKER, head_end)
@@ -264,6 +265,10 @@ class Session:
             code = self._proc.wait()
             log, buffers = self._log_since(lid)
             self._drop()
+            if buffers is None:
+                tail = " | ".join(log.strip().splitlines()[-3:])
+                return Outcome("error", f"the sanitized process exited with {code} before launching: {tail}",
+                               seconds=time.perf_counter() - t0)
             parsed = parse_report(log, self.library.source_rel, buffers, elems)
             if parsed is None:
                 tail = " | ".join(log.strip().splitlines()[-3:])
