@@ -23,8 +23,9 @@ from specbound import spec
 from specbound.proofs import kernel
 from specbound.spec import TreeMaskMode
 
+from .tree import BITPACK, FULL, QLEN
+
 LIMIT = spec.INT32_LIMIT
-FULL, QLEN, BITPACK = TreeMaskMode.FULL_MASK, TreeMaskMode.QLEN_ONLY, TreeMaskMode.QLEN_ONLY_BITPACKING
 HOST_MAX_DRAFT_TOKENS = 1024     # sglang's host wrapper: CHECK_HOST(draft_token_num <= 1024)
 
 

@@ -162,7 +162,7 @@ def find_kernels(text: str) -> dict[str, Kernel]:
         open_at = m.end() - 1
         close = match_close(blanked, open_at)
         brace = blanked.find("{", close)
-        if brace < 0 or blanked[close + 1:brace].strip() not in ("",):
+        if brace < 0 or blanked[close + 1:brace].strip():
             continue                           # a declaration, not a definition
         end = match_close(blanked, brace)
         before = blanked[max(0, m.start() - 400):m.start()]
