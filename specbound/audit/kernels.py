@@ -31,7 +31,6 @@ TREE_FILES = ("kernels/ops/speculative/spec_tree.py",)
 TREE_WRAPPER = "sgl_build_tree_kernel_triton"
 KV_KERNEL = "generate_draft_decode_kv_indices"
 KV_FILES = ("kernels/ops/speculative/cache_locs.py",)
-CUDA_TREE = "kernels/jit/include/sgl_kernel/speculative/eagle.cuh"
 SYMBOLIC_EXECUTORS = ("specbound.proofs.symexec",)
 
 
@@ -553,7 +552,7 @@ def run_kv_no_room(kernel, found, K, case, width) -> Finding | None:
     return None
 
 
-# --- sites, CUDA, the symbolic executor ----------------------------------------------------------
+# --- sites, the symbolic executor ----------------------------------------------------------
 
 def check_launch_sites(index: SourceIndex, report: R.AuditReport) -> None:
     """Every launch of the draft kv kernel should follow a host capacity check (spec.draft_kv_capacity_ok)."""
@@ -588,16 +587,6 @@ def check_launch_sites(index: SourceIndex, report: R.AuditReport) -> None:
                      (f"{len(sites) - len(bare)} checked; without a check (they rely on draft room): "
                       + "; ".join(bare)) if bare else "; ".join(s for s, _ in sites),
                      seconds=time.perf_counter() - t0))
-
-
-def check_cuda_tree(index: SourceIndex, report: R.AuditReport) -> None:
-    path = index.root / CUDA_TREE
-    found = path.is_file() and "build_tree_efficient" in index.text(path)
-    report.add(R.Row("kernel.build_tree[cuda]", f"build_tree_efficient ({CUDA_TREE})" if found else
-                     "build_tree_efficient (CUDA)", "the CUDA tree build", "-", R.UNAVAILABLE,
-                     "CUDA source: not executed by this audit (it needs a GPU and a JIT build); see "
-                     "docs/audit-sglang.md for what reading it shows" if found else
-                     "no CUDA tree kernel source found"))
 
 
 def check_symbolic(report: R.AuditReport) -> None:

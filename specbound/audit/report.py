@@ -7,6 +7,8 @@ Statuses (what a row may say):
   input found (and ``replay`` the full case for a kernel run).
 * ``oob``: sglang's Triton kernel accessed memory outside its tensors on an input
   inside the spec's preconditions; ``replay`` reproduces it.
+* ``hang``: a kernel launch did not finish within its step budget on an input inside
+  the spec's preconditions (a loop that never ends); ``replay`` reproduces it.
 * ``unchecked``: sglang relies on a precondition it does not check (or does not guard
   against malformed input); the row says what happens when it is broken.
 * ``not present``: this sglang has no such function (moved away, renamed, removed).
@@ -14,7 +16,7 @@ Statuses (what a row may say):
 * ``unavailable``: the check cannot run here (no executor, CUDA-only code, no Triton).
 * ``error``: the check itself failed to run (the detail says why).
 
-Only ``diverged`` and ``oob`` make ``specbound audit sglang`` exit non-zero; every
+Only ``diverged``, ``oob`` and ``hang`` make ``specbound audit sglang`` exit non-zero; every
 other non-``matched`` status is a warning.
 """
 
@@ -27,14 +29,15 @@ from typing import Any
 MATCHED = "matched"
 DIVERGED = "diverged"
 OOB = "oob"
+HANG = "hang"
 UNCHECKED = "unchecked"
 NOT_PRESENT = "not present"
 UNKNOWN_SIGNATURE = "unknown signature"
 UNAVAILABLE = "unavailable"
 ERROR = "error"
 
-FAILING = (DIVERGED, OOB)
-STATUSES = (MATCHED, DIVERGED, OOB, UNCHECKED, NOT_PRESENT, UNKNOWN_SIGNATURE, UNAVAILABLE, ERROR)
+FAILING = (DIVERGED, OOB, HANG)
+STATUSES = (MATCHED, DIVERGED, OOB, HANG, UNCHECKED, NOT_PRESENT, UNKNOWN_SIGNATURE, UNAVAILABLE, ERROR)
 
 
 @dataclass
@@ -115,7 +118,8 @@ def _header(report: AuditReport) -> str:
 
 def _summary(report: AuditReport) -> str:
     counts = ", ".join(f"{v} {k}" for k, v in report.counts().items())
-    verdict = "FAILED (divergence or out-of-bounds access)" if report.failed else "OK (no divergence, no OOB)"
+    verdict = ("FAILED (divergence, out-of-bounds access or hang)" if report.failed
+               else "OK (no divergence, no OOB, no hang)")
     return f"{len(report.rows)} rows: {counts}; {report.seconds:.1f} s; {verdict}"
 
 

@@ -46,6 +46,7 @@ def _helpers(index, rep):
 
 def _kernels(index, rep, examples, seed):
     from . import kernels
+    from .cuda.check import check_cuda_tree
     from .helpers import SPEC_UTILS_FILE
 
     width_fn = None
@@ -58,5 +59,5 @@ def _kernels(index, rep, examples, seed):
     kernels.check_tree_kernel(index, rep, examples, seed)
     kernels.check_kv_kernel(index, rep, examples, seed, width_fn)
     kernels.check_launch_sites(index, rep)
-    kernels.check_cuda_tree(index, rep)
+    check_cuda_tree(index, rep, examples, seed)
     kernels.check_symbolic(rep)
