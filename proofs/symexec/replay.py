@@ -45,9 +45,13 @@ def _box(run, limits: dict) -> list:
     return out
 
 
-def concretise(run, ob, limits: dict, batch_cap: int, content_box=(-4, 40)) -> dict | None:
+CONTENT_BOX = (-4, 40)  # tensor contents in a replay, unless a mutant asks for more
+
+
+def concretise(run, ob, limits: dict, batch_cap: int, content_box: dict | None = None) -> dict | None:
     """A small model of ``hyps /\\ not goal``: the report scalars within ``limits``, every
-    per-request content schema instantiated for the first ``batch_cap`` indices."""
+    per-request content schema instantiated for the first ``batch_cap`` indices, each content
+    value in ``CONTENT_BOX`` (or ``content_box[function name]``)."""
     hyps, lemmas = instantiate(ob.hyps, ob.goal, run.functions, ob.lemmas)
     extra = _box(run, limits)
     for name, (decl, schema) in run.functions.items():
@@ -56,10 +60,11 @@ def concretise(run, ob, limits: dict, batch_cap: int, content_box=(-4, 40)) -> d
                 app = decl(z3.IntVal(i))
                 for label, fact in schema(app).items():
                     if isinstance(fact, K_.Proof):
-                        extra.append(fact.formula)
+                        lemmas.append(fact)  # its hypotheses are the run's, discharged by them
                     else:
                         extra.append(fact)
-                extra.append(z3.And(app >= content_box[0], app <= content_box[1]))
+                lo, hi = (content_box or {}).get(name, CONTENT_BOX)
+                extra.append(z3.And(app >= lo, app <= hi))
     constraints = dict(hyps)
     constraints["goal!negated"] = z3.Not(ob.goal)
     try:

@@ -145,6 +145,7 @@ class KernelMutant:
     expect: tuple = ("oob",)        # replay verdicts that reproduce the fault
     spec_override: Callable | None = None  # sp -> sp (e.g. a smaller lane bound)
     limits: dict = field(default_factory=dict)
+    content_box: dict = field(default_factory=dict)  # tensor-content function -> (lo, hi) for the replay
 
 
 def _swap(mid: str, description: str, prop: str, func: str, old: str, new: str, expect=("output",)):
@@ -327,21 +328,13 @@ def refute(kind: str, sp, mutant: KernelMutant) -> MutantResult:
     sp_m = mutant.spec_override(sp) if mutant.spec_override else sp
     host = dict(mutant.host)
     run = build(sp_m, transform=mutant.transform, host=host)
-    if host.get("room"):
-        from specbound import spec as S
-        from specbound.proofs.model import C, D, seq_len
-        run.functions["seq_len"] = (run.functions["seq_len"][0],
-                                    models._seq_len_schema(run.result.batch, lambda i: {
-                                        "draft_room": seq_len(i) + D <= C,
-                                        "req_to_token_row_covers_reads":
-                                            S.kv_req_to_token_span(seq_len(i), run.report["topk"], D,
-                                                                   run.report["page_size"]) <= run.report["r2t_width"]}))
     notes = []
     for ob in obligations(run, mutant.prop):
         out = check(ob, run.functions, witness=False)
         if out.status != "counterexample":
             continue
-        conc = R.concretise(run, ob, {**limits, **mutant.limits}, batch_cap=limits.get("num_seqs", limits.get("bs"))[1])
+        conc = R.concretise(run, ob, {**limits, **mutant.limits}, batch_cap=limits.get("num_seqs", limits.get("bs"))[1],
+                            content_box=mutant.content_box)
         if conc is None:
             notes.append(f"{ob.id}: counterexample found but none inside the small box")
             continue
