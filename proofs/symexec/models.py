@@ -324,7 +324,8 @@ class KvSpec:
 
 def kv_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run:
     """Symbolic run of ``draft_kv_kernel``.  ``host`` overrides parts of the launch model
-    (a mutant's host): ``width_hyp`` (replaces the capacity check), ``steps_lanes``."""
+    (a mutant's host): ``width_hyp`` (replaces the capacity check), ``steps_lanes``,
+    ``room`` (every request also has room for its draft tokens)."""
     host = host or {}
     indptr_stride, r2t_width, pool_rows, G = z3.Ints("indptr_stride r2t_width pool_rows grid")
     r2t_s0, r2t_s1 = z3.Ints("r2t_stride0 r2t_stride1")
@@ -370,8 +371,6 @@ def kv_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run:
     else:
         hyps["draft_kv_capacity_ok"] = spec.draft_kv_capacity_ok(P(num_seqs), K, num_seqs, D, width)
     hyps.update(labelled(spec.lane_bound_ok(D * K, sp.PAIRS, "PAIRS")))
-    if "pairs_lanes" in host:
-        hyps["lane_bound_PAIRS"] = host["pairs_lanes"](D * K, sp.PAIRS)
     steps_lanes = host.get("steps_lanes", lambda d, lanes: d <= lanes)
     hyps["lane_bound_STEPS"] = steps_lanes(D, sp.STEPS)
     if sp.indptr_dtype == "int32":
@@ -573,6 +572,8 @@ def tree_run(sp: TreeSpec, *, transform=None, host: dict | None = None) -> Run:
                                        f"the wrapper allocates {sp.mask_dtype} mask items for n <= {sp.NODES}")
     axioms = _tree_common(hyps, G, sp.BLOCK_B, scalars, **contracts)
     hyps.update(labelled(spec.lane_bound_ok(N, sp.NODES, "NODES")))
+    if "nodes_lanes" in host:  # a mutant's host with fewer node lanes than nodes
+        hyps["lane_bound_NODES"] = host["nodes_lanes"](N, sp.NODES)
     ex = Executor(kernel_path("tree_build"), "build_tree_kernel",
                   constexprs={"MODE": sp.MODE, "DEPTH": sp.DEPTH, "BLOCK_B": sp.BLOCK_B, "NODES": sp.NODES},
                   scalars=scalars, tensors=tensors, grid=[G], transform=transform,

@@ -142,7 +142,11 @@ def replay_kv(sp, conc: dict, transform=None, host: dict | None = None) -> Repla
     r2t_w = max([spec.kv_req_to_token_span(s, k, d, page) for s in seq] + [conc["r2t_width"], 1])
     pool = max(rows + [conc["pool_rows"] - 1, 0]) + 1
     r2t_dtype = torch.int32 if sp.indices_dtype == "int32" else torch.int64
-    r2t = torch.arange(pool * r2t_w, dtype=r2t_dtype).reshape(pool, r2t_w) + 1000
+    if host.get("r2t_from_counterexample"):  # the entries themselves are the fault (a value wrap)
+        r2t = torch.tensor([contents["req_to_token"](i) for i in range(pool * r2t_w)], dtype=r2t_dtype)
+        r2t = r2t.reshape(pool, r2t_w)
+    else:  # distinct entries, so a copy from the wrong slot shows
+        r2t = torch.arange(pool * r2t_w, dtype=r2t_dtype).reshape(pool, r2t_w) + 1000
     width = conc["width"]
     stride = max(conc["indptr_stride"], ns_ * k + 1)
     inputs = {"num_seqs": ns_, "topk": k, "num_steps": d, "page_size": page, "seq_lens": seq,
