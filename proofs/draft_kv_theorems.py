@@ -15,7 +15,7 @@ from . import kernel
 from . import lemmas as L
 from .model import (
     C, D, K, P, POSITIONS_ZERO, PREFIX_ZERO, Q, b, draft_room_conds, e, in_batch, iters, kv_params,
-    labelled, max_bs, num_seqs, page, per_request, positions_at, prefix_at, seq_len, seq_len_conds, t, width,
+    labelled, max_bs, num_seqs, page, per_request, prefix_at, seq_len, seq_len_conds, t, width,
 )
 from .theorem import Mutant, Theorem
 
@@ -112,6 +112,7 @@ def kv_capacity() -> Theorem:
         report=lambda: {"num_seqs": num_seqs, "K": K, "D": D, "C": C, "S": S,
                         "seq_len[0]": seq_len(0)},
         lemmas=lambda: [kernel.instantiate(L.prefix_room(num_seqs), num_seqs)],
+        search_indices=1,  # a counterexample of one request: S = seq_len[0]
         mutants=(
             Mutant("MUT-27338-MISSING-TOPK", "row width num_seqs*C, without the factor K (sglang #27338)",
                    overrides={"draft_kv_indices_buffer_width": lambda ns, kk, cc: ns * cc}),
@@ -169,8 +170,7 @@ def kv_indptr_matches_offsets() -> Theorem:
                    "entry bs_d equals used_len; entry 0 is 0"),
         hyps=hyps, claim=claim, at=(b,),
         report=_report(("Q[z]", Q(z))),
-        lemmas=lambda: [PREFIX_ZERO, prefix_at(b), POSITIONS_ZERO, positions_at(z),
-                        kernel.instantiate(L.positions_within_request(), t, b),
+        lemmas=lambda: [PREFIX_ZERO, POSITIONS_ZERO, kernel.instantiate(L.positions_within_request(), t, b),
                         kernel.instantiate(L.positions_prefix(), b),
                         kernel.instantiate(L.positions_prefix(), num_seqs)],
         mutants=(Mutant("MUT-INDPTR-NO-EXTENSION", "kv_indptr without the z*iters extension slots",

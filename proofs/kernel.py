@@ -246,9 +246,9 @@ def _solve(hyps: dict, lemmas: list, extra: Sequence, rlimit: int, seed: int, go
         known.setdefault(formula.get_id(), label)
         if z3.is_quantifier(formula):
             continue
-        tag = z3.Bool(f"hyp!{len(tags)}", ctx)
-        solver.assert_and_track(formula.translate(ctx), tag)
-        tags[str(tag)] = ("hyp", label)
+        name = f"hyp!{len(tags)}"
+        solver.assert_and_track(formula.translate(ctx), z3.Bool(name, ctx))
+        tags[name] = ("hyp", label)
     open_hyps = []  # (lemma name, labels of its hypotheses this query does not have)
     for lemma in lemmas:
         discharged, rest, rest_labels = [], [], []
@@ -262,9 +262,9 @@ def _solve(hyps: dict, lemmas: list, extra: Sequence, rlimit: int, seed: int, go
         fact = lemma.goal if not rest else z3.Implies(z3.And(*rest), lemma.goal)
         if rest:
             open_hyps.append((lemma.name, rest_labels))
-        tag = z3.Bool(f"lemma!{len(tags)}", ctx)
-        solver.assert_and_track(fact.translate(ctx), tag)
-        tags[str(tag)] = ("lemma", lemma, tuple(discharged))
+        name = f"lemma!{len(tags)}"
+        solver.assert_and_track(fact.translate(ctx), z3.Bool(name, ctx))
+        tags[name] = ("lemma", lemma, tuple(discharged))
     if goal is not None:
         solver.assert_and_track(z3.Not(goal).translate(ctx), z3.Bool(_GOAL_TAG, ctx))
     for formula in extra:
@@ -317,7 +317,7 @@ def check(name: str, goal, *, hyps: Mapping[str, z3.BoolRef] | None = None, by: 
         raise Refuted(name, _model(solver), seconds, used, note)
     if result != z3.unsat:
         raise Unknown(name, solver.reason_unknown(), seconds, used)
-    core = {str(c) for c in solver.unsat_core()}
+    core = {c.decl().name() for c in solver.unsat_core()}
     if _GOAL_TAG not in core:
         # The hypotheses and lemmas alone are contradictory: such a "proof" would be vacuous.
         raise Unknown(name, "hypotheses are inconsistent (goal not in unsat core)", seconds, used)

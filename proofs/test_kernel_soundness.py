@@ -167,3 +167,51 @@ def test_theorem_using_an_undeclared_hypothesis_fails():
 def test_theorem_prove_returning_a_non_proof_fails():
     result = run(_theorem(lambda: "QED"))
     assert result.status == "failed" and "not a Proof made by the core" in result.detail
+
+
+# --- the spec theorems under the new core -------------------------------------------------------
+
+def test_every_theorem_rests_only_on_declared_preconditions_and_lists_its_axioms(proof_results):
+    assert len(proof_results) == 18
+    for r in proof_results.values():
+        assert r.status == "proved", f"{r.id}: {r.detail}"
+        assert set(r.hypotheses_used) <= set(r.preconditions), r.id
+        for name, ax in r.axioms_used.items():
+            assert ax["formula"] and ax["reason"], name
+    # the six theorems of issue 12 now declare what they assume
+    assert "draft_room" in proof_results["KV-CAPACITY"].hypotheses_used
+    assert "draft_room" in proof_results["KV-CUDA-GRAPH-COVERS"].hypotheses_used
+    assert {"seq_len_at_context", "seq_len_le_context"} <= set(proof_results["VM-FITS-TIGHT"].hypotheses_used)
+    assert {"walk_start", "walk_transition"} <= set(proof_results["VM-WALK-BOUNDED"].hypotheses_used)
+    assert "search_contract" in proof_results["VM-WALK-CONFINED"].hypotheses_used
+    assert {"prefix_step", "prefix_zero"} <= set(proof_results["VM-PREFIX-BOUND"].axioms_used)
+    assert "positions_step" in proof_results["KV-INDPTR-MATCHES-OFFSETS"].axioms_used
+
+
+def test_a_theorem_that_hides_a_precondition_fails():
+    """KV-CAPACITY with draft_room left out of its declared preconditions: the room lemma's
+    hypothesis is no longer discharged, so the claim is refuted."""
+    from specbound.proofs import draft_kv_theorems
+
+    th = draft_kv_theorems.kv_capacity()
+    full = th.hyps
+    th.hyps = lambda d: {k: v for k, v in full(d).items() if k != "draft_room"}
+    th.mutants = ()
+    result = run(th)
+    assert result.status == "failed" and "counterexample" in result.detail
+
+
+def test_induction_theorems_state_and_refute_their_real_claims(proof_results):
+    """VM-PREFIX-BOUND and VM-WALK-* claim a formula over every index (not the induction
+    step), and their mutants' counterexamples are violations of that claim at an index the
+    search instantiates every hypothesis and axiom for."""
+    from specbound.proofs import registry
+
+    theorems = {th.id: th for th in registry.theorems()}
+    from specbound.proofs.theorem import SPEC
+    for tid in ("VM-PREFIX-BOUND", "VM-WALK-CONFINED", "VM-WALK-BOUNDED"):
+        claim = theorems[tid].claim(SPEC)
+        assert z3.is_quantifier(claim) and claim.is_forall(), tid
+    cx = next(m for m in proof_results["VM-PREFIX-BOUND"].mutants if m.id == "MUT-NO-CONTEXT-BOUND").counterexample
+    assert cx["P[k+1]"] == cx["P[k]"] + cx["seq_len[k]"] and cx["P[k+1]"] > (cx["k"] + 1) * cx["C"]
+    assert cx["k"] + 1 <= cx["bs"]

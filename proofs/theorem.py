@@ -16,9 +16,10 @@ swapped for a mutant).  Running it:
    dropped) the negated claim must be satisfiable; the model is the counterexample,
    searched first in a small box so it reads as a real batch.
 
-Quantified hypotheses and axioms enter a model search as their instances at the first
-``SEARCH_INDICES`` indices and at ``at``; a quantified claim is refuted at ``counter_at``,
-kept inside those indices, so a counterexample is a model of every instance it depends on.
+Quantified hypotheses enter a model search as their instances at ``at`` and, with the
+quantified axioms the proof rests on, at the first ``search_indices`` indices; a quantified
+claim is refuted at ``counter_at``, kept inside those indices, so its counterexample is a
+model of every instance it depends on.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from .model import instances
 SMALL_BOX = 40  # counterexamples are searched first with every reported value in [-SMALL_BOX, SMALL_BOX]
 MINIMISE_ROUNDS = 6  # then shrunk a few times, so they read as small concrete batches
 MINIMISE_RLIMIT = 150_000  # a shrink round that needs more simply stops the shrinking
-SEARCH_INDICES = 4  # quantified hypotheses and axioms hold at indices 0..3 in every searched model
+SEARCH_INDICES = 3  # a quantified claim's counterexample lies at an index below this
 
 
 class Defs(SimpleNamespace):
@@ -85,6 +86,7 @@ class Theorem:
     prove: Callable | None = None  # () -> Proof, for theorems proved by another rule (induction)
     at: tuple = ()                # index terms: the quantified hypotheses are instantiated there
     counter_at: tuple = ()        # for a quantified claim: where witnesses of its negation are sought
+    search_indices: int = 0       # model searches instantiate quantified facts at 0..search_indices-1
     rlimit: int = kernel.DEFAULT_RLIMIT
     family: str = ""
 
@@ -232,14 +234,13 @@ def _axiom_instances(axioms: Mapping, terms) -> list:
 
 
 def _search_facts(theorem: Theorem, hyps, lemmas, axioms) -> list:
-    """The lemmas, and the instances of the quantified hypotheses at the first indices and at
-    ``at``; for a quantified claim (whose counterexample lies at those indices) the axioms'
-    instances there too."""
-    indices = [z3.IntVal(i) for i in range(SEARCH_INDICES)] + list(theorem.at)
+    """The lemmas, the instances of the quantified hypotheses at ``at`` and at the first
+    ``search_indices`` indices, and the axioms (the quantified ones at those indices)."""
+    first = [z3.IntVal(i) for i in range(theorem.search_indices)]
     facts = list(lemmas)
-    for term in indices:
+    for term in first + list(theorem.at):
         facts += instances(hyps, term)
-    return facts + (_axiom_instances(axioms, indices) if theorem.counter_at else [])
+    return facts + _axiom_instances(axioms, first)
 
 
 def _negated_claim(theorem: Theorem, claim):
@@ -248,7 +249,7 @@ def _negated_claim(theorem: Theorem, claim):
     if not (z3.is_quantifier(claim) and claim.is_forall() and theorem.counter_at):
         return z3.Not(claim), []
     body = z3.substitute_vars(claim.body(), *reversed(theorem.counter_at))
-    keep = [z3.And(0 <= term, term < SEARCH_INDICES) for term in theorem.counter_at]
+    keep = [z3.And(0 <= term, term < theorem.search_indices) for term in theorem.counter_at]
     return z3.Not(body), keep
 
 

@@ -17,7 +17,7 @@ from .model import (
     C, P, at_context_conds, b, bs, c, in_batch, j, labelled, max_bs, n, per_request, prefix_at,
     seq_len, seq_len_conds, t, tree_params,
 )
-from .theorem import Mutant, Theorem
+from .theorem import SEARCH_INDICES, Mutant, Theorem
 
 FULL, QLEN, BITPACK = TreeMaskMode.FULL_MASK, TreeMaskMode.QLEN_ONLY, TreeMaskMode.QLEN_ONLY_BITPACKING
 FAMILY = "verify mask"
@@ -82,7 +82,7 @@ def vm_prefix_bound() -> Theorem:
         claim=lambda d: z3.ForAll([v], z3.Implies(v >= 0, L.prefix_bound_phi(v))),
         report=lambda: {"k": k, "bs": bs, "C": C, "seq_len[k]": seq_len(k), "P[k]": P(k),
                         "P[k+1]": P(k + 1)},
-        prove=L.prefix_bound, counter_at=(k + 1,),
+        prove=L.prefix_bound, counter_at=(k + 1,), search_indices=SEARCH_INDICES,
         mutants=(Mutant("MUT-NO-CONTEXT-BOUND",
                         "seq_len not bounded by max_context_len (a request past its context)",
                         drop=("seq_len_le_context",)),

@@ -21,7 +21,7 @@ from specbound.spec import TreeMaskMode
 
 from . import kernel
 from .model import D, K, P, b, in_batch, instances, n, per_request, seq_len, seq_len_conds, t, tree_params
-from .theorem import Mutant, SPEC, Theorem
+from .theorem import SEARCH_INDICES, SPEC, Mutant, Theorem
 
 FAMILY = "tree walk"
 BoolSort, IntSort = z3.BoolSort(), z3.IntSort()
@@ -143,7 +143,7 @@ def vm_walk_confined() -> Theorem:
         statement=("for ANY contents of selected_index and parent_list, every iteration of the bounded "
                    "walk of row (b, t) writes only inside mask row (b, t) and reads only inside row b of "
                    "selected_index and parent_list (induction over the iterations)"),
-        hyps=_walk_hyps, claim=_confined_claim, counter_at=(k + 1,),
+        hyps=_walk_hyps, claim=_confined_claim, counter_at=(k + 1,), search_indices=SEARCH_INDICES,
         report=_report,
         prove=_prove_confined,
         mutants=(
@@ -162,7 +162,7 @@ def vm_walk_bounded() -> Theorem:
         statement=("for ANY contents, the walk runs at most D iterations (iteration i runs only if i < D), "
                    "so a cycle cannot hang it and positions <= seq_len + D"),
         hyps=_walk_hyps, claim=lambda d: z3.ForAll([v], z3.Implies(v >= 0, _bounded_phi(d, v))),
-        counter_at=(k + 1,), report=_report,
+        counter_at=(k + 1,), search_indices=SEARCH_INDICES, report=_report,
         prove=lambda: _prove("VM-WALK-BOUNDED", _bounded_phi),
         mutants=(
             Mutant("MUT-UNBOUNDED-WALK",
