@@ -111,8 +111,9 @@ def kv_capacity() -> Theorem:
         hyps=hyps, claim=claim,
         report=lambda: {"num_seqs": num_seqs, "K": K, "D": D, "C": C, "S": S,
                         "seq_len[0]": seq_len(0)},
-        lemmas=lambda: [kernel.instantiate(L.prefix_room(num_seqs), num_seqs)],
-        search_indices=1,  # a counterexample of one request: S = seq_len[0]
+        lemmas=lambda: [kernel.instantiate(L.prefix_room(num_seqs), num_seqs),
+                        kernel.instantiate(L.prefix_monotone(num_seqs), num_seqs, 1)],  # S >= seq_len[0]
+        search_indices=1,  # the first request is shown: S = seq_len[0] for a single request
         mutants=(
             Mutant("MUT-27338-MISSING-TOPK", "row width num_seqs*C, without the factor K (sglang #27338)",
                    overrides={"draft_kv_indices_buffer_width": lambda ns, kk, cc: ns * cc}),
