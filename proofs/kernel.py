@@ -20,7 +20,8 @@ The rules, and why each is sound:
   dropped.  Hypotheses whose formula is a ``ForAll`` are not sent to Z3 (the query stays
   quantifier free); they discharge lemma hypotheses, typically instances made by
   ``instantiate(assume(label, forall), term)``.  The goal must be in the unsat core:
-  contradictory hypotheses or lemmas never prove anything.
+  contradictory hypotheses or lemmas never prove anything (with nothing else asserted, the
+  negated goal alone is the query).
 * :func:`instantiate`: from ``H |- forall vs. body`` derive ``H |- body[vs := terms]``.
 * :func:`generalise`: from ``H |- phi`` derive ``H |- forall cs. phi`` when no constant of
   ``cs`` is free in a hypothesis of ``H`` or in an axiom the proof rests on.
@@ -265,8 +266,12 @@ def _solve(hyps: dict, lemmas: list, extra: Sequence, rlimit: int, seed: int, go
         name = f"lemma!{len(tags)}"
         solver.assert_and_track(fact.translate(ctx), z3.Bool(name, ctx))
         tags[name] = ("lemma", lemma, tuple(discharged))
-    if goal is not None:
+    if goal is not None and tags:
         solver.assert_and_track(z3.Not(goal).translate(ctx), z3.Bool(_GOAL_TAG, ctx))
+    elif goal is not None:
+        # Nothing else is asserted, so unsat can only come from the goal: left untracked, the
+        # negated goal's conjuncts are units Z3's preprocessing can propagate.
+        solver.add(z3.Not(goal).translate(ctx))
     for formula in extra:
         solver.add(_formula(formula, "extra constraint").translate(ctx))
     start = time.perf_counter()
@@ -318,7 +323,7 @@ def check(name: str, goal, *, hyps: Mapping[str, z3.BoolRef] | None = None, by: 
     if result != z3.unsat:
         raise Unknown(name, solver.reason_unknown(), seconds, used)
     core = {c.decl().name() for c in solver.unsat_core()}
-    if _GOAL_TAG not in core:
+    if tags and _GOAL_TAG not in core:
         # The hypotheses and lemmas alone are contradictory: such a "proof" would be vacuous.
         raise Unknown(name, "hypotheses are inconsistent (goal not in unsat core)", seconds, used)
     used_hyps, axioms, cited = {}, [], []

@@ -110,8 +110,10 @@ def test_resolve_ifs_uses_only_hypothesis_conjuncts():
     mask, k = z3.Bool("mask"), z3.Int("k")
     value = z3.If(mask, x, 0) * k  # a masked load's value inside a product
     hyps = {"active": z3.And(mask, y >= 0), "x_small": z3.And(0 <= x, x <= 3), "k_small": z3.And(0 <= k, k <= 3)}
-    assert resolve_ifs(value <= 9, hyps).eq(x * k <= 9)
-    proof = prove_rewritten("masked", value <= 9, hyps=hyps, rlimit=kernel.DEFAULT_RLIMIT)
+    asked, used = resolve_ifs(value <= 9, hyps)
+    assert asked.eq(x * k <= 9) and used == {"active"}
+    proof, used = prove_rewritten("masked", value <= 9, hyps=hyps, rlimit=kernel.DEFAULT_RLIMIT)
+    assert used > proof.rlimit  # three core checks
     assert proof.goal.eq(value <= 9)  # the Proof is of the goal as asked, re-derived by the core
     assert "active" in proof.assumptions  # the rewrite's justification is recorded
     # Without the mask among the hypotheses nothing is rewritten, and the goal is still
@@ -123,5 +125,5 @@ def test_resolve_ifs_uses_only_hypothesis_conjuncts():
         prove_rewritten("false", value >= 1, hyps=hyps, rlimit=kernel.DEFAULT_RLIMIT)
     # A condition that is a conjunction of known conjuncts (a load mask inside a store mask).
     both = z3.If(z3.And(mask, y >= 0), x, 0) * k
-    proof = prove_rewritten("conj", both <= 9, hyps=hyps, rlimit=kernel.DEFAULT_RLIMIT)
+    proof, _ = prove_rewritten("conj", both <= 9, hyps=hyps, rlimit=kernel.DEFAULT_RLIMIT)
     assert "active" in proof.assumptions

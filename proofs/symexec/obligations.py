@@ -51,6 +51,7 @@ class Outcome:
     model: Any = None
     witness: Any = None
     detail: str = ""
+    rlimit: int = 0    # consumed by the checks that made the proof
 
     @property
     def ok(self):
@@ -122,7 +123,7 @@ def _attempts(rlimit, portfolio):
 def check(ob: Obligation, functions: dict, *, rlimit: int = RLIMIT, witness: bool = True) -> Outcome:
     start = time.perf_counter()
     hyps, lemmas = instantiate(ob.hyps, ob.goal, functions, ob.lemmas)
-    status, proof, model, detail = "unknown", None, None, ""
+    status, proof, model, detail, used = "unknown", None, None, "", 0
     attempts = _attempts(rlimit, PORTFOLIO)
     if any(label.startswith(DEFINITION) for label in hyps):
         # First without the definitions: most goals (a walk's depth bound, a stored value's
@@ -132,7 +133,7 @@ def check(ob: Obligation, functions: dict, *, rlimit: int = RLIMIT, witness: boo
         lean, lean_lemmas = instantiate(ob.hyps, ob.goal, functions, ob.lemmas, definitions=False)
         for limit, seed in LEAN_PORTFOLIO:
             try:
-                proof = prove_rewritten(ob.id, ob.goal, hyps=lean, by=lean_lemmas, rlimit=limit, seed=seed)
+                proof, used = prove_rewritten(ob.id, ob.goal, hyps=lean, by=lean_lemmas, rlimit=limit, seed=seed)
                 status, attempts = "proved", ()
                 break
             except kernel.Refuted:
@@ -141,7 +142,7 @@ def check(ob: Obligation, functions: dict, *, rlimit: int = RLIMIT, witness: boo
                 continue
     for limit, seed in attempts:
         try:
-            proof = prove_rewritten(ob.id, ob.goal, hyps=hyps, by=lemmas, rlimit=limit, seed=seed)
+            proof, used = prove_rewritten(ob.id, ob.goal, hyps=hyps, by=lemmas, rlimit=limit, seed=seed)
             status, detail = "proved", ""
             break
         except kernel.Refuted as exc:
@@ -167,7 +168,8 @@ def check(ob: Obligation, functions: dict, *, rlimit: int = RLIMIT, witness: boo
             if dead is not None:
                 status, proof, detail = "dead", dead, ("dead access: no lane is ever active in this "
                                                        "specialization (proved; the other hypotheses have a model)")
-    return Outcome(ob, status, time.perf_counter() - start, proof, model, wit, detail)
+                used = dead.rlimit
+    return Outcome(ob, status, time.perf_counter() - start, proof, model, wit, detail, used)
 
 
 _WITNESSES: dict = {}

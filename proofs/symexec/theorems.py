@@ -437,7 +437,7 @@ def prove_kernel(kind: str, sp, *, mutants: bool = True) -> list:
             f"{o.obligation.kind}@{o.obligation.line}" for o in outcomes[:40]) + (", ..." if len(outcomes) > 40 else "") + ")"
         res = KernelTheoremResult(
             id=tid, statement=statement, family=FAMILY, status=status, seconds=seconds,
-            rlimit=sum(o.proof.rlimit for o in outcomes if o.proof), rlimit_limit=0, hypotheses_used=hyps_used,
+            rlimit=sum(o.rlimit for o in outcomes), rlimit_limit=0, hypotheses_used=hyps_used,
             lemmas_cited=cited, preconditions=sorted(run.hyps), witness=witness, mutants=mres, detail=detail,
             axioms_used=axioms)
         res.outcomes = outcomes
