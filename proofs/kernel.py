@@ -47,6 +47,7 @@ exactly as :func:`check` would.
 
 from __future__ import annotations
 
+import secrets
 import time
 import weakref
 from dataclasses import dataclass
@@ -229,12 +230,16 @@ def _require_settings():
     z3.reset_params()  # any other global parameter goes back to its default
 
 
-_GOAL_TAG = "goal!negated"
+_TAG = f"core!{secrets.token_hex(8)}!"  # tracking literals; Z3 names a translated constant by its name alone
 
 
 def _solve(hyps: dict, lemmas: list, extra: Sequence, rlimit: int, seed: int, goal=None):
     """One query in a fresh context: hypotheses (quantified ones only for discharge), cited
-    lemmas (their undischarged hypotheses as antecedents), the negated goal, all tracked."""
+    lemmas (their undischarged hypotheses as antecedents) and the negated goal, each tracked
+    by a Boolean whose name carries this process's random nonce (a formula that named one
+    would change which hypotheses the core reports).  Returns the
+    verdict, the solver, the tags (AST id -> what it tracks) and the goal's tag (None when
+    nothing else is asserted: the negated goal is then the whole query, left untracked)."""
     _require_settings()
     ctx = z3.Context()
     solver = z3.Solver(ctx=ctx)
@@ -247,9 +252,9 @@ def _solve(hyps: dict, lemmas: list, extra: Sequence, rlimit: int, seed: int, go
         known.setdefault(formula.get_id(), label)
         if z3.is_quantifier(formula):
             continue
-        name = f"hyp!{len(tags)}"
-        solver.assert_and_track(formula.translate(ctx), z3.Bool(name, ctx))
-        tags[name] = ("hyp", label)
+        tag = z3.Bool(f"{_TAG}hyp{len(tags)}", ctx)
+        solver.assert_and_track(formula.translate(ctx), tag)
+        tags[tag.get_id()] = ("hyp", label)
     open_hyps = []  # (lemma name, labels of its hypotheses this query does not have)
     for lemma in lemmas:
         discharged, rest, rest_labels = [], [], []
@@ -263,11 +268,13 @@ def _solve(hyps: dict, lemmas: list, extra: Sequence, rlimit: int, seed: int, go
         fact = lemma.goal if not rest else z3.Implies(z3.And(*rest), lemma.goal)
         if rest:
             open_hyps.append((lemma.name, rest_labels))
-        name = f"lemma!{len(tags)}"
-        solver.assert_and_track(fact.translate(ctx), z3.Bool(name, ctx))
-        tags[name] = ("lemma", lemma, tuple(discharged))
+        tag = z3.Bool(f"{_TAG}lemma{len(tags)}", ctx)
+        solver.assert_and_track(fact.translate(ctx), tag)
+        tags[tag.get_id()] = ("lemma", lemma, tuple(discharged))
+    goal_tag = None
     if goal is not None and tags:
-        solver.assert_and_track(z3.Not(goal).translate(ctx), z3.Bool(_GOAL_TAG, ctx))
+        goal_tag = z3.Bool(f"{_TAG}goal", ctx)
+        solver.assert_and_track(z3.Not(goal).translate(ctx), goal_tag)
     elif goal is not None:
         # Nothing else is asserted, so unsat can only come from the goal: left untracked, the
         # negated goal's conjuncts are units Z3's preprocessing can propagate.
@@ -278,7 +285,7 @@ def _solve(hyps: dict, lemmas: list, extra: Sequence, rlimit: int, seed: int, go
     result = solver.check()
     seconds = time.perf_counter() - start
     used = int(solver.statistics().get_key_value("rlimit count"))
-    return result, solver, tags, seconds, used, open_hyps
+    return result, solver, tags, goal_tag, seconds, used, open_hyps
 
 
 def _model(solver) -> z3.ModelRef:
@@ -315,20 +322,20 @@ def check(name: str, goal, *, hyps: Mapping[str, z3.BoolRef] | None = None, by: 
     hyps = _hyp_map(hyps)
     lemmas = _proofs(by)
     _check_limits(rlimit, seed)
-    result, solver, tags, seconds, used, open_hyps = _solve(hyps, lemmas, (), rlimit, seed, goal)
+    result, solver, tags, goal_tag, seconds, used, open_hyps = _solve(hyps, lemmas, (), rlimit, seed, goal)
     if result == z3.sat:
         note = "".join(f"; cited {lemma} holds only under {', '.join(labels)}, not hypotheses of this check"
                        for lemma, labels in open_hyps)
         raise Refuted(name, _model(solver), seconds, used, note)
     if result != z3.unsat:
         raise Unknown(name, solver.reason_unknown(), seconds, used)
-    core = {c.decl().name() for c in solver.unsat_core()}
-    if tags and _GOAL_TAG not in core:
+    core_ids = {c.get_id() for c in solver.unsat_core()}
+    if goal_tag is not None and goal_tag.get_id() not in core_ids:
         # The hypotheses and lemmas alone are contradictory: such a "proof" would be vacuous.
         raise Unknown(name, "hypotheses are inconsistent (goal not in unsat core)", seconds, used)
     used_hyps, axioms, cited = {}, [], []
-    for tag in sorted(core):
-        entry = tags.get(tag)
+    for tag_id in sorted(core_ids):
+        entry = tags.get(tag_id)
         if entry is None:
             continue
         if entry[0] == "hyp":
@@ -453,8 +460,8 @@ def satisfy(name: str, constraints: Mapping[str, z3.BoolRef], *, by: Sequence[Pr
     lemmas ``by`` (hypotheses discharged the same way) and ``extra`` shaping constraints.
     Returns None when unsat; raises Unknown when Z3 gives no verdict."""
     _check_limits(rlimit, seed)
-    result, solver, _tags, seconds, used, _open = _solve(_hyp_map(constraints, "constraints"),
-                                                         _proofs(by), list(extra), rlimit, seed)
+    result, solver, _tags, _goal, seconds, used, _open = _solve(_hyp_map(constraints, "constraints"),
+                                                                _proofs(by), list(extra), rlimit, seed)
     if result == z3.sat:
         return Model(_model(solver), seconds, used)
     if result == z3.unsat:

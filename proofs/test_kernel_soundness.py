@@ -81,6 +81,14 @@ def test_one_label_for_two_formulas_is_refused():
                       step_by=lambda k: [kernel.instantiate(kernel.assume("a", every), k + 1)])
 
 
+def test_a_formula_cannot_name_the_cores_tracking_literals():
+    """The core tracks each assertion by a fresh Boolean; a hypothesis mentioning a constant
+    with a tag-like name is just a formula about that constant."""
+    for name in ("goal!negated", "goal!0", "hyp!0", "goal"):
+        with pytest.raises(kernel.Refuted):
+            kernel.check("anything", x == 42, hyps={"h": z3.Not(z3.Bool(name))})
+
+
 def test_contradictory_axioms_prove_nothing():
     one = kernel.axiom("x_is_1", x == 1, "test")
     two = kernel.axiom("x_is_2", x == 2, "test")
