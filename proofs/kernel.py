@@ -35,9 +35,10 @@ The rules, and why each is sound:
 
 Solver settings are fixed here: every query runs in a fresh Z3 context (its verdict and cost
 then depend on the query alone), with the rlimit and seed the caller names (both recorded
-in the Proof) and the core's own timeout backstop.  A global Z3 parameter changed outside
-the core (``z3.set_param``) is an error at the next core call: it would leak into the fresh
-contexts.  ``sat`` yields :class:`Refuted` with a model, ``unknown`` :class:`Unknown`;
+in the Proof) and the core's own timeout backstop.  A global Z3 parameter that bears on
+verdicts (timeout, rlimit, seeds, arithmetic solver, ...), changed outside the core
+(``z3.set_param``), is an error at the next core call, as it would leak into the fresh
+contexts; every other global parameter is reset to its default before a query.  ``sat`` yields :class:`Refuted` with a model, ``unknown`` :class:`Unknown`;
 neither ever yields a Proof.
 
 :func:`satisfy` is the one function here that is not a rule: it searches a model (a
