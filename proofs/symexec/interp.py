@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import z3
 
-from specbound.proofs.kernel import subterms
+from specbound.proofs.terms import subterms
 
 from .values import (
     DTYPES, INT1, INT32, INT64, LANES, MAX_RANK, Access, DType, Ptr, PtrDType,
