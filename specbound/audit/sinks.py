@@ -19,6 +19,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
+import z3
+
 from . import bindings as B
 from .extract import SourceIndex
 from .kernels import KV_ALIASES, KV_FILES, TREE_ALIASES, _norm
@@ -61,6 +63,7 @@ class TracedBuffer:
     value: Any                           # trace.Alloc, or trace.Ended / trace.Opaque (untraced)
     path: Path
     companions: dict[str, Any] = field(default_factory=dict)   # "kv_indices_stride" / "tree_mask_mode"
+    variables: dict[str, Any] = field(default_factory=dict)    # companion -> its Z3 variable in path conditions
 
     @property
     def alloc(self) -> Alloc | None:
@@ -156,9 +159,13 @@ def trace_site(tracer: Tracer, site: SinkSite) -> list[TracedBuffer]:
                     for v, q in tracer.resolve(cexpr, frame, p):
                         nxt.append(({**comp, name: v}, q))
                 companions = nxt
+            # A companion that is a parameter of the calling function has a Z3 variable in the
+            # path conditions (`if` tests on it); the judge ties an unresolved one to each layout.
+            variables = {name: z3.Int(f"{site.argument(name).id}@{frame.key}") for name in site.sink.companions
+                         if isinstance(site.argument(name), ast.Name) and site.argument(name).id in site.func.params()}
             for comp, p in companions:
                 owner_here = value.owner if isinstance(value, Alloc) else owner
-                out.append(TracedBuffer(site, owner_here if owner_here else owner, value, p, comp))
+                out.append(TracedBuffer(site, owner_here if owner_here else owner, value, p, comp, variables))
     return out
 
 

@@ -108,6 +108,7 @@ class Alloc:
     func: str                # the function the allocation is written in
     view: str = ""           # indexing applied on the way to the kernel ("[i]", "[:k]")
     via: str = ""            # the owner's call of the helper that allocates (if any)
+    holder: str = ""         # the variable or attribute the allocation is assigned to
 
     def numel(self):
         out = 1
@@ -144,6 +145,7 @@ class Unevaluated:
 class Ended:
     reason: str              # the trail ended here, and why
     where: str
+    absent: bool = False     # not a gap of the tracer: no value exists here (no caller, never assigned)
 
 
 TENSORLIKE = (Alloc,)
@@ -178,6 +180,7 @@ class Path:
     conds: tuple = ()        # Z3 Bools (if tests, helper path conditions)
     trail: tuple = ()        # human steps, innermost last
     notes: tuple = ()        # tests that could not be evaluated, cut alternatives
+    holder: str = ""         # the name the value being traced was last assigned to
 
     def pin(self, key):
         for k, v in self.pins:
@@ -396,7 +399,7 @@ class Tracer:
                 out.append((Opaque(f"{name} ({type(stmt).__name__.lower()} target at {where})"), path))
                 continue
             for p in self._guarded(frame, stmt, path):
-                p = p.step(f"{where} {_text(stmt)[:90]}")
+                p = replace(p.step(f"{where} {_text(stmt)[:90]}"), holder=name)
                 if isinstance(value, ast.AugAssign):
                     vals = self._binop(ast.BinOp(value.target, value.op, value.value), frame, p)
                 else:
@@ -555,7 +558,7 @@ class Tracer:
         callers = self._callers(frame)
         if not callers:
             return [(Ended(f"parameter `{name}` of {frame.func.qual}: no call site in the package "
-                           "reaches it", frame.func.where), path)]
+                           "reaches it", frame.func.where, absent=True), path)]
         pinned = self._pinned(path, key)
         return self._each_caller(name, frame, path, callers, key, pinned)
 
@@ -636,7 +639,7 @@ class Tracer:
                 mframe = self.top_frame(m, self_val)
                 where = f"{m.rel}:{stmt.lineno}"
                 for p in self._guarded(mframe, stmt, path):
-                    p = p.step(f"{where} {_text(stmt)[:90]}")
+                    p = replace(p.step(f"{where} {_text(stmt)[:90]}"), holder=f"self.{attr}")
                     for v, q in self.resolve(value, mframe, p, receiver):
                         out += self._unpack(v, idx, mframe, q, value)
         for c in self.p.mro(cls):  # class-level defaults
@@ -644,7 +647,7 @@ class Tracer:
                 if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in s.targets):
                     out += self.resolve(s.value, self._file_frame(c.path, c.rel, frame.depth), path)
         if not out:
-            return [(Ended(f"`self.{attr}`: no assignment in {cls.name} or its bases", cls.where), path)]
+            return [(Ended(f"`self.{attr}`: no assignment in {cls.name} or its bases", cls.where, absent=True), path)]
         return out
 
     def _assignments_to_self(self, m: FuncInfo):
@@ -968,6 +971,7 @@ class Tracer:
             return [(Ended(f"`{_text(e)[:60]}`: no shape argument", self._at(frame, e)), path)]
         out = []
         site = f"{frame.func.rel}:{e.lineno}"
+        holder = path.holder   # before the shape's own names are traced
         for shape, p in self.resolve(shape_exprs[0], frame, path):
             if isinstance(shape, Num):
                 dim_lists = [([shape.term], p)]
@@ -988,7 +992,8 @@ class Tracer:
                     out.append((bad if isinstance(bad, Ended) else
                                 Ended(f"a dimension is `{bad.text}`, which no binding names", site), q))
                     continue
-                out.append((Alloc(op, tuple(dims), site, _text(e)[:160], frame.owner, frame.func.qual, via=frame.via),
+                out.append((Alloc(op, tuple(dims), site, _text(e)[:160], frame.owner, frame.func.qual, via=frame.via,
+                                  holder=holder),
                             q.step(f"{site} {_text(e)[:90]}")))
         return out
 
