@@ -23,7 +23,8 @@ from . import report as R
 from .extract import SourceIndex
 from .program import Program
 from .sinks import TracedBuffer, find_sites, trace_site
-from .trace import Alloc, Ended, EnumMember, Num, Opaque, Tracer
+from .trace import Tracer
+from .trace_values import Alloc, Ended, EnumMember, Num, Opaque
 
 VERDICT_STATUS = {J.MATCHED: R.MATCHED, J.OVERRUN: R.OVERRUN, J.HOLDS_ONLY_IF: R.HOLDS_ONLY_IF, J.ERROR: R.ERROR}
 SEVERITY = [J.OVERRUN, J.ERROR, J.HOLDS_ONLY_IF, J.MATCHED]

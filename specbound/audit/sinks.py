@@ -25,7 +25,8 @@ from . import bindings as B
 from .extract import SourceIndex
 from .kernels import KV_ALIASES, KV_FILES, TREE_ALIASES, _norm
 from .program import FuncInfo, Program, callee_name
-from .trace import Alloc, Ended, Instance, NoneValue, Opaque, Path, Tracer
+from .trace import Tracer
+from .trace_values import Alloc, Ended, Instance, NoneValue, Opaque, Path
 
 
 @dataclass

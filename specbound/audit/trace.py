@@ -31,182 +31,22 @@ A walk that cannot go on ends in an :class:`Ended` value that says where and why
 from __future__ import annotations
 
 import ast
-import enum
-import math
-from dataclasses import dataclass, replace
-from typing import Any, Iterable
+from dataclasses import replace
 
 import z3
 
 from . import bindings as B
-from . import symexec as S
-from .program import FUNC_TYPES, ClassInfo, FuncInfo, Program, callee_name, guards
-
-MAX_ALTERNATIVES = 160  # alternatives kept per expression (more: the rest is reported as cut)
-MAX_DEPTH = 14          # frames below a kernel call site
-MAX_STEPS = 6000
-GUARD_CALLERS = 8       # an `if` test climbs to a parameter's call sites only when they are this few        # resolutions per trace (a budget, reported when spent)
-
-
-# --- values -------------------------------------------------------------------------------
-
-@dataclass(frozen=True, eq=False)
-class Num:
-    term: Any               # int or Z3 integer term
+from .program import FUNC_TYPES, FuncInfo, Program, callee_name, guards
+from .trace_calls import CallsMixin
+from .trace_values import (
+    MAX_ALTERNATIVES, MAX_STEPS, Alloc, ClassRef, Ended, EnumMember, Frame, FuncRef, Instance, Items,
+    NoneValue, Num, Opaque, Path, Record, ShapeOf, Truth, Unevaluated, apply_delta, argument_for, assume, combine,
+    compare_values, dedupe, default_for, delta, is_enum, MISSING, STARRED, name_targets, negate, self_targets,
+    no_args, row_of, source_text, truth_of,
+)
 
 
-@dataclass(frozen=True, eq=False)
-class Truth:
-    term: Any               # bool or Z3 Bool
-
-
-@dataclass(frozen=True)
-class EnumMember:
-    enum: str
-    member: str
-
-
-@dataclass(frozen=True)
-class NoneValue:
-    pass
-
-
-@dataclass(frozen=True, eq=False)
-class Instance:
-    """``self`` of a package class (its attributes are traced through the class)."""
-    cls: ClassInfo
-
-
-@dataclass(frozen=True, eq=False)
-class ClassRef:
-    cls: ClassInfo
-
-
-@dataclass(frozen=True, eq=False)
-class FuncRef:
-    func: FuncInfo
-
-
-@dataclass(frozen=True, eq=False)
-class Record:
-    """An object built by a constructor call the tracer saw (``VerifyMask(buffer=..., ...)``)."""
-    cls: ClassInfo
-    fields: tuple            # (name, expr, frame)
-    site: str
-
-    def field_of(self, name):
-        return next(((e, f) for n, e, f in self.fields if n == name), None)
-
-
-@dataclass(frozen=True, eq=False)
-class Alloc:
-    op: str                  # "torch.zeros"
-    dims: tuple              # Z3 terms / ints, outermost first
-    site: str                # "srt/...py:123"
-    text: str                # the allocation as written
-    owner: str               # the class (or function) it is allocated for
-    func: str                # the function the allocation is written in
-    view: str = ""           # indexing applied on the way to the kernel ("[i]", "[:k]")
-    via: str = ""            # the owner's call of the helper that allocates (if any)
-    holder: str = ""         # the variable or attribute the allocation is assigned to
-
-    def numel(self):
-        out = 1
-        for d in self.dims:
-            out = out * d
-        return out
-
-
-@dataclass(frozen=True)
-class ShapeOf:
-    alloc: Alloc
-
-
-@dataclass(frozen=True, eq=False)
-class Items:
-    items: tuple             # (expr, frame)
-
-
-@dataclass(frozen=True)
-class Opaque:
-    text: str                # an object the tracer cannot see into
-
-
-@dataclass(frozen=True, eq=False)
-class Unevaluated:
-    """A parameter an ``if`` test did not follow to its call sites: a Z3 variable, tied to
-    the values found when the same parameter is followed (so a branch taken for one layout
-    is never paired with another)."""
-    var: Any
-    text: str
-
-
-@dataclass(frozen=True)
-class Ended:
-    reason: str              # the trail ended here, and why
-    where: str
-    absent: bool = False     # not a gap of the tracer: no value exists here (no caller, never assigned)
-
-
-TENSORLIKE = (Alloc,)
-
-
-# --- frames and paths -----------------------------------------------------------------------
-
-@dataclass(eq=False)
-class Frame:
-    func: FuncInfo
-    self_val: Any            # Instance / Record / None
-    args: dict | None        # param -> (expr, frame) when called from a traced site; None: unknown
-    key: str
-    depth: int = 0
-    inherited_owner: str = ""    # a helper called from a backend allocates for that backend
-    via: str = ""                # the call site in the owner's code that led here
-
-    @property
-    def owner(self) -> str:
-        if self.inherited_owner:
-            return self.inherited_owner
-        if isinstance(self.self_val, Instance):
-            return self.self_val.cls.name
-        if isinstance(self.self_val, Record):
-            return self.self_val.cls.name
-        return self.func.qual
-
-
-@dataclass(frozen=True)
-class Path:
-    pins: tuple = ()         # ((key, value), ...): choices made on this path
-    conds: tuple = ()        # Z3 Bools (if tests, helper path conditions)
-    trail: tuple = ()        # human steps, innermost last
-    notes: tuple = ()        # tests that could not be evaluated, cut alternatives
-    holder: str = ""         # the name the value being traced was last assigned to
-
-    def pin(self, key):
-        for k, v in self.pins:
-            if k == key:
-                return v
-        return None
-
-    def with_pin(self, key, value) -> "Path":
-        """Record a choice; a later one for the same key replaces it (a local reassigned under
-        an ``if`` that tested its old value)."""
-        return replace(self, pins=tuple((k, v) for k, v in self.pins if k != key) + ((key, value),))
-
-    def step(self, text: str) -> "Path":
-        return replace(self, trail=self.trail + (text,))
-
-    def cond(self, c) -> "Path":
-        return replace(self, conds=self.conds + (c,))
-
-    def note(self, text: str) -> "Path":
-        return self if text in self.notes else replace(self, notes=self.notes + (text,))
-
-
-_NO_PIN = object()
-
-
-class Tracer:
+class Tracer(CallsMixin):
     """One tracer per package; :meth:`resolve` is the expression walk."""
 
     def __init__(self, program: Program, role: str | None = None):
@@ -243,7 +83,7 @@ class Tracer:
         for consulted, results in self._memo.get(memo_key, ()):
             if all(path.pin(k) is v for k, v in consulted):
                 self._consult(consulted)
-                return [(v, _apply(path, delta)) for v, delta in results]
+                return [(v, apply_delta(path, delta)) for v, delta in results]
         self._active.add(key)
         self._consulted.append({})
         cycles = self._cycles
@@ -256,12 +96,12 @@ class Tracer:
             consulted = tuple(self._consulted.pop().items())
             self._consult(consulted)
         if self._cycles == cycles:  # a result cut short by a cycle depends on where it was asked
-            self._memo.setdefault(memo_key, []).append((consulted, [(v, _delta(path, p)) for v, p in out]))
-        out = _dedupe(out)
+            self._memo.setdefault(memo_key, []).append((consulted, [(v, delta(path, p)) for v, p in out]))
+        out = dedupe(out)
         if len(out) > MAX_ALTERNATIVES:
             self.cut += len(out) - MAX_ALTERNATIVES
             out = [(v, p.note(f"{len(out) - MAX_ALTERNATIVES} further alternatives of "
-                              f"`{_text(expr)}` not followed")) for v, p in out[:MAX_ALTERNATIVES]]
+                              f"`{source_text(expr)}` not followed")) for v, p in out[:MAX_ALTERNATIVES]]
         return out
 
     def _pinned(self, path: Path, key):
@@ -282,7 +122,7 @@ class Tracer:
 
     # --- dispatch -------------------------------------------------------------------------
     def _resolve(self, e, frame, path, receiver):
-        text = _text(e)
+        text = source_text(e)
         if text in B.EXPRESSIONS:
             return [(Num(B.quantity(B.EXPRESSIONS[text], self.role)), path)]
         if isinstance(e, ast.Constant):
@@ -312,7 +152,7 @@ class Tracer:
             out = []
             for t, p in self.test(e.test, frame, path):
                 for branch, polarity in ((e.body, True), (e.orelse, False)):
-                    q = _assume(p, t, polarity)
+                    q = assume(p, t, polarity)
                     if q is not None:
                         out += self.resolve(branch, frame, q, receiver)
             return out
@@ -332,19 +172,19 @@ class Tracer:
             for node in ast.walk(func.node):
                 if isinstance(node, ast.Assign):
                     for t in node.targets:
-                        for name, idx in _targets(t):
+                        for name, idx in name_targets(t):
                             out.setdefault(name, []).append((node, idx, node.value))
                 elif isinstance(node, ast.AnnAssign) and node.value is not None and isinstance(node.target, ast.Name):
                     out.setdefault(node.target.id, []).append((node, (), node.value))
                 elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
                     out.setdefault(node.target.id, []).append((node, (), node))
                 elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-                    for name, _ in _targets(node.target):
+                    for name, _ in name_targets(node.target):
                         out.setdefault(name, []).append((node, None, None))
                 elif isinstance(node, (ast.With, ast.AsyncWith)):
                     for item in node.items:
                         if item.optional_vars is not None:
-                            for name, _ in _targets(item.optional_vars):
+                            for name, _ in name_targets(item.optional_vars):
                                 out.setdefault(name, []).append((node, None, None))
                 elif isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
                     out.setdefault(node.target.id, []).append((node, (), node.value))
@@ -369,10 +209,10 @@ class Tracer:
             nxt = []
             for p in paths:
                 for t, q in self.test(test, frame, p):
-                    r = _assume(q, t, polarity)
+                    r = assume(q, t, polarity)
                     if r is not None:
                         if t is None:
-                            r = r.note(f"{frame.func.rel}:{test.lineno} `if {_text(test)[:50]}` not evaluated")
+                            r = r.note(f"{frame.func.rel}:{test.lineno} `if {source_text(test)[:50]}` not evaluated")
                         nxt.append(r)
             paths = nxt
         return paths
@@ -399,7 +239,7 @@ class Tracer:
                 out.append((Opaque(f"{name} ({type(stmt).__name__.lower()} target at {where})"), path))
                 continue
             for p in self._guarded(frame, stmt, path):
-                p = replace(p.step(f"{where} {_text(stmt)[:90]}"), holder=name)
+                p = replace(p.step(f"{where} {source_text(stmt)[:90]}"), holder=name)
                 if isinstance(value, ast.AugAssign):
                     vals = self._binop(ast.BinOp(value.target, value.op, value.value), frame, p)
                 else:
@@ -426,7 +266,7 @@ class Tracer:
             expr, f = v.items[i]
             return [w for x, p in self.resolve(expr, f, path) for w in self._unpack(x, rest, f, p, node)]
         if isinstance(v, Alloc):
-            return self._unpack(_row(v, f"[{i}]"), rest, frame, path, node)
+            return self._unpack(row_of(v, f"[{i}]"), rest, frame, path, node)
         if isinstance(v, (Ended, Opaque)):
             return [(v, path)]
         return [(Ended(f"unpacking a {type(v).__name__}", self._at(frame, node)), path)]
@@ -448,7 +288,7 @@ class Tracer:
 
     def _file_frame(self, path, rel, depth=0) -> Frame:
         """A frame for module-level (or class-body) code of a file: no parameters, no self."""
-        node = ast.FunctionDef(name="<module>", args=_no_args(), body=[], decorator_list=[], lineno=1,
+        node = ast.FunctionDef(name="<module>", args=no_args(), body=[], decorator_list=[], lineno=1,
                                col_offset=0)
         return Frame(FuncInfo(node, path, rel), None, {}, f"{rel}:<module>", depth)
 
@@ -568,21 +408,21 @@ class Tracer:
             if pinned is not None and pinned != i:
                 continue
             p = path if pinned is not None else path.with_pin(key, i)
-            expr = _argument(call, frame.func, name, method=frame.func.cls is not None)
+            expr = argument_for(call, frame.func, name, method=frame.func.cls is not None)
             where = f"{caller.func.rel}:{call.lineno}"
-            if expr is _MISSING:
+            if expr is MISSING:
                 out.append((Ended(f"the call at {where} passes no `{name}`", where), p))
                 continue
-            if expr is _STARRED:
+            if expr is STARRED:
                 out.append((Ended(f"the call at {where} passes *args/**kwargs", where), p))
                 continue
             if expr is None:  # the default
-                default = _default(frame.func, name)
+                default = default_for(frame.func, name)
                 vals = self.resolve(default, frame, p) if default is not None else \
                     [(Ended(f"`{name}` has no default", frame.func.where), p)]
                 out += [(v, q.step(f"{where} (default of `{name}`)")) for v, q in vals]
                 continue
-            out += self.resolve(expr, caller, p.step(f"{where} {_text(call)[:90]}"))
+            out += self.resolve(expr, caller, p.step(f"{where} {source_text(call)[:90]}"))
         return out
 
     # --- attributes ---------------------------------------------------------------------------
@@ -606,7 +446,7 @@ class Tracer:
                 return self.resolve(got[0], got[1], path.step(f"{recv.site} field `{attr}` of {recv.cls.name}"))
             return self._instance_attr(Instance(recv.cls), attr, path, node, frame, self_val=recv, receiver=receiver)
         if isinstance(recv, ClassRef):
-            if _is_enum(self.p, recv.cls):
+            if is_enum(self.p, recv.cls):
                 return [(EnumMember(recv.cls.name, attr), path)]
             return [(Opaque(f"{recv.cls.name}.{attr}"), path)]
         if isinstance(recv, Alloc):
@@ -639,7 +479,7 @@ class Tracer:
                 mframe = self.top_frame(m, self_val)
                 where = f"{m.rel}:{stmt.lineno}"
                 for p in self._guarded(mframe, stmt, path):
-                    p = replace(p.step(f"{where} {_text(stmt)[:90]}"), holder=f"self.{attr}")
+                    p = replace(p.step(f"{where} {source_text(stmt)[:90]}"), holder=f"self.{attr}")
                     for v, q in self.resolve(value, mframe, p, receiver):
                         out += self._unpack(v, idx, mframe, q, value)
         for c in self.p.mro(cls):  # class-level defaults
@@ -659,7 +499,7 @@ class Tracer:
                     if node.value is None:
                         continue
                     for t in targets:
-                        for target, idx in _attr_targets(t):
+                        for target, idx in self_targets(t):
                             out.setdefault(target, []).append((node, idx, node.value))
             self._self_assigns[m.key] = out
         return self._self_assigns[m.key]
@@ -691,409 +531,6 @@ class Tracer:
                 p = path if pinned is not None else path.with_pin(key, ident)
                 out += self._returns(m, Instance(cls), {}, frame, p.step(f"{m.where} {cls.name}.{attr} (property)"),
                                      node)
-        return out
-
-    # --- calls --------------------------------------------------------------------------------
-    def _call(self, e: ast.Call, frame: Frame, path: Path):
-        f = e.func
-        name = callee_name(f)
-        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "torch":
-            if name in B.ALLOCATORS:
-                return self._alloc(e, frame, path, shape_args=True)
-            if name in B.LIKE_ALLOCATORS:
-                return [(replace(v, site=f"{frame.func.rel}:{e.lineno}", text=_text(e)[:160],
-                                 owner=frame.owner, func=frame.func.qual), p) if isinstance(v, Alloc) else (v, p)
-                        for v, p in self.resolve(e.args[0], frame, path)] if e.args else []
-        if isinstance(f, ast.Attribute):
-            if name in B.SAME_BUFFER:
-                return self.resolve(f.value, frame, path)
-            if name in ("view", "reshape", "flatten") and _is_flat(e):
-                return [(_flat(v), p) if isinstance(v, Alloc) else (v, p) for v, p in self.resolve(f.value, frame, path)]
-            if name == "size" or name == "numel":
-                return [(_shape_call(v, name, e), p) if isinstance(v, Alloc) else (Opaque(_text(e)), p)
-                        for v, p in self.resolve(f.value, frame, path)]
-            if isinstance(f.value, ast.Call) and callee_name(f.value.func) == "super":
-                return self._super_call(e, frame, path)
-            out = []
-            for recv, p in self.resolve(f.value, frame, path, receiver=True):
-                out += self._method_call(recv, name, e, frame, p)
-            return out
-        if isinstance(f, ast.Name):
-            if name in ("int", "abs") and e.args:
-                return self.resolve(e.args[0], frame, path)
-            if name in ("max", "min") and len(e.args) == 2:
-                return self._minmax(name, e, frame, path)
-            if name == "len" and e.args:
-                return [(Num(v.dims[0]), p) if isinstance(v, Alloc) and v.dims else
-                        (Num(len(v.items)), p) if isinstance(v, Items) else (Opaque(_text(e)), p)
-                        for v, p in self.resolve(e.args[0], frame, path)]
-            out = []
-            for target, p in self.resolve(f, frame, path, receiver=True):
-                out += self._call_value(target, e, frame, p)
-            return out
-        return [(Opaque(_text(e)[:80]), path)]
-
-    def _call_value(self, target, e, frame, path):
-        if isinstance(target, FuncRef):
-            return self._invoke(target.func, None, e, frame, path)
-        if isinstance(target, ClassRef):
-            return self._construct(target.cls, e, frame, path)
-        if isinstance(target, Ended):
-            return [(target, path)]
-        return [(Opaque(f"{_text(e.func)}(...)"), path)]
-
-    def _method_call(self, recv, name, e, frame, path):
-        if isinstance(recv, Instance):
-            m = self.p.lookup(recv.cls, name)
-            if m is not None:
-                return self._invoke(m, recv, e, frame, path)
-            return self._duck_call(name, e, frame, path)
-        if isinstance(recv, Record):
-            m = self.p.lookup(recv.cls, name)
-            if m is not None:
-                return self._invoke(m, recv, e, frame, path)
-            got = recv.field_of(name)
-            return [(Opaque(f"{recv.cls.name}.{name}(...)"), path)] if got is None else []
-        if isinstance(recv, ClassRef):
-            m = self.p.lookup(recv.cls, name)
-            return self._invoke(m, None, e, frame, path) if m is not None else [(Opaque(_text(e)[:80]), path)]
-        if isinstance(recv, Alloc):
-            return [(Opaque(f"tensor.{name}(...)"), path)]
-        if isinstance(recv, NoneValue):
-            return []
-        if isinstance(recv, Ended):
-            return [(recv, path)]
-        return self._duck_call(name, e, frame, path)
-
-    def _duck_call(self, name, e, frame, path):
-        """A method called on an object the tracer cannot see: every class that runs a
-        definition of that name (its own or inherited)."""
-        methods = self.p.methods_named(name)
-        if not methods or self._in_guard:
-            return [(Opaque(f"<object>.{name}(...)"), path)]
-        if ("duck()", name) in self._active:
-            self._cycles += 1
-            return []  # as for properties: a delegating method inside the enumeration
-        self._active.add(("duck()", name))
-        try:
-            return self._duck_call_all(name, methods, e, frame, path)
-        finally:
-            self._active.discard(("duck()", name))
-
-    def _duck_call_all(self, name, methods, e, frame, path):
-        key = ("duck", frame.key, id(e))
-        pinned = self._pinned(path, key)
-        out = []
-        for m in methods:
-            for cls in self._instance_classes(m):
-                ident = (m.key, cls.name)
-                if pinned is not None and pinned != ident:
-                    continue
-                p = path if pinned is not None else path.with_pin(key, ident)
-                out += self._invoke(m, Instance(cls), e, frame, p.step(f"{frame.func.rel}:{e.lineno} "
-                                                                       f"{cls.name}.{name}()"))
-        return out
-
-    def _instance_classes(self, m: FuncInfo) -> list:
-        """The classes to trace a method in: every class that runs it, or only its own class
-        when its body never reads ``self`` (then every instance gives the same values)."""
-        if not any(isinstance(n, ast.Name) and n.id == "self" for n in ast.walk(m.node)):
-            return [m.cls]
-        return self.p.classes_running(m)
-
-    def _super_call(self, e, frame, path):
-        cls = frame.func.cls
-        if cls is None or not isinstance(frame.self_val, (Instance, Record)):
-            return [(Opaque(_text(e)[:80]), path)]
-        mro = self.p.mro(frame.self_val.cls)
-        name = e.func.attr
-        after = mro[mro.index(cls) + 1:] if cls in mro else []
-        for c in after:
-            m = c.methods().get(name)
-            if m is not None:
-                return self._invoke(m, frame.self_val, e, frame, path)
-        return [(Opaque(_text(e)[:80]), path)]
-
-    def _invoke(self, func: FuncInfo, self_val, call: ast.Call, frame: Frame, path: Path):
-        """The values ``func`` returns when called at ``call`` (in ``frame``)."""
-        if frame.depth >= MAX_DEPTH:
-            return [(Ended("trail too deep (call nesting)", self._at(frame, call)), path)]
-        if func.cls is not None and self_val is None and not func.is_static():
-            return [(Opaque(f"unbound method {func.qual}"), path)]
-        args = _bind_call(func, call, frame, method=func.cls is not None and not func.is_static())
-        if isinstance(args, str):
-            return [(Ended(args, self._at(frame, call)), path)]
-        if self_val is None and _is_pure(func):
-            executed = self._execute(func, args, frame, path, call)
-            if executed is not None:
-                return executed
-        return self._returns(func, self_val, args, frame, path.step(f"{frame.func.rel}:{call.lineno} "
-                                                                     f"{_text(call)[:90]}"), call)
-
-    def _returns(self, func: FuncInfo, self_val, args, frame, path, node):
-        if args:
-            key = f"{frame.key}>{func.rel}:{func.node.lineno}@{getattr(node, 'lineno', 0)}"
-        else:  # no arguments: the frame is the same wherever it is called from
-            owner = self_val.cls.name if isinstance(self_val, Instance) else id(self_val)
-            key = f"{func.rel}:{func.node.lineno}:{func.qual}|{owner}"
-        callee = Frame(func, self_val, args, key, frame.depth + 1)
-        if self_val is None and frame.func.name != "<module>":
-            callee.inherited_owner = frame.owner
-            callee.via = frame.via or f"{frame.func.rel}:{getattr(node, 'lineno', 0)}"
-
-        returns = self._returns_of(func)
-        if not returns:
-            return [(NoneValue(), path)]
-        out = []
-        for r in returns:
-            for p in self._guarded(callee, r, path):
-                p = p.step(f"{func.rel}:{r.lineno} {_text(r)[:90]}")
-                out += self.resolve(r.value, callee, p) if r.value is not None else [(NoneValue(), p)]
-        return out
-
-    def _returns_of(self, func: FuncInfo) -> list:
-        key = ("returns", func.key)
-        if key not in self._locals:
-            nested = [d for d in ast.walk(func.node) if isinstance(d, FUNC_TYPES + (ast.Lambda,))
-                      and d is not func.node]
-            inner = {id(n) for d in nested for n in ast.walk(d)}
-            self._locals[key] = [s for s in ast.walk(func.node) if isinstance(s, ast.Return) and id(s) not in inner]
-        return self._locals[key]
-
-    def _construct(self, cls: ClassInfo, e: ast.Call, frame: Frame, path: Path):
-        init = self.p.lookup(cls, "__init__")
-        fields = []
-        names = _record_fields(self.p, cls)
-        for i, a in enumerate(e.args):
-            if isinstance(a, ast.Starred) or i >= len(names):
-                break
-            fields.append((names[i], a, frame))
-        for kw in e.keywords:
-            if kw.arg is not None:
-                fields.append((kw.arg, kw.value, frame))
-        if init is not None and not _record_fields(self.p, cls):
-            # A class with its own __init__: trace it as an instance of the class.
-            return [(Instance(cls), path)]
-        return [(Record(cls, tuple(fields), f"{frame.func.rel}:{e.lineno}"), path)]
-
-    # --- helpers executed symbolically ---------------------------------------------------------
-    def _execute(self, func: FuncInfo, args, frame, path, call):
-        """Run a pure sglang helper (arithmetic, if/assert, no tensors) on the arguments'
-        Z3 terms, path by path (``symexec.explore``).  None when an argument is not a
-        number or the helper cannot run symbolically (the caller then reads its returns)."""
-        combos = [([], path)]
-        for name in func.params():
-            expr, f = args.get(name, (None, None))
-            if expr is None:
-                return None
-            nxt = []
-            for values, p in combos:
-                for v, q in self.resolve(expr, f, p):
-                    if not isinstance(v, (Num, Truth, EnumMember, NoneValue)):
-                        return None
-                    nxt.append((values + [self._concrete(v)], q))
-            combos = nxt[:MAX_ALTERNATIVES]
-        hook = S.make_bool_hook()
-        ns = {"__sb_bool__": hook, "math": math}
-        modes = self._sglang_modes()
-        if modes is not None:
-            ns[modes.__name__] = modes
-        try:
-            fn = self.p.index.load_helper(func.as_found(self.p.index), ns, transform=S.instrument)
-        except Exception:  # noqa: BLE001 - not executable alone: read its returns instead
-            return None
-        out = []
-        where = f"{frame.func.rel}:{call.lineno}"
-        for values, path in combos:
-            conds = [c for c in path.conds if isinstance(c, z3.BoolRef)]
-            expl = S.explore(hook, lambda: fn(*values), conds)
-            if expl.unsupported or expl.truncated:
-                return None
-            for run in expl.paths:
-                if not run.returned and isinstance(run.error, (NameError, AttributeError, ImportError)):
-                    return None  # a global this stand-in namespace lacks: read the returns instead
-                if not run.returned:
-                    continue  # the helper raises there: no buffer on that path
-                p = path.step(f"{where} {_text(call)[:80]} (executed symbolically: {func.where})")
-                for c in run.condition:
-                    p = p.cond(c)
-                out.append((self._from_python(run.value), p))
-        return out
-
-    def _sglang_modes(self):
-        if self._modes is None:
-            self._modes = False
-            for cls in self.p.classes_named("TreeMaskMode"):
-                try:
-                    self._modes = self.p.index.load_helper(
-                        FuncInfo(cls.node, cls.path, cls.rel).as_found(self.p.index),
-                        {"IntEnum": enum.IntEnum, "Enum": enum.Enum, "enum": enum})
-                    break
-                except Exception:  # noqa: BLE001
-                    continue
-        return self._modes or None
-
-    def _concrete(self, v):
-        if isinstance(v, NoneValue):
-            return None
-        if isinstance(v, EnumMember):
-            modes = self._sglang_modes()
-            if modes is not None and v.enum == modes.__name__ and v.member in modes.__members__:
-                return modes[v.member]
-            return v
-        return v.term
-
-    def _from_python(self, x):
-        if isinstance(x, enum.Enum):
-            return EnumMember(type(x).__name__, x.name)
-        if isinstance(x, bool) or isinstance(x, z3.BoolRef):
-            return Truth(x)
-        if isinstance(x, int) or isinstance(x, z3.ArithRef):
-            return Num(x)
-        if x is None:
-            return NoneValue()
-        return Opaque(repr(x)[:60])
-
-    # --- allocations, subscripts, arithmetic -------------------------------------------------
-    def _alloc(self, e: ast.Call, frame: Frame, path: Path, shape_args: bool):
-        op = _text(e.func)
-        positional = [a for a in e.args]
-        kw = {k.arg: k.value for k in e.keywords if k.arg}
-        if op.endswith(".full") or op.endswith(".empty_strided"):
-            shape_exprs = positional[:1] or [kw.get("size")]
-        elif len(positional) == 1:
-            shape_exprs = positional
-        elif positional:
-            shape_exprs = [ast.Tuple(elts=positional, ctx=ast.Load())]
-        else:
-            shape_exprs = [kw.get("size")]
-        if shape_exprs[0] is None:
-            return [(Ended(f"`{_text(e)[:60]}`: no shape argument", self._at(frame, e)), path)]
-        out = []
-        site = f"{frame.func.rel}:{e.lineno}"
-        holder = path.holder   # before the shape's own names are traced
-        for shape, p in self.resolve(shape_exprs[0], frame, path):
-            if isinstance(shape, Num):
-                dim_lists = [([shape.term], p)]
-            elif isinstance(shape, Items):
-                dim_lists = self._dims(list(shape.items), p)
-            elif isinstance(shape, ShapeOf):
-                dim_lists = [(list(shape.alloc.dims), p)]
-            elif isinstance(shape, Ended):
-                out.append((shape, p))
-                continue
-            else:
-                out.append((Ended(f"shape `{_text(shape_exprs[0])[:60]}` is not a number "
-                                  f"({_describe(shape)})", site), p))
-                continue
-            for dims, q in dim_lists:
-                bad = next((d for d in dims if isinstance(d, (Ended, Opaque))), None)
-                if bad is not None:
-                    out.append((bad if isinstance(bad, Ended) else
-                                Ended(f"a dimension is `{bad.text}`, which no binding names", site), q))
-                    continue
-                out.append((Alloc(op, tuple(dims), site, _text(e)[:160], frame.owner, frame.func.qual, via=frame.via,
-                                  holder=holder),
-                            q.step(f"{site} {_text(e)[:90]}")))
-        return out
-
-    def _dims(self, items, path):
-        """Every combination of the dimensions' values: [(terms, path)]."""
-        combos = [([], path)]
-        for expr, f in items:
-            nxt = []
-            for dims, p in combos:
-                vals = self.resolve(expr, f, p)
-                for v, q in vals:
-                    if isinstance(v, Num):
-                        nxt.append((dims + [v.term], q))
-                    elif isinstance(v, (Ended, Opaque)):
-                        nxt.append((dims + [v], q))
-                    else:
-                        nxt.append((dims + [Ended(f"dimension `{_text(expr)[:60]}` is {_describe(v)}",
-                                                  f"{f.func.rel}:{getattr(expr, 'lineno', 0)}")], q))
-            combos = nxt[:MAX_ALTERNATIVES]
-        return combos
-
-    def _subscript(self, e: ast.Subscript, frame: Frame, path: Path):
-        out = []
-        for v, p in self.resolve(e.value, frame, path):
-            if isinstance(v, Items):
-                idx = _const_index(e.slice)
-                chosen = [v.items[idx]] if idx is not None and -len(v.items) <= idx < len(v.items) else list(v.items)
-                for expr, f in chosen:
-                    out += self.resolve(expr, f, p)
-            elif isinstance(v, ShapeOf):
-                idx = _const_index(e.slice)
-                if idx is None or not -len(v.alloc.dims) <= idx < len(v.alloc.dims):
-                    out.append((Ended(f"`{_text(e)}`: dimension index not a constant in range", self._at(frame, e)), p))
-                else:
-                    out.append((Num(v.alloc.dims[idx]), p))
-            elif isinstance(v, Alloc):
-                out += self._view(v, e.slice, frame, p)
-            elif isinstance(v, (Ended, Opaque)):
-                out.append((v, p))
-            elif isinstance(v, NoneValue):
-                continue
-            else:
-                out.append((Opaque(_text(e)[:60]), p))
-        return out
-
-    def _view(self, alloc: Alloc, sl, frame, path):
-        if isinstance(sl, ast.Tuple):
-            return [(Ended(f"multi-dimensional index `{_text(sl)}` of a buffer", self._at(frame, sl)), path)]
-        if not isinstance(sl, ast.Slice):
-            return [(_row(alloc, f"[{_text(sl)}]"), path)]
-        if sl.step is not None or not alloc.dims:
-            return [(Ended(f"strided slice `{_text(sl)}`", self._at(frame, sl)), path)]
-        out = []
-        lows = self.resolve(sl.lower, frame, path) if sl.lower is not None else [(Num(0), path)]
-        for lo, p in lows:
-            highs = self.resolve(sl.upper, frame, p) if sl.upper is not None else [(Num(alloc.dims[0]), p)]
-            for hi, q in highs:
-                if not (isinstance(lo, Num) and isinstance(hi, Num)):
-                    out.append((Ended(f"slice bound of `[{_text(sl)}]` is not a number", self._at(frame, sl)), q))
-                    continue
-                d0 = alloc.dims[0]
-                top = z3.If(hi.term < d0, hi.term, d0) if _symbolic(hi.term, d0) else min(hi.term, d0)
-                out.append((replace(alloc, dims=(top - lo.term, *alloc.dims[1:]),
-                                    view=alloc.view + f"[{_text(sl)}]"), q))
-        return out
-
-    def _binop(self, e: ast.BinOp, frame, path):
-        ops = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-               ast.FloorDiv: _floordiv, ast.Mod: lambda a, b: a % b, ast.Pow: _pow}
-        fn = ops.get(type(e.op))
-        if fn is None:
-            return [(Ended(f"unsupported operator in `{_text(e)[:60]}`", self._at(frame, e)), path)]
-        out = []
-        for a, p in self.resolve(e.left, frame, path):
-            for b, q in self.resolve(e.right, frame, p):
-                if isinstance(a, Num) and isinstance(b, Num):
-                    try:
-                        out.append((Num(fn(a.term, b.term)), q))
-                    except (TypeError, ZeroDivisionError, z3.Z3Exception) as err:
-                        out.append((Ended(f"`{_text(e)[:60]}`: {err}", self._at(frame, e)), q))
-                elif isinstance(a, Items) and isinstance(b, Items) and isinstance(e.op, ast.Add):
-                    out.append((Items(a.items + b.items), q))
-                else:
-                    bad = a if not isinstance(a, Num) else b
-                    out.append((bad if isinstance(bad, Ended) else
-                                Ended(f"`{_text(e)[:60]}`: operand is {_describe(bad)}", self._at(frame, e)), q))
-        return out
-
-    def _minmax(self, name, e, frame, path):
-        out = []
-        for a, p in self.resolve(e.args[0], frame, path):
-            for b, q in self.resolve(e.args[1], frame, p):
-                if isinstance(a, Num) and isinstance(b, Num):
-                    x, y = a.term, b.term
-                    if _symbolic(x, y):
-                        out.append((Num(z3.If(x >= y, x, y) if name == "max" else z3.If(x <= y, x, y)), q))
-                    else:
-                        out.append((Num(max(x, y) if name == "max" else min(x, y)), q))
-                else:
-                    out.append((Opaque(_text(e)[:60]), q))
         return out
 
     # --- conditions ------------------------------------------------------------------------------
@@ -1129,15 +566,15 @@ class Tracer:
                     else:
                         out.append((None, p))
                     continue
-                out.append((_combine(terms, isinstance(e.op, ast.And)), p))
+                out.append((combine(terms, isinstance(e.op, ast.And)), p))
             return out
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
-            return [(None if t is None else _negate(t), p) for t, p in self.truth(e.operand, frame, path)]
+            return [(None if t is None else negate(t), p) for t, p in self.truth(e.operand, frame, path)]
         if isinstance(e, ast.Compare) and len(e.ops) == 1:
             return self._compare(e, frame, path)
         out = []
         for v, p in self.resolve(e, frame, path):
-            out.append((_truth_of(v), p))
+            out.append((truth_of(v), p))
         return out or [(None, path)]
 
     def _compare(self, e, frame, path):
@@ -1145,301 +582,5 @@ class Tracer:
         out = []
         for a, p in self.resolve(e.left, frame, path):
             for b, q in self.resolve(e.comparators[0], frame, p):
-                out.append((_compare(op, a, b, self._as_int), q))
+                out.append((compare_values(op, a, b, self._as_int), q))
         return out or [(None, path)]
-
-
-# --- small pure helpers ----------------------------------------------------------------------
-
-_MISSING, _STARRED = object(), object()
-
-
-def _text(node) -> str:
-    try:
-        return ast.unparse(node)
-    except Exception:  # noqa: BLE001
-        return type(node).__name__
-
-
-def _symbolic(*xs) -> bool:
-    return any(isinstance(x, z3.ExprRef) for x in xs)
-
-
-def _floordiv(a, b):
-    return a / b if _symbolic(a, b) else a // b
-
-
-def _pow(a, b):
-    if _symbolic(a, b):
-        if isinstance(b, int) and b >= 0:
-            out = 1
-            for _ in range(b):
-                out = out * a
-            return out
-        raise TypeError("symbolic exponent")
-    return a ** b
-
-
-def _targets(t, idx=()):
-    if isinstance(t, ast.Name):
-        yield t.id, idx
-    elif isinstance(t, (ast.Tuple, ast.List)):
-        for i, x in enumerate(t.elts):
-            if isinstance(x, ast.Starred):
-                continue
-            yield from _targets(x, idx + (i,))
-
-
-def _attr_targets(t, idx=()):
-    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-        yield t.attr, idx
-    elif isinstance(t, (ast.Tuple, ast.List)):
-        for i, x in enumerate(t.elts):
-            yield from _attr_targets(x, idx + (i,))
-
-
-def _no_args():
-    return ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
-                         defaults=[])
-
-
-def _argument(call: ast.Call, func: FuncInfo, name: str, method: bool):
-    """The expression ``call`` passes for parameter ``name`` of ``func``; None: the default;
-    _MISSING: not passed and no default; _STARRED: hidden in *args/**kwargs."""
-    for kw in call.keywords:
-        if kw.arg == name:
-            return kw.value
-    params = [p.arg for p in (*func.node.args.posonlyargs, *func.node.args.args)]
-    if method and params and not func.is_static():
-        params = params[1:]
-    if name in params:
-        i = params.index(name)
-        positional = call.args
-        if any(isinstance(a, ast.Starred) for a in positional[: i + 1]):
-            return _STARRED
-        if i < len(positional):
-            return positional[i]
-    if any(kw.arg is None for kw in call.keywords):
-        return _STARRED
-    return None if _default(func, name) is not None else _MISSING
-
-
-def _default(func: FuncInfo, name: str):
-    a = func.node.args
-    positional = [*a.posonlyargs, *a.args]
-    for p, d in zip(positional[len(positional) - len(a.defaults):], a.defaults):
-        if p.arg == name:
-            return d
-    for p, d in zip(a.kwonlyargs, a.kw_defaults):
-        if p.arg == name and d is not None:
-            return d
-    return None
-
-
-def _bind_call(func: FuncInfo, call: ast.Call, frame: Frame, method: bool):
-    """param -> (expr, frame) for a call the tracer descends into, or an error text."""
-    out = {}
-    for name in func.params():
-        if method and name == func.params()[0] and name in ("self", "cls"):
-            continue
-        expr = _argument(call, func, name, method)
-        if expr is _STARRED:
-            return f"call of {func.qual} passes *args/**kwargs"
-        if expr is _MISSING:
-            return f"call of {func.qual} passes no `{name}`"
-        if expr is None:
-            default = _default(func, name)
-            out[name] = (default, Frame(func, None, {}, f"{func.rel}:{func.node.lineno}:defaults", frame.depth))
-        else:
-            out[name] = (expr, frame)
-    return out
-
-
-def _is_pure(func: FuncInfo) -> bool:
-    """Arithmetic only: no tensor, no call other than builtins and sglang helpers of the same kind."""
-    for node in ast.walk(func.node):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
-            return False
-        if isinstance(node, ast.Name) and node.id == "self":
-            return False
-        if isinstance(node, ast.Call):
-            name = callee_name(node.func)
-            if name not in ("int", "abs", "max", "min", "len", "NotImplementedError", "ValueError",
-                            "AssertionError", "ceil", "floor", "log2", "cdiv"):
-                return False
-    return True
-
-
-def _record_fields(p: Program, cls: ClassInfo) -> list[str]:
-    """Field names of a dataclass / msgspec.Struct / NamedTuple, in order (bases first)."""
-    names: list[str] = []
-    for c in reversed(p.mro(cls)):
-        for s in c.node.body:
-            if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.target.id not in names:
-                names.append(s.target.id)
-    return names
-
-
-def _is_enum(p: Program, cls: ClassInfo) -> bool:
-    for c in p.mro(cls):
-        for b in c.node.bases:
-            if "Enum" in _text(b):
-                return True
-    return False
-
-
-def _row(alloc: Alloc, view: str) -> Alloc:
-    return replace(alloc, dims=alloc.dims[1:] if len(alloc.dims) > 1 else (1,), view=alloc.view + view)
-
-
-def _is_flat(e: ast.Call) -> bool:
-    if callee_name(e.func) == "flatten":
-        return not e.args
-    return len(e.args) == 1 and isinstance(e.args[0], (ast.UnaryOp, ast.Constant)) and _text(e.args[0]) == "-1"
-
-
-def _flat(alloc: Alloc) -> Alloc:
-    return replace(alloc, dims=(alloc.numel(),), view=alloc.view + ".flatten()")
-
-
-def _shape_call(alloc: Alloc, name: str, e: ast.Call):
-    if name == "numel":
-        return Num(alloc.numel())
-    idx = _const_index(e.args[0]) if e.args else None
-    if idx is None or not -len(alloc.dims) <= idx < len(alloc.dims):
-        return Opaque(_text(e))
-    return Num(alloc.dims[idx])
-
-
-def _const_index(sl):
-    if isinstance(sl, ast.Constant) and isinstance(sl.value, int):
-        return sl.value
-    if isinstance(sl, ast.UnaryOp) and isinstance(sl.op, ast.USub) and isinstance(sl.operand, ast.Constant):
-        return -sl.operand.value
-    return None
-
-
-def _describe(v) -> str:
-    if isinstance(v, Opaque):
-        return f"`{v.text}`"
-    if isinstance(v, Ended):
-        return v.reason
-    return type(v).__name__
-
-
-def _truth_of(v):
-    if isinstance(v, Truth):
-        return v.term
-    if isinstance(v, Unevaluated):
-        return v.var != 0
-    if isinstance(v, Num):
-        return v.term != 0 if _symbolic(v.term) else v.term != 0
-    if isinstance(v, NoneValue):
-        return False
-    if isinstance(v, (Alloc, Record, Instance, ClassRef, FuncRef, EnumMember)):
-        return True
-    return None
-
-
-def _compare(op, a, b, as_int=None):
-    if isinstance(a, Unevaluated) or isinstance(b, Unevaluated):
-        if isinstance(op, (ast.Is, ast.IsNot)):
-            return None
-        x = a.var if isinstance(a, Unevaluated) else (as_int(a) if as_int else None)
-        y = b.var if isinstance(b, Unevaluated) else (as_int(b) if as_int else None)
-        if x is None or y is None:
-            return None
-        return _compare(op, Num(x), Num(y))
-    if isinstance(op, (ast.Is, ast.IsNot)):
-        if isinstance(a, (Opaque, Ended)) or isinstance(b, (Opaque, Ended)):
-            return None
-        same = isinstance(a, NoneValue) and isinstance(b, NoneValue)
-        if not (isinstance(a, NoneValue) or isinstance(b, NoneValue)):
-            if isinstance(a, EnumMember) and isinstance(b, EnumMember):
-                same = a == b
-            else:
-                return None
-        return same if isinstance(op, ast.Is) else not same
-    if isinstance(a, EnumMember) and isinstance(b, EnumMember):
-        eq = a.enum == b.enum and a.member == b.member
-        if isinstance(op, ast.Eq):
-            return eq
-        if isinstance(op, ast.NotEq):
-            return not eq
-        return None
-    if isinstance(a, Num) and isinstance(b, Num):
-        x, y = a.term, b.term
-        table = {ast.Eq: lambda: x == y, ast.NotEq: lambda: x != y, ast.Lt: lambda: x < y,
-                 ast.LtE: lambda: x <= y, ast.Gt: lambda: x > y, ast.GtE: lambda: x >= y}
-        fn = table.get(type(op))
-        return fn() if fn else None
-    if isinstance(a, Truth) and isinstance(b, Truth) and isinstance(op, (ast.Eq, ast.NotEq)):
-        eq = a.term == b.term
-        return eq if isinstance(op, ast.Eq) else _negate(eq)
-    return None
-
-
-def _negate(t):
-    return z3.Not(t) if isinstance(t, z3.ExprRef) else not t
-
-
-def _combine(terms, conj: bool):
-    if any(isinstance(t, z3.ExprRef) for t in terms):
-        ts = [t if isinstance(t, z3.ExprRef) else z3.BoolVal(bool(t)) for t in terms]
-        return z3.And(*ts) if conj else z3.Or(*ts)
-    return all(terms) if conj else any(terms)
-
-
-def _assume(path: Path, t, polarity: bool):
-    """``path`` under test ``t`` taken with ``polarity``; None when that is impossible."""
-    if t is None:
-        return path
-    want = t if polarity else _negate(t)
-    if isinstance(want, z3.ExprRef):
-        simple = z3.simplify(want)
-        if z3.is_false(simple):
-            return None
-        return path if z3.is_true(simple) else path.cond(want)
-    return path if want else None
-
-
-def _delta(before: Path, after: Path) -> tuple:
-    """What a resolution added to a path (to replay it on another path with the same pins)."""
-    pins = tuple((k, v) for k, v in after.pins if before.pin(k) is not v)
-    return (pins, after.conds[len(before.conds):], after.trail[len(before.trail):],
-            tuple(n for n in after.notes if n not in before.notes))
-
-
-def _apply(path: Path, delta: tuple) -> Path:
-    pins, conds, trail, notes = delta
-    for k, v in pins:
-        path = path.with_pin(k, v)
-    path = replace(path, conds=path.conds + conds, trail=path.trail + trail)
-    for n in notes:
-        path = path.note(n)
-    return path
-
-
-def _dedupe(alts: list) -> list:
-    """One alternative per untraceable value (their paths do not matter)."""
-    seen, out = set(), []
-    for v, p in alts:
-        if isinstance(v, (Opaque, Ended, NoneValue)):
-            key = (type(v), v)
-        elif isinstance(v, Alloc):
-            # The same allocation for the same owner under the same conditions: the paths
-            # differ only in choices that did not matter for it.
-            key = (v.site, v.owner, v.view, str(v.dims), tuple(str(c) for c in p.conds))
-        else:
-            out.append((v, p))
-            continue
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append((v, p))
-    return out
-
-
-def iter_values(alts: Iterable) -> Iterable:
-    for v, _ in alts:
-        yield v
