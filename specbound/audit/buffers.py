@@ -141,7 +141,8 @@ def _alloc_row(index: SourceIndex, key, group: list[TracedBuffer], replay: bool)
     if len(rows) == 1:
         return rows[0]
     # Several layouts reach one allocation: one row, the worst verdict first.
-    rows.sort(key=lambda r: [R.OVERRUN, R.ERROR, R.UNKNOWN, R.HOLDS_ONLY_IF, R.MATCHED].index(r.status))
+    rows.sort(key=lambda r: ([R.OVERRUN, R.ERROR, R.UNKNOWN, R.HOLDS_ONLY_IF, R.MATCHED].index(r.status),
+                             not r.id.endswith("/FULL_MASK]")))
     first = rows[0]
     first.detail += " | other layouts: " + "; ".join(f"{r.id.rsplit('/', 1)[-1].rstrip(']')}: {r.status}"
                                                       for r in rows[1:])

@@ -225,12 +225,14 @@ class Tracer(CallsMixin):
         params = frame.func.params()
         if not assigned and name not in params:
             return self._global(name, frame, path, e)
-        key = ("local", frame.key, name)
+        assigned, param_reaches = self._reaching(frame.func, e, assigned)
+        # One value per (name, the definitions that reach this use) on a path.
+        key = ("local", frame.key, name, tuple(id(a[0]) for a in assigned), param_reaches)
         pinned = self._pinned(path, key)
         if pinned is not None:
             return [(pinned, path)]
         out = []
-        if name in params:
+        if name in params and param_reaches:
             for v, p in self._param(name, frame, path, receiver):
                 out.append((v, self._pin(p, key, v)))
         for stmt, idx, value in assigned:
@@ -248,6 +250,49 @@ class Tracer(CallsMixin):
                     for w, r in self._unpack(v, idx, frame, q, value):
                         out.append((w, self._pin(r, key, w)))
         return out
+
+    def _reaching(self, func: FuncInfo, use: ast.Name, assigned: list):
+        """The assignments of a local that may reach ``use``, and whether the parameter's own
+        value may: those before it (by line), minus any an assignment in a block that
+        encloses the use overwrites on the way.  A use before every assignment (a loop
+        carrying a value around) keeps them all."""
+        stmt_of, blocks = self._statements(func)
+        at = stmt_of.get(id(use))
+        if at is None:
+            return assigned, True
+        before = [a for a in assigned if a[0] is not at and a[0].lineno <= use.lineno
+                  and not any(n is use for n in ast.walk(a[0]))]
+        if not before:
+            return assigned, True
+        use_blocks = blocks.get(id(at), ())
+        killers = [a for a in before if blocks.get(id(a[0]), ()) == use_blocks[:len(blocks.get(id(a[0]), ()))]
+                   and not isinstance(a[0], (ast.For, ast.AsyncFor, ast.comprehension))]
+        if not killers:
+            return before, True
+        last = max(killers, key=lambda a: (a[0].lineno, a[0].col_offset))
+        return [a for a in before if (a[0].lineno, a[0].col_offset) >= (last[0].lineno, last[0].col_offset)], False
+
+    def _statements(self, func: FuncInfo):
+        """node id -> its innermost statement, and statement id -> its enclosing blocks."""
+        key = ("statements", func.key)
+        if key not in self._locals:
+            stmt_of: dict[int, ast.stmt] = {}
+            blocks: dict[int, tuple] = {}
+
+            def visit(body, chain):
+                for s in body:
+                    blocks[id(s)] = chain
+                    for n in ast.walk(s):
+                        stmt_of[id(n)] = s      # inner statements overwrite below
+                    for field in ("body", "orelse", "finalbody"):
+                        inner = getattr(s, field, None)
+                        if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                            visit(inner, chain + ((id(s), field),))
+                    for h in getattr(s, "handlers", []):
+                        visit(h.body, chain + ((id(h), "handler"),))
+            visit(func.node.body, ())
+            self._locals[key] = (stmt_of, blocks)
+        return self._locals[key]
 
     def _pin(self, path: Path, key, value) -> Path:
         """Pin a local's value, except an object an ``if`` test could not see into (the
@@ -487,7 +532,8 @@ class Tracer(CallsMixin):
                 if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in s.targets):
                     out += self.resolve(s.value, self._file_frame(c.path, c.rel, frame.depth), path)
         if not out:
-            return [(Ended(f"`self.{attr}`: no assignment in {cls.name} or its bases", cls.where, absent=True), path)]
+            return [(Ended(f"`self.{attr}`: no assignment in {cls.name} or its bases (and no binding)", cls.where,
+                           absent=True), path)]
         return out
 
     def _assignments_to_self(self, m: FuncInfo):

@@ -320,8 +320,9 @@ class CallsMixin:
             for dims, q in dim_lists:
                 bad = next((d for d in dims if isinstance(d, (Ended, Opaque))), None)
                 if bad is not None:
-                    out.append((bad if isinstance(bad, Ended) else
-                                Ended(f"a dimension is `{bad.text}`, which no binding names", site), q))
+                    # The buffer exists, its size is what is unknown (never "absent").
+                    why = bad.reason if isinstance(bad, Ended) else f"`{bad.text}` is neither traced nor bound"
+                    out.append((Ended(f"size of `{source_text(e)[:80]}` unknown: {why}", site), q))
                     continue
                 out.append((Alloc(op, tuple(dims), site, source_text(e)[:160], frame.owner, frame.func.qual, via=frame.via,
                                   holder=holder),
