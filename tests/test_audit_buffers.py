@@ -390,3 +390,36 @@ def test_explicit_path_without_sglang_is_an_error(tmp_path, capsys):
     assert rep.exit_code() == 2 and rep.rows[0].status == R.ERROR
     assert main(["audit", "sglang", "--sglang-path", str(empty), "--no-kernels"]) == 2
     assert "ERROR" in capsys.readouterr().out
+
+
+# --- honest rows --------------------------------------------------------------------------------------
+
+def test_a_stand_in_failure_is_an_error_not_a_divergence(tmp_path):
+    """maybe_create_verify_mask reads a field our VerifyMask stand-in record does not have:
+    the audit's machinery failed, sglang is not to blame."""
+    verify_mask = '''
+from sglang.kernels.ops.speculative.spec_tree import TreeMaskMode
+
+
+def tree_mask_numel(mode, bs, num_draft_tokens, max_context_len):
+    if mode == TreeMaskMode.QLEN_ONLY:
+        return bs * num_draft_tokens * num_draft_tokens
+    if mode == TreeMaskMode.FULL_MASK:
+        return bs * num_draft_tokens * (max_context_len + num_draft_tokens)
+    raise NotImplementedError(mode)
+
+
+def maybe_create_verify_mask(*, is_draft_runner, skip_prefill, max_bs, max_context_len, num_draft_tokens,
+                             device, is_read):
+    if is_draft_runner or skip_prefill or not num_draft_tokens:
+        return None
+    mode = default_tree_mask_mode() if is_read else TreeMaskMode.QLEN_ONLY
+    buf = torch.zeros(tree_mask_numel(mode, max_bs, num_draft_tokens, max_context_len), device=device)
+    return VerifyMask(buffer=buf, mode=mode, max_bs=max_bs, is_read=is_read, layout=buf.layout)
+'''
+    pkg = _package(tmp_path, {"kernels/ops/speculative/spec_tree.py": EAGLE_UTILS.split("def build_tree")[0],
+                              "srt/layers/attention/verify_mask.py": verify_mask})
+    rep = run_audit(str(pkg), kernels=False)
+    got = [r for r in rep.rows if r.id == "helper.maybe_create_verify_mask"][0]
+    assert got.status == R.ERROR and "stand-in" in got.detail and "layout" in got.detail, got.detail
+    assert rep.exit_code() == 0
