@@ -288,6 +288,13 @@ class ToyWorker:
         self.target_worker = target_worker
         self.tree_mask_mode = TreeMaskMode.{mode}
 
+
+class ToyWorkerV2(ToyWorker):
+    # Overrides __init__ but runs the base's through super(): its attributes are set.
+    def __init__(self, target_worker, server_args):
+        super().__init__(target_worker, server_args)
+        self.overlap = True
+
     def draft(self, batch, parent_list, top_scores_index, draft_tokens):
         tree_mask_buf, position_buf = (
             self.target_worker.model_runner.attn_backend.get_verify_buffers_to_fill_after_draft()

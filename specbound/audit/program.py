@@ -378,6 +378,24 @@ class Program:
                 out.setdefault(name, m)
         return out
 
+    def running_methods(self, cls: ClassInfo) -> list[FuncInfo]:
+        """Every method body an instance of ``cls`` may run: the visible definition of each
+        name and, while a definition calls ``super().name(...)``, the next one up."""
+        return self._cached(("running_methods", id(cls.node)), lambda: self._running_methods(cls))
+
+    def _running_methods(self, cls: ClassInfo) -> list[FuncInfo]:
+        out: list[FuncInfo] = []
+        mro = self.mro(cls)
+        for name in self.visible_methods(cls):
+            for c in mro:
+                m = c.methods().get(name)
+                if m is None:
+                    continue
+                out.append(m)
+                if not _calls_super(m.node, name):
+                    break
+        return out
+
     def lookup(self, cls: ClassInfo, name: str) -> FuncInfo | None:
         return self.visible_methods(cls).get(name)
 
@@ -414,6 +432,12 @@ class Program:
         for c in self._classes_in(path):
             out.extend(c.methods().values())
         return out
+
+
+def _calls_super(fn: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name
+               and isinstance(n.func.value, ast.Call) and callee_name(n.func.value.func) == "super"
+               for n in ast.walk(fn))
 
 
 def callee_name(func: ast.expr) -> str | None:

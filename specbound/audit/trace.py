@@ -519,7 +519,7 @@ class Tracer(CallsMixin):
         if method is not None:
             return [(FuncRef(method), path)]
         out = []
-        for m in self.p.visible_methods(cls).values():
+        for m in self.p.running_methods(cls):
             for stmt, idx, value in self._assignments_to_self(m).get(attr, []):
                 mframe = self.top_frame(m, self_val)
                 where = f"{m.rel}:{stmt.lineno}"
