@@ -401,10 +401,11 @@ class Program:
 
     def classes_running(self, method: FuncInfo) -> list[ClassInfo]:
         """The classes whose instances run ``method``: its class and every subclass that does
-        not override it."""
+        not override it (or whose override reaches it through ``super()``)."""
         if method.cls is None:
             return []
-        return self._cached(("running", method.key), lambda: [c for c in [method.cls, *self.subclasses(method.cls)] if self.lookup(c, method.name) == method])
+        return self._cached(("running", method.key), lambda: [
+            c for c in [method.cls, *self.subclasses(method.cls)] if method in self.running_methods(c)])
 
     # --- call sites --------------------------------------------------------------------------
     def calls_to(self, name: str) -> list[CallSite]:

@@ -395,8 +395,8 @@ class Tracer(CallsMixin):
                 if on_self or on_super:
                     if not isinstance(frame.self_val, Instance) or caller.cls is None:
                         continue
-                    if self.p.lookup(frame.self_val.cls, caller.name) != caller:
-                        continue  # the instance runs another definition of the caller
+                    if caller not in self.p.running_methods(frame.self_val.cls):
+                        continue  # the instance never runs this definition of the caller
                     if on_self and self.p.lookup(frame.self_val.cls, func.name) != func:
                         continue
                     out.append((call, self.top_frame(caller, frame.self_val)))
