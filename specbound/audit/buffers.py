@@ -24,7 +24,7 @@ from .extract import SourceIndex
 from .program import Program
 from .sinks import TracedBuffer, find_sites, trace_site
 from .trace import Tracer
-from .trace_values import Alloc, Ended, EnumMember, Num, Opaque
+from .trace_values import Alloc, Ended, EnumMember, Num, Opaque, term_ids
 
 VERDICT_STATUS = {J.MATCHED: R.MATCHED, J.OVERRUN: R.OVERRUN, J.HOLDS_ONLY_IF: R.HOLDS_ONLY_IF, J.ERROR: R.ERROR}
 SEVERITY = [J.OVERRUN, J.ERROR, J.HOLDS_ONLY_IF, J.MATCHED]
@@ -125,7 +125,8 @@ def _alloc_row(index: SourceIndex, key, group: list[TracedBuffer], replay: bool)
             continue
         modes = _modes(tb) if kind == "tree_mask" else [(None, [])]
         for mode, extra in modes:
-            ident = (str(a.dims), str(_stride(tb)), getattr(mode, "name", ""), str(list(tb.path.conds) + extra))
+            ident = (term_ids(a.dims), term_ids([_stride(tb)]), getattr(mode, "name", ""),
+                     term_ids([*tb.path.conds, *extra]))
             if ident in seen:
                 continue
             seen.add(ident)

@@ -446,6 +446,12 @@ def apply_delta(path: Path, delta: tuple) -> Path:
     return path
 
 
+def term_ids(terms) -> tuple:
+    """A hashable identity of Z3 terms (hash-consed: equal terms share an id; printing them
+    would cost more than the whole trace)."""
+    return tuple(t.get_id() if isinstance(t, z3.ExprRef) else t for t in terms)
+
+
 def dedupe(alts: list) -> list:
     """One alternative per untraceable value (their paths do not matter)."""
     seen, out = set(), []
@@ -455,7 +461,7 @@ def dedupe(alts: list) -> list:
         elif isinstance(v, Alloc):
             # The same allocation for the same owner under the same conditions: the paths
             # differ only in choices that did not matter for it.
-            key = (v.site, v.owner, v.view, str(v.dims), tuple(str(c) for c in p.conds))
+            key = (v.site, v.owner, v.view, term_ids(v.dims), term_ids(p.conds))
         else:
             out.append((v, p))
             continue
