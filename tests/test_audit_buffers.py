@@ -430,3 +430,10 @@ def maybe_create_verify_mask(*, is_draft_runner, skip_prefill, max_bs, max_conte
     got = [r for r in rep.rows if r.id == "helper.maybe_create_verify_mask"][0]
     assert got.status == R.ERROR and "stand-in" in got.detail and "layout" in got.detail, got.detail
     assert rep.exit_code() == 0
+
+
+def test_the_binding_table_in_the_docs_is_the_one_in_the_code():
+    from specbound.audit.bindings import table_markdown
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "audit-sglang.md").read_text()
+    assert table_markdown() in doc, "docs/audit-sglang.md: regenerate the table between the bindings markers"
