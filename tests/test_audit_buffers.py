@@ -437,3 +437,12 @@ def test_the_binding_table_in_the_docs_is_the_one_in_the_code():
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "audit-sglang.md").read_text()
     assert table_markdown() in doc, "docs/audit-sglang.md: regenerate the table between the bindings markers"
+
+
+def test_syntax_the_tracer_does_not_follow_is_an_error_row(tmp_path):
+    alloc = ("        self.cuda_graph_kv_indices = torch.zeros((self.speculative_num_steps, "
+             "max_bs * self.topk * self.max_context_len))[:, ::2]")
+    rep = buffer_rows(kv_package(tmp_path, alloc=alloc))
+    got = [r for r in rep.rows if r.id == "buffer.draft_kv_indices[ToyMultiStepDraftBackend]"]
+    assert got and got[0].status == R.ERROR and "the tracer stopped" in got[0].detail, \
+        [(r.id, r.status, r.detail[:100]) for r in rep.rows]

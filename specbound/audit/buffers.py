@@ -63,10 +63,11 @@ def check_buffers(index: SourceIndex, report: R.AuditReport, replay: bool = True
         if row is not None:
             row.seconds = time.perf_counter() - t1
             report.add(row)
-    for (kind, owner, text), group in allocs["untraced"].items():
+    for (kind, owner, text, machinery), group in allocs["untraced"].items():
+        # The audit's own limit is an error; a name sglang leaves unbound is unknown.
         tb = group[0]
         report.add(R.Row(f"buffer.{kind}[{owner}]", f"{owner} -> {tb.site.kernel} ({tb.site.where})",
-                         "trace the buffer argument to its allocation", "ast", R.UNKNOWN,
+                         "trace the buffer argument to its allocation", "ast", R.ERROR if machinery else R.UNKNOWN,
                          f"{text} (trail: {' <- '.join(tb.path.trail[:6])})"))
     for kind, entries in allocs["absent"].items():
         listing = "; ".join(f"{owner}: {reason}" for owner, reason in entries.items())
@@ -83,11 +84,14 @@ def _group(traced: list[TracedBuffer]) -> dict:
             out["alloc"].setdefault((tb.kind, v.owner, v.site, v.view), []).append(tb)
         elif isinstance(v, Ended) and v.absent:
             out["absent"].setdefault(tb.kind, {}).setdefault(tb.owner, f"{v.reason} ({v.where})")
+        elif isinstance(v, Ended) and v.machinery:
+            out["untraced"].setdefault((tb.kind, tb.owner, f"the tracer stopped at {v.where}: {v.reason}", True), [])\
+                .append(tb)
         else:
             text = (f"trail ended at {v.where}: {v.reason}" if isinstance(v, Ended) else
                     f"trail ended at `{v.text}`, an object the tracer cannot see into" if isinstance(v, Opaque) else
                     f"trail ended at a {type(v).__name__} value where a tensor was expected")
-            out["untraced"].setdefault((tb.kind, tb.owner, text), []).append(tb)
+            out["untraced"].setdefault((tb.kind, tb.owner, text, False), []).append(tb)
     return out
 
 

@@ -74,7 +74,7 @@ class Tracer(CallsMixin):
         """Every value ``expr`` may have in ``frame`` along ``path``: [(value, path), ...]."""
         self.steps += 1
         if self.steps > MAX_STEPS:
-            return [(Ended("the tracer's step budget is spent", self._at(frame, expr)), path)]
+            return [(Ended("the tracer's step budget is spent", self._at(frame, expr), machinery=True), path)]
         key = (frame.key, id(expr), receiver)
         if key in self._active:
             self._cycles += 1
@@ -90,7 +90,7 @@ class Tracer(CallsMixin):
         try:
             out = self._resolve(expr, frame, path, receiver)
         except RecursionError:
-            out = [(Ended("trail too deep", self._at(frame, expr)), path)]
+            out = [(Ended("trail too deep", self._at(frame, expr), machinery=True), path)]
         finally:
             self._active.discard(key)
             consulted = tuple(self._consulted.pop().items())
@@ -158,11 +158,11 @@ class Tracer(CallsMixin):
             return out
         if isinstance(e, (ast.Tuple, ast.List)):
             if any(isinstance(x, ast.Starred) for x in e.elts):
-                return [(Ended(f"unsupported syntax: starred element in `{text}`", self._at(frame, e)), path)]
+                return [(Ended(f"unsupported syntax: starred element in `{text}`", self._at(frame, e), machinery=True), path)]
             return [(Items(tuple((x, frame) for x in e.elts)), path)]
         if isinstance(e, ast.NamedExpr):
             return self.resolve(e.value, frame, path, receiver)
-        return [(Ended(f"unsupported syntax: {type(e).__name__} `{text[:60]}`", self._at(frame, e)), path)]
+        return [(Ended(f"unsupported syntax: {type(e).__name__} `{text[:60]}`", self._at(frame, e), machinery=True), path)]
 
     # --- names ------------------------------------------------------------------------------
     def _function_locals(self, func: FuncInfo):
@@ -459,7 +459,7 @@ class Tracer(CallsMixin):
                 out.append((Ended(f"the call at {where} passes no `{name}`", where), p))
                 continue
             if expr is STARRED:
-                out.append((Ended(f"the call at {where} passes *args/**kwargs", where), p))
+                out.append((Ended(f"the call at {where} passes *args/**kwargs", where, machinery=True), p))
                 continue
             if expr is None:  # the default
                 default = default_for(frame.func, name)

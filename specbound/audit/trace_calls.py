@@ -148,12 +148,12 @@ class CallsMixin:
     def _invoke(self, func: FuncInfo, self_val, call: ast.Call, frame: Frame, path: Path):
         """The values ``func`` returns when called at ``call`` (in ``frame``)."""
         if frame.depth >= MAX_DEPTH:
-            return [(Ended("trail too deep (call nesting)", self._at(frame, call)), path)]
+            return [(Ended("trail too deep (call nesting)", self._at(frame, call), machinery=True), path)]
         if func.cls is not None and self_val is None and not func.is_static():
             return [(Opaque(f"unbound method {func.qual}"), path)]
         args = bind_call(func, call, frame, method=func.cls is not None and not func.is_static())
         if isinstance(args, str):
-            return [(Ended(args, self._at(frame, call)), path)]
+            return [(Ended(args, self._at(frame, call), machinery="*args" in args), path)]
         if self_val is None and is_pure(func):
             executed = self._execute(func, args, frame, path, call)
             if executed is not None:
@@ -322,7 +322,8 @@ class CallsMixin:
                 if bad is not None:
                     # The buffer exists, its size is what is unknown (never "absent").
                     why = bad.reason if isinstance(bad, Ended) else f"`{bad.text}` is neither traced nor bound"
-                    out.append((Ended(f"size of `{source_text(e)[:80]}` unknown: {why}", site), q))
+                    out.append((Ended(f"size of `{source_text(e)[:80]}` unknown: {why}", site,
+                                      machinery=isinstance(bad, Ended) and bad.machinery), q))
                     continue
                 out.append((Alloc(op, tuple(dims), site, source_text(e)[:160], frame.owner, frame.func.qual, via=frame.via,
                                   holder=holder),
@@ -373,11 +374,11 @@ class CallsMixin:
 
     def _view(self, alloc: Alloc, sl, frame, path):
         if isinstance(sl, ast.Tuple):
-            return [(Ended(f"multi-dimensional index `{source_text(sl)}` of a buffer", self._at(frame, sl)), path)]
+            return [(Ended(f"multi-dimensional index `{source_text(sl)}` of a buffer", self._at(frame, sl), machinery=True), path)]
         if not isinstance(sl, ast.Slice):
             return [(row_of(alloc, f"[{source_text(sl)}]"), path)]
         if sl.step is not None or not alloc.dims:
-            return [(Ended(f"strided slice `{source_text(sl)}`", self._at(frame, sl)), path)]
+            return [(Ended(f"strided slice `{source_text(sl)}`", self._at(frame, sl), machinery=True), path)]
         out = []
         lows = self.resolve(sl.lower, frame, path) if sl.lower is not None else [(Num(0), path)]
         for lo, p in lows:
@@ -397,7 +398,7 @@ class CallsMixin:
                ast.FloorDiv: floordiv, ast.Mod: lambda a, b: a % b, ast.Pow: power}
         fn = ops.get(type(e.op))
         if fn is None:
-            return [(Ended(f"unsupported operator in `{source_text(e)[:60]}`", self._at(frame, e)), path)]
+            return [(Ended(f"unsupported operator in `{source_text(e)[:60]}`", self._at(frame, e), machinery=True), path)]
         out = []
         for a, p in self.resolve(e.left, frame, path):
             for b, q in self.resolve(e.right, frame, p):

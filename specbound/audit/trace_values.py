@@ -119,6 +119,7 @@ class Ended:
     reason: str              # the trail ended here, and why
     where: str
     absent: bool = False     # not a gap of the tracer: no value exists here (no caller, never assigned)
+    machinery: bool = False  # the tracer's own limit (syntax it does not follow, a budget): an error row
 
 
 
