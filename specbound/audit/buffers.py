@@ -175,8 +175,11 @@ def _row_for(index, kind, entries, replay: bool) -> R.Row:
         detail += " [the launch's row stride was not traced: judged with the buffer's last dimension]"
     row = R.Row(row_id, subject, check, "z3", status, detail, j.counterexample, allocation=f"{where} {a.text}",
                 size=j.size, required=j.required)
-    if status in (R.OVERRUN, R.HOLDS_ONLY_IF) and j.counterexample and replay:
-        _replay_into(index, row, kind, tb, mode, j)
+    if status in (R.OVERRUN, R.HOLDS_ONLY_IF) and j.counterexample:
+        if replay:
+            _replay_into(index, row, kind, tb, mode, j)
+        else:
+            row.detail += "; not replayed (--no-kernels)"
     return row
 
 
