@@ -15,6 +15,7 @@ import pytest
 from specbound.audit import report as R
 from specbound.audit.locate import NotInstalled, locate
 from specbound.audit.run import run_audit
+from specbound.audit.testing import write_sglang_package
 from specbound.cli import main
 
 WHEELS = "/tmp/sgl/sglang-0.5.23-*.whl"
@@ -233,15 +234,7 @@ def draft_kv_indices_used_len(seq_lens_sum: int, topk: int, bs: int, num_steps: 
 
 
 def _package(root: Path, files: dict[str, str]) -> Path:
-    pkg = root / "sglang"
-    (pkg / "srt").mkdir(parents=True, exist_ok=True)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "_version.py").write_text("__version__ = version = '0.0.0+fake'\n")
-    for rel, text in files.items():
-        path = pkg / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return pkg
+    return write_sglang_package(root, files, '0.0.0+fake')
 
 
 def _fake(tmp_path, *, full="(max_context_len + num_draft_tokens)", fits="return bs <= self.max_bs",

@@ -5,7 +5,6 @@ draft-token term), with unusual but equivalent spellings that must not raise an 
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from specbound.audit import report as R
 from specbound.audit.buffers import check_buffers
 from specbound.audit.extract import SourceIndex
 from specbound.audit.run import run_audit
+from specbound.audit.testing import write_sglang_package
 from specbound.audit.sinks import traced_buffers
 
 KV_KERNEL_STUB = """
@@ -88,15 +88,7 @@ MISSING_TOPK = "        self.cuda_graph_kv_indices = torch.zeros((self.speculati
 
 
 def _package(root: Path, files: dict[str, str]) -> Path:
-    pkg = root / "sglang"
-    (pkg / "srt").mkdir(parents=True, exist_ok=True)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "_version.py").write_text("__version__ = version = '0.0.0+toy'\n")
-    for rel, text in files.items():
-        path = pkg / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return pkg
+    return write_sglang_package(root, files, '0.0.0+toy')
 
 
 def kv_package(root: Path, alloc: str = CORRECT_KV, extra: str = "",

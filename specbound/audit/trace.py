@@ -552,32 +552,34 @@ class Tracer(CallsMixin):
 
     def _duck_property(self, attr, path, node, frame):
         props = [m for m in self.p.methods_named(attr) if m.is_property()]
-        if not props or self._in_guard:
-            return [(Opaque(f"<object>.{attr}"), path)]
-        if ("duck", attr) in self._active:
-            # A delegating property (`self.inner.verify_mask`) inside the enumeration of every
-            # class's `verify_mask`: its values are among the ones already enumerated.
+        return self._duck(attr, props, node, frame, path, f"<object>.{attr}", lambda m, cls, p: self._returns(
+            m, Instance(cls), {}, frame, p.step(f"{m.where} {cls.name}.{attr} (property)"), node))
+
+    def _duck(self, name, members, node, frame, path, opaque, run):
+        """A member read on an object the tracer cannot see: every class that runs a definition
+        of that name (its own or inherited), each a choice pinned on the path; ``run(m, cls,
+        path)`` reads one.  Inside the enumeration of the same name (a delegating
+        ``self.inner.verify_mask``) nothing new is found: its values are among the outer ones."""
+        if not members or self._in_guard:
+            return [(Opaque(opaque), path)]
+        tag = ("duck", name, members[0].is_property())
+        if tag in self._active:
             self._cycles += 1
             return []
-        self._active.add(("duck", attr))
+        self._active.add(tag)
         try:
-            return self._duck_property_all(attr, props, path, node, frame)
+            key = ("duck", frame.key, id(node))
+            pinned = self._pinned(path, key)
+            out = []
+            for m in members:
+                for cls in self._instance_classes(m):
+                    ident = (m.key, cls.name)
+                    if pinned is not None and pinned != ident:
+                        continue
+                    out += run(m, cls, path if pinned is not None else path.with_pin(key, ident))
+            return out
         finally:
-            self._active.discard(("duck", attr))
-
-    def _duck_property_all(self, attr, props, path, node, frame):
-        out = []
-        key = ("duck", frame.key, id(node))
-        pinned = self._pinned(path, key)
-        for m in props:
-            for cls in self._instance_classes(m):
-                ident = (m.key, cls.name)
-                if pinned is not None and pinned != ident:
-                    continue
-                p = path if pinned is not None else path.with_pin(key, ident)
-                out += self._returns(m, Instance(cls), {}, frame, p.step(f"{m.where} {cls.name}.{attr} (property)"),
-                                     node)
-        return out
+            self._active.discard(tag)
 
     # --- conditions ------------------------------------------------------------------------------
     def test(self, e, frame, path) -> list:

@@ -97,33 +97,10 @@ class CallsMixin:
         return self._duck_call(name, e, frame, path)
 
     def _duck_call(self, name, e, frame, path):
-        """A method called on an object the tracer cannot see: every class that runs a
-        definition of that name (its own or inherited)."""
-        methods = self.p.methods_named(name)
-        if not methods or self._in_guard:
-            return [(Opaque(f"<object>.{name}(...)"), path)]
-        if ("duck()", name) in self._active:
-            self._cycles += 1
-            return []  # as for properties: a delegating method inside the enumeration
-        self._active.add(("duck()", name))
-        try:
-            return self._duck_call_all(name, methods, e, frame, path)
-        finally:
-            self._active.discard(("duck()", name))
-
-    def _duck_call_all(self, name, methods, e, frame, path):
-        key = ("duck", frame.key, id(e))
-        pinned = self._pinned(path, key)
-        out = []
-        for m in methods:
-            for cls in self._instance_classes(m):
-                ident = (m.key, cls.name)
-                if pinned is not None and pinned != ident:
-                    continue
-                p = path if pinned is not None else path.with_pin(key, ident)
-                out += self._invoke(m, Instance(cls), e, frame, p.step(f"{frame.func.rel}:{e.lineno} "
-                                                                       f"{cls.name}.{name}()"))
-        return out
+        """A method called on an object the tracer cannot see (see ``Tracer._duck``)."""
+        return self._duck(name, self.p.methods_named(name), e, frame, path, f"<object>.{name}(...)",
+                          lambda m, cls, p: self._invoke(m, Instance(cls), e, frame,
+                                                         p.step(f"{frame.func.rel}:{e.lineno} {cls.name}.{name}()")))
 
     def _instance_classes(self, m: FuncInfo) -> list:
         """The classes to trace a method in: every class that runs it, or only its own class
