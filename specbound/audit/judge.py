@@ -4,7 +4,8 @@ the trusted core.
 The batch is the spec theorems' symbolic batch (:mod:`specbound.proofs.model`): ``bs``
 requests with an uninterpreted ``seq_len`` and its prefix sum ``P``; ``S = P(bs)``.
 Facts about ``P(bs)`` come from lemmas proved by induction (``VM-PREFIX-BOUND``,
-``L-PREFIX-ROOM``), cited through :func:`kernel.instantiate`.
+``L-PREFIX-ROOM``), cited through :func:`kernel.instantiate` (with the per-request
+conditions they rest on among the hypotheses).
 
 * The kv_indices buffer of the draft kernel: its grid writes every one of the ``D`` rows;
   row ``D - 1`` uses ``spec.draft_kv_indices_used_len(S, K, bs*K, D)`` slots of the row
@@ -26,7 +27,6 @@ allocation are hypotheses too; a path they make infeasible is skipped.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 import z3
@@ -34,7 +34,7 @@ import z3
 from specbound import spec
 from specbound.proofs import kernel
 from specbound.proofs import lemmas as L
-from specbound.proofs.model import C, D, K, P, bs, labelled, max_bs, n, page, seq_len
+from specbound.proofs.model import C, D, K, P, bs, labelled, max_bs, n, page
 
 from . import bindings as B
 
@@ -77,23 +77,6 @@ class Judgement:
     seconds: float = 0.0
 
 
-# --- lemmas ---------------------------------------------------------------------------
-
-@cache
-def headroom_lemma(name: str):
-    """``forall v <= bs. P(v) + v*h <= v*C`` when every request has ``seq_len + h <= C``
-    (``h`` = the condition's headroom); by induction, as ``L-PREFIX-ROOM``."""
-    cond = next(c for conds in EXTRA_CONDITIONS.values() for c in conds if c.name == name)
-
-    def room(i):
-        return spec.draft_room_ok(seq_len(i), cond.headroom, C, name="seq_len[b]")
-
-    def phi(v):
-        return z3.Implies(v <= bs, P(v) + v * cond.headroom <= v * C)
-    return kernel.induct(f"L-PREFIX-{name.upper()}", phi, base_hyps=lambda: {"prefix_zero": P(0) == 0},
-                         step_hyps=lambda k: L._step_hyps(k, room))
-
-
 # --- requirements -----------------------------------------------------------------------
 
 def kv_goal(numel, stride):
@@ -120,6 +103,10 @@ def contract(kind: str, mode=None) -> tuple[dict, list]:
         hyps.update(labelled(spec.tree_shape_ok(K, D, n)))
         if mode is spec.TreeMaskMode.QLEN_ONLY_BITPACKING:
             hyps.update(labelled(spec.bitpack_ok(n)))
+    for lemma in lemmas:
+        # A core whose proofs are sequents cites a lemma only under its own hypotheses (the
+        # per-request conditions it was proved from): they are preconditions here too.
+        hyps.update(getattr(lemma, "hyps", None) or {})
     return hyps, lemmas
 
 
@@ -151,9 +138,8 @@ def judge(kind: str, dims, conds, *, stride=None, mode=None, name="buffer") -> J
             pass
         cex = shrink(hyps, lemmas, goal, REPORTED_BY_KIND[kind])
         for extra in EXTRA_CONDITIONS.get(kind, ()):
-            more = [*lemmas, kernel.instantiate(headroom_lemma(extra.name), bs)]
             try:
-                kernel.check(f"{name}/fits_if_{extra.name}", goal, hyps=hyps, by=more)
+                kernel.check(f"{name}/fits_if_{extra.name}", goal, hyps={**hyps, **summed(extra)}, by=lemmas)
             except kernel.Refuted:
                 continue
             return Judgement(HOLDS_ONLY_IF, required, size, condition=extra.text, counterexample=cex,
@@ -164,15 +150,22 @@ def judge(kind: str, dims, conds, *, stride=None, mode=None, name="buffer") -> J
         return Judgement(ERROR, required, size, detail=f"the solver gave no verdict: {e}")
 
 
+def summed(extra: ExtraCondition, slack: int = 0) -> dict:
+    """The per-request condition ``seq_len[b] + h <= C`` as the hypothesis on its batch,
+    ``S + bs*h <= bs*C``.  Both requirements depend on the batch only through ``bs`` and
+    ``S``, and some split of ``S`` meets the per-request condition exactly when the sum
+    does, so the verdict is the same (``slack``: that many slots less of headroom)."""
+    return {f"{extra.name}_summed": P(bs) + bs * (extra.headroom - slack) <= bs * C}
+
+
 def _weakest(extra: ExtraCondition, hyps, lemmas, goal, name) -> str:
     """Show the condition is the weakest of its family: with one slot less of headroom for
     every request (``seq_len[b] + h - 1 <= C``) there is still a counterexample."""
-    weaker = {**hyps, "one_slot_less_for_every_request": P(bs) + bs * (extra.headroom - 1) <= bs * C}
-    m = kernel.satisfy(f"{name}/weaker", {**weaker, "negated_goal": z3.Not(goal)}, by=lemmas)
+    m = kernel.satisfy(f"{name}/weaker", {**hyps, **summed(extra, 1), "negated_goal": z3.Not(goal)}, by=lemmas)
     if m is None:
-        return f"proved given {extra.text}; sglang does not check it"
-    return (f"proved given {extra.text}; sglang does not check it. The weakest of its kind: with one slot "
-            f"less (seq_len[b] + h - 1 <= C) it fails, e.g. {_values(m.model)}")
+        return f"proved given {extra.text} for every request; sglang does not check it"
+    return (f"proved given {extra.text} for every request; sglang does not check it. The weakest of its kind: "
+            f"with one slot less (seq_len[b] + h - 1 <= C) it fails, e.g. {_values(m.model)}")
 
 
 # --- counterexamples ---------------------------------------------------------------------
