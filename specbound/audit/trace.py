@@ -4,13 +4,14 @@ Start: each call site of a kernel (:data:`.bindings.KV_SINK`, :data:`.bindings.T
 for every class whose instances run the method it sits in.  From the buffer argument the
 tracer walks back, with ``ast`` only, through
 
-* locals (every assignment of the name in the function, under the ``if`` tests that
-  guard it), tuple unpacking, slices and ``x[i]`` rows, ``.clone()`` and the like;
+* locals (the assignments that reach the use, under the ``if`` tests that guard them),
+  tuple unpacking, slices and ``x[i]`` rows, ``.clone()`` and the like;
 * parameters: the argument of every call site of the function (positional or keyword,
   defaults included); a method's callers are the calls its class (or a subclass)
-  makes on ``self``, and calls on other receivers;
-* ``self.attr``: every assignment of the attribute in the methods the instance's class
-  runs (its own, then its bases', the most derived definition of each), properties;
+  makes on ``self`` or ``super()``, and calls on other receivers; ``__init__``'s are
+  the constructor calls;
+* ``self.attr``: every assignment of the attribute in the methods the instance runs (the
+  most derived definition of each, and those it reaches through ``super()``), properties;
 * method calls on objects the tracer cannot see (``x.attn_backend.get_...()``): every
   class that defines the method, and every subclass that inherits it;
 * returns of the functions it descends into, record constructors (``VerifyMask(buffer=...)``)
@@ -22,7 +23,8 @@ tracer asks the binding table (:mod:`.bindings`).  Calls of sglang's own pure he
 (``draft_kv_indices_buffer_width``) are executed symbolically (:mod:`.symexec`), path by path.
 
 Values carry their path: the ``if`` tests they were found under (Z3 conditions; a test
-the tracer cannot evaluate is dropped, which only weakens the hypotheses) and the choices
+reads a parameter as a Z3 variable, tied to the values the parameter is later traced to;
+a test the tracer cannot evaluate is dropped, which only weakens the hypotheses) and the choices
 made on the way (a local, a parameter's call site, a ``self`` class), so that the buffer,
 its stride and the mask layout read at one kernel call come from one consistent path.
 A walk that cannot go on ends in an :class:`Ended` value that says where and why.
@@ -58,7 +60,6 @@ class Tracer(CallsMixin):
         self._guards: dict = {}
         self._modes = None
         self._in_guard = 0
-        self._guard_climbs = 0
         self._cycles = 0
         self._memo: dict = {}
         self._consulted: list[dict] = []
@@ -583,9 +584,9 @@ class Tracer(CallsMixin):
 
     # --- conditions ------------------------------------------------------------------------------
     def test(self, e, frame, path) -> list:
-        """An ``if`` test or a conditional expression's test, evaluated cheaply: parameters
-        one call level up at most, no lookup by member name (what is not evaluated only
-        weakens the path's hypotheses)."""
+        """An ``if`` test or a conditional expression's test, evaluated cheaply: a parameter
+        of an outermost frame is a Z3 variable (not followed to its call sites), no lookup by
+        member name; what is not evaluated only weakens the path's hypotheses."""
         self._in_guard += 1
         try:
             return self.truth(e, frame, path)
