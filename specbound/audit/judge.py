@@ -143,7 +143,7 @@ def judge(kind: str, dims, conds, *, stride=None, mode=None, name="buffer") -> J
             except kernel.Refuted:
                 continue
             return Judgement(HOLDS_ONLY_IF, required, size, condition=extra.text, counterexample=cex,
-                             detail=_weakest(extra, hyps, lemmas, goal, name))
+                             detail=_weakest(extra, hyps, lemmas, goal, name, REPORTED_BY_KIND[kind]))
         return Judgement(OVERRUN, required, size, counterexample=cex,
                          detail="refuted under the stated preconditions")
     except kernel.Unknown as e:
@@ -158,14 +158,14 @@ def summed(extra: ExtraCondition, slack: int = 0) -> dict:
     return {f"{extra.name}_summed": P(bs) + bs * (extra.headroom - slack) <= bs * C}
 
 
-def _weakest(extra: ExtraCondition, hyps, lemmas, goal, name) -> str:
+def _weakest(extra: ExtraCondition, hyps, lemmas, goal, name, names) -> str:
     """Show the condition is the weakest of its family: with one slot less of headroom for
     every request (``seq_len[b] + h - 1 <= C``) there is still a counterexample."""
     m = kernel.satisfy(f"{name}/weaker", {**hyps, **summed(extra, 1), "negated_goal": z3.Not(goal)}, by=lemmas)
     if m is None:
         return f"proved given {extra.text} for every request; sglang does not check it"
     return (f"proved given {extra.text} for every request; sglang does not check it. The weakest of its kind: "
-            f"with one slot less (seq_len[b] + h - 1 <= C) it fails, e.g. {_values(m.model)}")
+            f"with one slot less (seq_len[b] + h - 1 <= C) it fails, e.g. {_values(m.model, names)}")
 
 
 # --- counterexamples ---------------------------------------------------------------------
