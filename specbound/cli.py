@@ -96,7 +96,11 @@ def _feature(name: str):
 def cmd_verify(args) -> int:
     """The main job: every theorem proved (the spec's, and the kernels' on the default subset of
     specializations), then the default fuzz budget where the fuzzer exists."""
-    rc = cmd_prove(argparse.Namespace(only=None, json=args.json, kernels=not args.no_kernels, all=False))
+    try:
+        rc = cmd_prove(argparse.Namespace(only=None, json=args.json, kernels=not args.no_kernels, all=False))
+    except Exception as exc:   # a crash inside a proof is a failed verify, not a usage error (exit 2)
+        print(f"FAILED prove: {type(exc).__name__}: {exc}", file=sys.stderr)
+        rc = 1
     fuzz = _feature("specbound.fuzz.command")
     if fuzz is not None and hasattr(fuzz, "verify_step"):
         rc = max(rc, fuzz.verify_step(args))

@@ -161,16 +161,22 @@ class KvCase:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
 
 
-def case_from_json(text: str) -> TreeCase | KvCase:
-    """Inverse of ``to_json`` for both records (the ``kind`` field tells which)."""
+def case_from_json(text: str):
+    """Inverse of ``to_json`` for every record (the ``kind`` field tells which): the
+    batches here and the validation calls of :mod:`.calls`."""
     data = json.loads(text)
-    kind = data.get("kind")
+    kind = data.get("kind") if isinstance(data, dict) else None
     if kind == "tree":
         return TreeCase(**data)
     if kind == "kv":
         return KvCase(**data)
+    from .calls import call_from_json
+    call = call_from_json(data) if kind else None
+    if call is not None:
+        return call
     from specbound.spec import SpecArgumentError
-    raise SpecArgumentError("--replay", f"not a fuzz case: kind must be 'tree' or 'kv', got {kind!r}")
+    raise SpecArgumentError("--replay", f"not a fuzz case: kind must be 'tree', 'kv', 'tree_call', 'kv_call' "
+                                        f"or 'verify_mask', got {kind!r}")
 
 
 def _target(value: float, label: str, enabled: bool) -> None:
