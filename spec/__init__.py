@@ -22,7 +22,7 @@ from .draft_kv import (
     kv_last_page_len, kv_pages_per_branch, kv_positions_prefix, kv_prefix_base, kv_req_to_token_span,
     kv_segment_len, kv_segment_start,
 )
-from .dtypes import INDEX_DTYPES, KV_DTYPES, TOKEN_DTYPE, int_bits
+from .dtypes import INDEX_DTYPES, INT_WIDTHS, KV_DTYPES, TOKEN_DTYPE, int_bits, signed_bound
 from .errors import SpecArgumentError, SpecTypeError
 from .footprint import (
     kv_indices_cells, kv_indptr_cells, mask_fill_cells, mask_kernel_cells, prefix_sums,

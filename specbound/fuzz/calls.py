@@ -153,7 +153,7 @@ def _tree_sizes(c: TreeCase) -> tuple[int, int, str]:
     try:
         return spec.mask_batch_numel(mode, c.bs, n, total), spec.token_numel(c.bs, n), spec.mask_dtype_name(mode, n)
     except SpecArgumentError:
-        return c.bs * n, c.bs * n, "uint32" if mode is BITPACK else "bool"
+        return c.bs * n, spec.token_numel(c.bs, n), "uint32" if mode is BITPACK else "bool"
 
 
 def tree_call_tensors(call: TreeCall) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:

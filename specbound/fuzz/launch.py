@@ -20,7 +20,7 @@ import inspect
 import linecache
 import textwrap
 
-from specbound import kernels  # first: it sets TRITON_INTERPRET before triton is imported
+from specbound import kernels, spec  # first: it sets TRITON_INTERPRET before triton is imported
 
 import torch  # noqa: E402
 
@@ -34,7 +34,7 @@ class VariantUnavailable(RuntimeError):
 
 def tree_outputs(bs: int, n: int) -> dict[str, torch.Tensor]:
     """Exact-size positions / retrive_* buffers (what the caller allocates)."""
-    return {"positions": torch.zeros(bs * n, dtype=torch.int64),
+    return {"positions": torch.zeros(spec.token_numel(bs, n), dtype=torch.int64),
             **{name: torch.full((bs, n), -1, dtype=torch.int64)
                for name in ("retrive_index", "retrive_next_token", "retrive_next_sibling")}}
 

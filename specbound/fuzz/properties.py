@@ -106,7 +106,7 @@ def expected_tree(case: TreeCase) -> dict[str, torch.Tensor]:
     numel = spec.mask_batch_numel(mode, case.bs, n, prefix[-1])
     bitpack = mode is TreeMaskMode.QLEN_ONLY_BITPACKING
     mask = [0] * numel
-    positions = [0] * (case.bs * n)
+    positions = [0] * spec.token_numel(case.bs, n)
     next_token, next_sibling = [], []
     for b, s in enumerate(case.seq_lens):
         sel_row, pl_row, p = case.selected_index[b], case.parent_list[b], prefix[b]
@@ -143,7 +143,7 @@ def expected_tree(case: TreeCase) -> dict[str, torch.Tensor]:
     return {
         "tree_mask": mask_t,
         "positions": torch.tensor(positions, dtype=torch.int64),
-        "retrive_index": torch.arange(case.bs * n, dtype=torch.int64).reshape(shape),
+        "retrive_index": torch.arange(spec.token_numel(case.bs, n), dtype=torch.int64).reshape(shape),
         "retrive_next_token": torch.tensor(next_token, dtype=torch.int64).reshape(shape),
         "retrive_next_sibling": torch.tensor(next_sibling, dtype=torch.int64).reshape(shape),
     }

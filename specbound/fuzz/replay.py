@@ -262,7 +262,7 @@ def _kv_replay(rp: Replay, mutant, sizing: str) -> None:
         rp.mutant_sizing = f"width({ns},{k},{c}) = {width}, launched without the capacity check"
         spec_width = width
     ind = torch.full((steps, width), -1, dtype=torch.int64)
-    ptr = torch.full((steps, spec.draft_branches(ns, k) + 1), -1, dtype=torch.int64)
+    ptr = torch.full((steps, spec.kv_indptr_row_len(ns, k)), -1, dtype=torch.int64)
     rp.mutant_outcome = _oob(lambda: launch.launch_kv_raw(pool, r2t, seq, ind, ptr, topk=k, num_steps=steps))
 
     rp.spec_sizing = f"width = {spec_width}"
@@ -275,7 +275,7 @@ def _kv_replay(rp: Replay, mutant, sizing: str) -> None:
             rp.spec_outcome = f"refused before launch (host capacity check): {exc}"[:160]
         return
     ind = torch.full((steps, spec_width), -1, dtype=torch.int64)
-    ptr = torch.full((steps, spec.draft_branches(ns, k) + 1), -1, dtype=torch.int64)
+    ptr = torch.full((steps, spec.kv_indptr_row_len(ns, k)), -1, dtype=torch.int64)
     err = _oob(lambda: launch.launch_kv_raw(pool, r2t, seq, ind, ptr, topk=k, num_steps=steps))
     if err:
         rp.spec_outcome = f"OOB: {err}"

@@ -150,9 +150,8 @@ class KvCase:
     def buffers(self, fill: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
         """Fresh ``(kv_indices, kv_indptr)`` of this case's width and dtype, filled ``fill``."""
         dtype = getattr(torch, self.kv_dtype)
-        bs_d = spec.draft_branches(self.num_seqs, self.topk)
         return (torch.full((self.num_steps, self.width()), fill, dtype=dtype),
-                torch.full((self.num_steps, bs_d + 1), fill, dtype=dtype))
+                torch.full((self.num_steps, spec.kv_indptr_row_len(self.num_seqs, self.topk)), fill, dtype=dtype))
 
     def kwargs(self) -> dict:
         return dict(topk=self.topk, num_steps=self.num_steps, page_size=self.page_size)
