@@ -135,19 +135,29 @@ def plant(mutant: Mutant, root: Path) -> None:
     path.write_text(text)
 
 
-def copy_tree(dest: Path) -> Path:
-    """The working tree (tracked and untracked, not ignored) into ``dest/repo``, with links
-    ``repo/specbound/<name>`` -> ``repo/<name>`` for the namespaced root folders, so that
-    ``repo`` on ``sys.path`` imports the whole ``specbound`` package from the copy."""
+def snapshot(dest: Path) -> Path:
+    """The working tree (tracked and untracked, not ignored) copied once into ``dest``, so
+    every row of the table checks the same sources even if the checkout changes meanwhile."""
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
                            capture_output=True).stdout.decode().split("\0")
-    repo = dest / "repo"
     for rel in filter(None, files):
         src = ROOT / rel
         if src.is_file():
-            target = repo / rel
+            target = dest / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, target)
+    return dest
+
+
+def copy_tree(dest: Path, source: Path | None = None) -> Path:
+    """A copy of ``source`` (a :func:`snapshot`; default: a fresh one) in ``dest/repo``, with
+    links ``repo/specbound/<name>`` -> ``repo/<name>`` for the namespaced root folders, so
+    that ``repo`` on ``sys.path`` imports the whole ``specbound`` package from the copy."""
+    repo = dest / "repo"
+    if source is None:
+        snapshot(repo)
+    else:
+        shutil.copytree(source, repo)
     for name in NAMESPACED:
         (repo / "specbound" / name).symlink_to(repo / name)
     return repo
@@ -201,10 +211,10 @@ def run_verify(repo: Path, fast: bool, res: Outcome, timeout: int) -> None:
     res.verify_seconds = time.perf_counter() - start
 
 
-def check_one(mutant: Mutant | None, args) -> Outcome:
+def check_one(mutant: Mutant | None, args, source: Path) -> Outcome:
     res = Outcome(mutant.id if mutant else "control", mutant.models if mutant else "the unmutated copy")
     with tempfile.TemporaryDirectory(prefix="specbound-mutant-") as tmp:
-        repo = copy_tree(Path(tmp))
+        repo = copy_tree(Path(tmp), source)
         if mutant is not None:
             try:
                 plant(mutant, repo)
@@ -272,12 +282,14 @@ def main(argv=None) -> int:
     chosen = [known[i] for i in args.only] if args.only else list(MUTANTS)
     plan = ([] if args.no_control else [None]) + chosen
     rows = []
-    for mutant in plan:
-        res = check_one(mutant, args)
-        rows.append(res)
-        print(f"{res.id:30s} tests {res.tests:6s} {res.tests_seconds:6.0f} s {res.tests_first_failure[:60]:60s} "
-              f"verify {res.verify:6s} {res.verify_seconds:5.0f} s {' '.join(res.verify_failures)[:120]}"
-              f"{' ' + res.note[:200] if not res.planted else ''}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="specbound-snapshot-") as stage:
+        source = snapshot(Path(stage) / "tree")
+        for mutant in plan:
+            res = check_one(mutant, args, source)
+            rows.append(res)
+            print(f"{res.id:30s} tests {res.tests:6s} {res.tests_seconds:6.0f} s {res.tests_first_failure[:60]:60s} "
+                  f"verify {res.verify:6s} {res.verify_seconds:5.0f} s {' '.join(res.verify_failures)[:120]}"
+                  f"{' ' + res.note[:200] if not res.planted else ''}", flush=True)
     table = markdown(rows, args)
     print("\n" + table)
     if args.markdown:
