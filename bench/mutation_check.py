@@ -135,12 +135,28 @@ def plant(mutant: Mutant, root: Path) -> None:
     path.write_text(text)
 
 
+_BUILD_OUTPUTS = shutil.ignore_patterns(".git", ".venv", ".hypothesis", "__pycache__", "*.egg-info", "*.pyc")
+
+
+def _not_sources(folder: str, names: list[str]) -> set[str]:
+    """What a copy outside a git checkout leaves out: build outputs, and the links a copy
+    made in its ``specbound/`` folder (they are made afresh)."""
+    skip = set(_BUILD_OUTPUTS(folder, names))
+    if Path(folder).resolve() == (ROOT / "specbound").resolve():
+        skip |= {name for name in names if name in NAMESPACED}
+    return skip
+
+
 def snapshot(dest: Path) -> Path:
     """The working tree (tracked and untracked, not ignored) copied once into ``dest``, so
-    every row of the table checks the same sources even if the checkout changes meanwhile."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                           capture_output=True).stdout.decode().split("\0")
-    for rel in filter(None, files):
+    every row of the table checks the same sources even if the checkout changes meanwhile.
+    Outside a git checkout (e.g. inside such a copy): the tree minus build outputs."""
+    listing = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
+                             capture_output=True)
+    if listing.returncode or not (ROOT / ".git").exists():
+        shutil.copytree(ROOT, dest, ignore=_not_sources)
+        return dest
+    for rel in filter(None, listing.stdout.decode().split("\0")):
         src = ROOT / rel
         if src.is_file():
             target = dest / rel

@@ -56,24 +56,26 @@ def seed_of(case) -> int:
 
 
 def junk_like(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    """Fill ``t`` in place with seeded junk (so any write shows); returns it."""
+    """Fill ``t`` in place with seeded junk (so any write shows); returns it.  The junk is
+    drawn on the CPU (``g`` is a CPU generator) and copied to ``t``'s device."""
     view = _signed(t)
     if view.dtype == torch.bool:
-        view.copy_(torch.randint(0, 2, view.shape, generator=g).bool())
+        junk = torch.randint(0, 2, view.shape, generator=g).bool()
     elif view.dtype.is_floating_point:
-        view.copy_(torch.randn(view.shape, generator=g))
+        junk = torch.randn(view.shape, generator=g)
     else:
-        view.copy_(torch.randint(-100, 100, view.shape, generator=g).to(view.dtype))
+        junk = torch.randint(-100, 100, view.shape, generator=g)
+    view.copy_(junk.to(view.dtype))
     return t
 
 
-def _alloc(shape, dtype: torch.dtype, *, strided: bool = False) -> torch.Tensor:
+def _alloc(shape, dtype: torch.dtype, device, *, strided: bool = False) -> torch.Tensor:
     """A tensor of ``shape``; ``strided``: a view every other element of a larger one, so
     it is not contiguous (unless it has at most one element per dimension that matters)."""
     if not strided:
-        return torch.zeros(shape, dtype=dtype)
+        return torch.zeros(shape, dtype=dtype, device=device)
     shape = tuple(shape)
-    wide = torch.zeros(shape[:-1] + (2 * shape[-1],), dtype=dtype)
+    wide = torch.zeros(shape[:-1] + (2 * shape[-1],), dtype=dtype, device=device)
     return wide[..., ::2]
 
 
@@ -156,17 +158,18 @@ def _tree_sizes(c: TreeCase) -> tuple[int, int, str]:
         return c.bs * n, spec.token_numel(c.bs, n), "uint32" if mode is BITPACK else "bool"
 
 
-def tree_call_tensors(call: TreeCall) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """``(inputs, outputs)`` of the call, every output junk-filled (seeded by the call)."""
+def tree_call_tensors(call: TreeCall, device="cpu") -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """``(inputs, outputs)`` of the call on ``device``, every output junk-filled (seeded by the call)."""
     c = call.tree
-    pl, sel, seq = c.tensors()
+    pl, sel, seq = (x.to(device) for x in c.tensors())
     op, *arg = call.change.split(":")
     ins = {"parent_list": pl, "selected_index": sel, "seq_lens": seq}
     if op == "input_dtype":
         ins[arg[0]] = ins[arg[0]].to(getattr(torch, arg[1]))
     elif op == "columns":
         t, delta = ins[arg[0]], int(arg[1])
-        ins[arg[0]] = torch.cat([t, t[:, :1] if t.shape[1] else torch.zeros(t.shape[0], 1, dtype=t.dtype)], 1) \
+        ins[arg[0]] = torch.cat([t, t[:, :1] if t.shape[1] else torch.zeros(t.shape[0], 1, dtype=t.dtype,
+                                                                             device=device)], 1) \
             if delta > 0 else t[:, :-1]
     elif op == "seq_len":
         seq[int(arg[0])] = -1
@@ -190,7 +193,7 @@ def tree_call_tensors(call: TreeCall) -> tuple[dict[str, torch.Tensor], dict[str
     outs = {}
     for name in TREE_OUTPUTS:
         shape = (numel[name],) if name in numel else (rows[name], n)
-        outs[name] = _alloc(shape, dtypes[name], strided=name in strided)
+        outs[name] = _alloc(shape, dtypes[name], device, strided=name in strided)
     if op == "alias":
         a, b = arg
         outs[b] = outs[a].view(outs[b].shape) if outs[a].is_contiguous() else outs[a]
@@ -310,10 +313,10 @@ class KvCall:
         return kw
 
 
-def kv_call_tensors(call: KvCall) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+def kv_call_tensors(call: KvCall, device="cpu") -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     c = call.kv
     op, *arg = call.change.split(":")
-    pool, r2t, seq = c.tensors()
+    pool, r2t, seq = (x.to(device) for x in c.tensors())
     ins = {"req_pool_indices": pool, "req_to_token": r2t, "seq_lens": seq}
     if op == "pool":
         pool[int(arg[0])] = int(arg[1])
@@ -338,11 +341,11 @@ def kv_call_tensors(call: KvCall) -> tuple[dict[str, torch.Tensor], dict[str, to
     shapes = {"kv_indices": (rows, width), "kv_indptr": (ptr_rows, ptr_width)}
     if op == "alias":
         # kv_indptr is the tail of kv_indices' storage
-        base = torch.zeros(rows * width + ptr_rows * ptr_width, dtype=dtypes["kv_indices"])
+        base = torch.zeros(rows * width + ptr_rows * ptr_width, dtype=dtypes["kv_indices"], device=device)
         outs = {"kv_indices": base[:rows * width].view(rows, width),
                 "kv_indptr": base[rows * width:].view(ptr_rows, ptr_width)}
     else:
-        outs = {name: _alloc(shapes[name], dtypes[name], strided=name in strided) for name in KV_OUTPUTS}
+        outs = {name: _alloc(shapes[name], dtypes[name], device, strided=name in strided) for name in KV_OUTPUTS}
     g = torch.Generator().manual_seed(seed_of(call))
     for t in outs.values():
         junk_like(t, g)

@@ -35,6 +35,11 @@ from .calls import (
 )
 
 
+def _device(target: str) -> str:
+    """Where a target's tensors live: compiled kernels need CUDA tensors."""
+    return "cuda" if target == "triton" and not kernels.INTERPRETED else "cpu"
+
+
 def _fail(text: str) -> None:
     raise P.PropertyFailure(text)
 
@@ -121,7 +126,7 @@ def check_tree_call(call: TreeCall) -> None:
               fill_prefix_mask=case.fill_prefix_mask)
     runs, results, before = {}, {}, None
     for target in ("reference", "triton"):
-        ins, outs = tree_call_tensors(call)      # a fresh, identical realization per target
+        ins, outs = tree_call_tensors(call, _device(target))   # a fresh, identical realization per target
         tensors = {**ins, **outs}
         snap = _snapshot(tensors)
         before = before or _snapshot(outs)
@@ -135,7 +140,7 @@ def check_tree_call(call: TreeCall) -> None:
     want = _tree_want(call, before)
     for name in want:
         got_ref = _signed(results["reference"][name]).reshape(-1)
-        P._same(f"{name} (triton vs reference)", _signed(results["triton"][name]).reshape(-1).cpu(), got_ref)
+        P._same(f"{name} (triton vs reference)", _signed(results["triton"][name].cpu()).reshape(-1), got_ref)
         P._same(f"{name} (reference vs spec, old content outside the footprint)", got_ref, want[name])
 
 
@@ -147,7 +152,7 @@ def check_kv_call(call: KvCall) -> None:
     kw = call.kwargs()
     runs, results, before = {}, {}, None
     for target in ("reference", "triton"):
-        ins, outs = kv_call_tensors(call)
+        ins, outs = kv_call_tensors(call, _device(target))
         tensors = {**ins, **outs}
         snap = _snapshot(tensors)
         before = before or {name: t.clone() for name, t in outs.items()}
