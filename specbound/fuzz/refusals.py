@@ -30,7 +30,7 @@ from specbound.spec import SpecArgumentError
 
 from . import properties as P
 from .calls import (
-    KvCall, TreeCall, VerifyMaskCall, _name, _signed, junk_like, kv_call_tensors, kv_violations, seed_of,
+    KV_INPUTS, TREE_INPUTS, KvCall, TreeCall, VerifyMaskCall, _name, _signed, junk_like, kv_call_tensors, kv_violations, seed_of,
     tree_call_tensors, tree_violations,
 )
 
@@ -72,6 +72,23 @@ def _snapshot(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def _changed(tensors, snapshot) -> list[str]:
     return [name for name, t in tensors.items() if not torch.equal(_signed(t), snapshot[name])]
+
+
+def _run_both(realize, builds, inputs: tuple[str, ...], kw: dict):
+    """Run the call with the reference, then the kernels, each on a fresh, identical
+    realization (``realize(device) -> (inputs, outputs)``); returns the verdicts
+    ``{target: (outcome, value, launches, tensors changed by a failed call)}``, the outputs
+    of each target, and the outputs' content before the call."""
+    runs, results, before = {}, {}, None
+    for target, build in zip(("reference", "triton"), builds):
+        ins, outs = realize(_device(target))
+        tensors = {**ins, **outs}
+        snap = _snapshot(tensors)
+        before = before or {name: snap[name] for name in outs}
+        outcome, value, launches = _run(target, build, *(ins[name] for name in inputs), **kw, **outs)
+        runs[target] = (outcome, value, launches, _changed(tensors, snap) if outcome != "ok" else [])
+        results[target] = outs
+    return runs, results, before
 
 
 def _judge(what: str, violated, runs: dict) -> bool:
@@ -124,17 +141,8 @@ def check_tree_call(call: TreeCall) -> None:
     case = call.tree
     kw = dict(topk=case.topk, depth=case.depth, num_draft_tokens=case.num_draft_tokens, mode=case.tree_mode,
               fill_prefix_mask=case.fill_prefix_mask)
-    runs, results, before = {}, {}, None
-    for target in ("reference", "triton"):
-        ins, outs = tree_call_tensors(call, _device(target))   # a fresh, identical realization per target
-        tensors = {**ins, **outs}
-        snap = _snapshot(tensors)
-        before = before or _snapshot(outs)
-        build = ref.build_tree if target == "reference" else kernels.build_tree
-        outcome, value, launches = _run(target, build, ins["parent_list"], ins["selected_index"],
-                                        ins["seq_lens"], **kw, **outs)
-        runs[target] = (outcome, value, launches, _changed(tensors, snap) if outcome != "ok" else [])
-        results[target] = outs
+    runs, results, before = _run_both(lambda device: tree_call_tensors(call, device),
+                                      (ref.build_tree, kernels.build_tree), TREE_INPUTS, kw)
     if not _judge("tree build", violated, runs):
         return
     want = _tree_want(call, before)
@@ -150,17 +158,8 @@ def check_kv_call(call: KvCall) -> None:
     ins, outs = kv_call_tensors(call)
     violated = kv_violations(call, ins, outs)
     kw = call.kwargs()
-    runs, results, before = {}, {}, None
-    for target in ("reference", "triton"):
-        ins, outs = kv_call_tensors(call, _device(target))
-        tensors = {**ins, **outs}
-        snap = _snapshot(tensors)
-        before = before or {name: t.clone() for name, t in outs.items()}
-        build = ref.draft_decode_kv_indices if target == "reference" else kernels.draft_decode_kv_indices
-        outcome, value, launches = _run(target, build, ins["req_pool_indices"], ins["req_to_token"],
-                                        ins["seq_lens"], **kw, **outs)
-        runs[target] = (outcome, value, launches, _changed(tensors, snap) if outcome != "ok" else [])
-        results[target] = outs
+    runs, results, before = _run_both(lambda device: kv_call_tensors(call, device),
+                                      (ref.draft_decode_kv_indices, kernels.draft_decode_kv_indices), KV_INPUTS, kw)
     if not _judge("draft kv build", violated, runs):
         return
     want_ind, want_ptr = P.expected_kv(call.kv, buffers=(before["kv_indices"], before["kv_indptr"]))
