@@ -245,13 +245,23 @@ def check_one(mutant: Mutant | None, args, source: Path) -> Outcome:
     return res
 
 
-def markdown(rows: list[Outcome], args) -> str:
+def _brief(names: list[str]) -> str:
+    """Failing checks for a table cell: specializations of one kernel theorem, or
+    parametrizations of one test, folded into ``NAME[...] xN``."""
+    groups: dict[str, int] = {}
+    for name in names:
+        head = name.split("[")[0] + ("[...]" if "[" in name else "")
+        groups[head] = groups.get(head, 0) + 1
+    return ", ".join(f"`{head}`" + (f" x{count}" if count > 1 else "") for head, count in groups.items())
+
+
+def markdown(rows: list[Outcome], fast: bool) -> str:
     head = ("| mutant | what it plants | unit tests (first failure) | `specbound verify`"
-            f"{' --no-kernels' if args.fast else ''} (failing checks) |\n|---|---|---|---|\n")
+            f"{' --no-kernels' if fast else ''} (failing checks) |\n|---|---|---|---|\n")
     lines = []
     for r in rows:
-        tests = r.tests + (f" (`{r.tests_first_failure}`)" if r.tests_first_failure else "")
-        verify = r.verify + (f" ({', '.join(f'`{x}`' for x in r.verify_failures)})" if r.verify_failures else "")
+        tests = r.tests + (f" ({_brief([r.tests_first_failure])})" if r.tests_first_failure else "")
+        verify = r.verify + (f" ({_brief(r.verify_failures)})" if r.verify_failures else "")
         if not r.planted:
             tests = verify = r.note
         lines.append(f"| `{r.id}` | {r.models} | {tests} | {verify} |")
@@ -286,7 +296,15 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=int, default=3600, help="seconds per command (default 3600)")
     parser.add_argument("--markdown", metavar="PATH", help="write the table here")
     parser.add_argument("--json", metavar="PATH", help="write the outcomes here")
+    parser.add_argument("--render", metavar="JSON", help="print (and --markdown) the table of a saved --json run")
     args = parser.parse_args(argv)
+    if args.render:
+        rows = [Outcome(**r) for r in json.loads(Path(args.render).read_text())]
+        table = markdown(rows, args.fast)
+        print(table)
+        if args.markdown:
+            Path(args.markdown).write_text(table)
+        return 1 if verdict(rows) else 0
     if args.list:
         for m in MUTANTS:
             print(f"{m.id:30s} {m.path:28s} {m.models}")
@@ -306,7 +324,7 @@ def main(argv=None) -> int:
             print(f"{res.id:30s} tests {res.tests:6s} {res.tests_seconds:6.0f} s {res.tests_first_failure[:60]:60s} "
                   f"verify {res.verify:6s} {res.verify_seconds:5.0f} s {' '.join(res.verify_failures)[:120]}"
                   f"{' ' + res.note[:200] if not res.planted else ''}", flush=True)
-    table = markdown(rows, args)
+    table = markdown(rows, args.fast)
     print("\n" + table)
     if args.markdown:
         Path(args.markdown).write_text(table)

@@ -89,3 +89,25 @@ def test_bad_command_lines_still_exit_2(capsys):
     assert cli.main(["fuzz", "--property", "no.such.property", "--examples", "1"]) == 2
     assert cli.main(["fuzz", "--property", "tree.validation", "--replay", "{\"kind\": \"nope\"}"]) == 2
     assert "--replay" in capsys.readouterr().err
+
+
+def test_a_crash_in_the_kernel_theorems_still_reports_the_others(monkeypatch, capsys):
+    from specbound.proofs.symexec import theorems as kernel_theorems
+
+    def refuted(**kw):
+        raise RuntimeError("L-KV-SEGMENT-IN-ROW: refuted (planted)")
+    monkeypatch.setattr(kernel_theorems, "run_all", refuted)
+    assert cli.main(["prove", "--kernels", "--only", "CONV-KV-COPY-LOSSLESS"]) == 1
+    out, err = capsys.readouterr()
+    assert "CONV-KV-COPY-LOSSLESS" in out and "1/1 proved" in out
+    assert "FAILED kernel.theorems: the kernel theorems stopped: RuntimeError: L-KV-SEGMENT-IN-ROW" in err
+
+
+def test_verify_goes_on_to_the_fuzz_when_the_proofs_crash(monkeypatch, capsys):
+    def crash(args):
+        raise SpecArgumentError("n", "planted crash inside a proof")
+    ran = []
+    monkeypatch.setattr(cli, "cmd_prove", crash)
+    monkeypatch.setattr(command, "verify_step", lambda args: ran.append(1) or 0)
+    assert cli.main(["verify", "--no-kernels"]) == 1          # a failed verify, not a usage error (2)
+    assert ran == [1] and "FAILED prove: SpecArgumentError: n: planted" in capsys.readouterr().err
