@@ -13,14 +13,14 @@ from .conditions import (
     BITPACK_MAX_DRAFT_TOKENS, INT32_LIMIT, Condition, batch_size_ok, bitpack_ok, conjunction,
     context_ok, distinct_outputs_ok, draft_room_ok, dtype_ok, flat_layout_ok, grid_lanes_int32_ok,
     int32_alloc_ok, int32_arg_ok, kv_capacity_holds, kv_copy_lossless_ok, kv_indptr_row_ok, kv_shape_ok,
-    lane_bound_ok, max_bs_ok, output_holds_ok, output_row_count_ok, output_rows_ok, pool_index_ok, rank_ok, req_to_token_row_ok,
-    require, seq_len_nonneg_ok, seq_len_ok, table_shape_ok, tree_shape_ok,
+    lane_bound_ok, max_bs_ok, output_holds_ok, output_row_count_ok, output_rows_ok, pool_index_ok, rank_ok,
+    req_to_token_row_ok, require, seq_len_nonneg_ok, seq_len_ok, table_shape_ok, tree_shape_ok,
 )
 from .draft_kv import (
-    draft_branches, draft_kv_capacity_ok, kv_copy_lossless, kv_indptr_row_len, draft_kv_capacity_steps, draft_kv_indices_buffer_width, draft_kv_indices_used_len,
-    kv_extension_read, kv_extension_start, kv_indices_cell, kv_indptr_entry,
-    kv_last_page_len, kv_pages_per_branch, kv_positions_prefix, kv_prefix_base, kv_req_to_token_span,
-    kv_segment_len, kv_segment_start,
+    draft_branches, draft_kv_capacity_ok, draft_kv_capacity_steps, draft_kv_indices_buffer_width,
+    draft_kv_indices_used_len, kv_copy_lossless, kv_extension_read, kv_extension_start, kv_indices_cell,
+    kv_indptr_entry, kv_indptr_row_len, kv_last_page_len, kv_pages_per_branch, kv_positions_prefix,
+    kv_prefix_base, kv_req_to_token_span, kv_segment_len, kv_segment_start,
 )
 from .dtypes import INDEX_DTYPES, INT_WIDTHS, KV_DTYPES, TOKEN_DTYPE, int_bits, signed_bound
 from .errors import SpecArgumentError, SpecTypeError

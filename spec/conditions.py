@@ -87,6 +87,7 @@ def bitpack_ok(num_draft_tokens) -> tuple[Condition, ...]:
 # --- per-request ------------------------------------------------------------------
 
 def seq_len_nonneg_ok(seq_len, name: str = "seq_len[b]", argument: str | None = None) -> tuple[Condition, ...]:
+    """``seq_len[b] >= 0``; ``argument``: what a refusal names (e.g. the ``seq_lens`` tensor)."""
     return (Condition("seq_len_nonneg", f"{name} >= 0", seq_len >= 0, argument or name),)
 
 

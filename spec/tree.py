@@ -176,7 +176,6 @@ def token_cell(b, t, num_draft_tokens):
     return check_int("b", b, minimum=0) * check_int("num_draft_tokens", num_draft_tokens, minimum=1) + t
 
 
-
 def token_numel(bs, num_draft_tokens):
     """Cells of ``positions`` (and of each flattened ``retrive_*`` output) a batch owns:
     ``bs * n``, where a request ``bs`` would begin (:func:`token_cell`, one formula)."""
