@@ -21,6 +21,12 @@ lists them with their strategy and cost class.
 * **differential**: reference and kernel outputs are identical bit for bit (dtype,
   shape, every cell, untouched cells of pre-filled caller buffers included), on valid
   and malformed trees, and ``strict=True`` raises the same error in both.
+* **validation** (:mod:`.refusals`, registered here): at every boundary the validation
+  enforces, the reference and the kernels accept exactly when the spec's conditions hold
+  and otherwise refuse alike, writing nothing (``tree.validation``, ``kv.validation``,
+  ``verify_mask.reuse``).
+
+Every property first tries explicit boundary cases (:mod:`.examples`).
 
 Every Triton launch here runs inside ``checked_interpreter``: an out-of-bounds access
 raises and fails the property.  When the kernels are compiled (CUDA), the Triton
