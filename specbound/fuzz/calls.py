@@ -267,7 +267,8 @@ def tree_calls(draw) -> TreeCall:
                         targeting=False))
     outs = list(TREE_OUTPUTS)
     changes = ["exact", f"wide:{draw(st.sampled_from(outs))}", f"noncontig:{draw(st.sampled_from(outs))}",
-               f"input_dtype:{draw(st.sampled_from(TREE_INPUTS))}:{draw(st.sampled_from(('int32', 'int16', 'float32')))}",
+               f"input_dtype:{draw(st.sampled_from(TREE_INPUTS))}:"
+               f"{draw(st.sampled_from(('int32', 'int16', 'float32')))}",
                f"columns:{draw(st.sampled_from(TREE_INPUTS[:2]))}:{draw(st.sampled_from((-1, 1)))}"]
     changes.append(f"dtype:tree_mask:{draw(st.sampled_from(('bool', 'uint8', 'uint16', 'uint32', 'int8')))}")
     changes.append(f"dtype:{draw(st.sampled_from(outs[1:]))}:{draw(st.sampled_from(('int32', 'int64')))}")
@@ -392,7 +393,8 @@ def kv_calls(draw) -> KvCall:
                       targeting=False))
     spans = [spec.kv_req_to_token_span(s, c.topk, c.num_steps, c.page_size) for s in c.seq_lens]
     c = dataclasses.replace(c, r2t_width=max(spans or [1]), width_kind="exact")
-    changes = ["exact", f"kv_width:{draw(st.sampled_from((-1, 1) if c.used_len() else (1,)))}", f"kv_rows:{draw(st.sampled_from((-1, 1)))}",
+    changes = ["exact", f"kv_width:{draw(st.sampled_from((-1, 1) if c.used_len() else (1,)))}",
+               f"kv_rows:{draw(st.sampled_from((-1, 1)))}",
                f"indptr_width:{draw(st.sampled_from((-1, 1)))}", f"indptr_rows:{draw(st.sampled_from((-1, 1)))}",
                f"dtype:kv_indices:{draw(st.sampled_from(('int32', 'int64', 'int16', 'float32')))}",
                f"dtype:kv_indptr:{draw(st.sampled_from(('int32', 'int16')))}",

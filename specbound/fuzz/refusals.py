@@ -30,8 +30,8 @@ from specbound.spec import SpecArgumentError
 
 from . import properties as P
 from .calls import (
-    KV_INPUTS, TREE_INPUTS, KvCall, TreeCall, VerifyMaskCall, _name, _signed, junk_like, kv_call_tensors, kv_violations, seed_of,
-    tree_call_tensors, tree_violations,
+    KV_INPUTS, TREE_INPUTS, KvCall, TreeCall, VerifyMaskCall, _name, _signed, junk_like, kv_call_tensors,
+    kv_violations, seed_of, tree_call_tensors, tree_violations,
 )
 
 
@@ -206,9 +206,10 @@ def check_verify_mask_call(call: VerifyMaskCall) -> None:
         if fits and not (got is vm.buffer):
             _fail(f"buffer_for_batch({bs}, {total}): spec.fits({bs}, {call.max_bs}) holds but the captured "
                   f"buffer was not reused")
-        if not fits and (reused or got.numel() != spec.fallback_numel(layout, bs, n, total) or bool(_signed(got).any())):
+        fresh = spec.fallback_numel(layout, bs, n, total)
+        if not fits and (reused or got.numel() != fresh or bool(_signed(got).any())):
             _fail(f"buffer_for_batch({bs}, {total}): spec.fits is False, so a fresh zero buffer of "
-                  f"spec.fallback_numel = {spec.fallback_numel(layout, bs, n, total)} cells is due; got "
+                  f"spec.fallback_numel = {fresh} cells is due; got "
                   f"{got.numel()} cells{' of the captured buffer' if reused else ''}")
     if not torch.equal(_signed(vm.buffer), before):
         _fail(f"buffer_for_batch({bs}, {total}) wrote to the captured buffer")
