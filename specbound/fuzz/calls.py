@@ -9,7 +9,7 @@ entry 0, ``n - 1`` one past ``K + (D-1)K^2``, a non-contiguous or aliasing outpu
 pool index one past the pool, a negative ``seq_len``, a table one column off, a zero
 ``topk``/``num_steps``/``page_size``.
 
-:func:`violations` is the oracle: the spec conditions (``spec.tree_shape_ok``,
+:func:`tree_violations` and :func:`kv_violations` are the oracle: the spec conditions (``spec.tree_shape_ok``,
 ``spec.output_holds_ok``, ``spec.req_to_token_row_ok``, ...) a call violates,
 evaluated on the tensors themselves with the spec's sizes, never by asking
 ``reference.validation``.  Empty means the call must be accepted.
@@ -47,6 +47,7 @@ def _name(dtype: torch.dtype) -> str:
 
 
 def _signed(t: torch.Tensor) -> torch.Tensor:
+    """A view torch can compare and fill (its uint16/uint32 support is partial)."""
     return t.view(_SIGNED[t.dtype]) if t.dtype in _SIGNED else t
 
 
