@@ -32,7 +32,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from specbound import reference as ref  # noqa: E402
-from specbound.kernels.testing import random_kv_batch, random_tree_batch  # noqa: E402
+from specbound.reference.samples import random_kv_batch, random_tree_batch  # noqa: E402
 
 K, STEPS, N = 4, 5, 8          # serving default (steps, topk, n) = (5, 4, 8)
 

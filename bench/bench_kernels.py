@@ -27,7 +27,7 @@ import time
 
 from specbound import kernels  # first: it selects the interpreter before triton loads
 from specbound import reference as ref
-from specbound.kernels.testing import random_kv_batch, random_tree_batch
+from specbound.reference.samples import random_kv_batch, random_tree_batch
 from specbound.spec import TreeMaskMode
 
 

@@ -84,7 +84,7 @@ def run_timing(deadline: float) -> list[dict]:
     import triton
     from specbound.kernels import draft_kv as kvmod
     from specbound.kernels import tree_build as tbmod
-    from specbound.kernels.testing import random_kv_batch, random_tree_batch
+    from specbound.reference.samples import random_kv_batch, random_tree_batch
     from specbound.spec import TreeMaskMode
 
     dev = torch.device("cuda")

@@ -33,7 +33,7 @@ def _loops(seq, block_b, block_c):
 @pytest.mark.parametrize("seed", range(3))
 def test_kv_addresses_match_the_interpreter(seed):
     from specbound.kernels.draft_kv import draft_kv_kernel
-    from specbound.kernels.testing import random_kv_batch
+    from specbound.reference.samples import random_kv_batch
 
     rng = random.Random(seed)
     sp = models.KvSpec(2, 8, 4, 16)
@@ -66,7 +66,7 @@ def test_kv_addresses_match_the_interpreter(seed):
 
 @pytest.mark.parametrize("mode,seed", [(m, s) for m in (0, 1, 2) for s in range(2)])
 def test_tree_addresses_match_the_interpreter(mode, seed):
-    from specbound.kernels.testing import random_tree_batch
+    from specbound.reference.samples import random_tree_batch
     from specbound.kernels.tree_build import build_tree_kernel, fill_prefix_kernel
     from specbound.reference import validation
 

@@ -16,9 +16,7 @@ import torch
 from specbound import kernels, spec
 from specbound import reference as ref
 from specbound.kernels import tree_build as tb
-from specbound.kernels.testing import (  # noqa: F401  (fixtures)
-    checked, random_kv_batch, random_tree_batch,
-)
+from specbound.reference.samples import random_kv_batch, random_tree_batch
 from specbound.spec import TreeMaskMode
 
 MODES = list(TreeMaskMode)

@@ -20,8 +20,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from specbound.kernels import OutOfBoundsAccess, checked_interpreter
 from specbound.kernels.draft_kv import draft_kv_kernel, kv_blocks
-from specbound.kernels.testing import checked, random_kv_batch, random_tree_batch  # noqa: F401
 from specbound.kernels.tree_build import build_tree_kernel, tree_blocks
+from specbound.reference.samples import random_kv_batch, random_tree_batch
 from specbound.spec import TreeMaskMode
 
 pytestmark = pytest.mark.skipif(not kernels.INTERPRETED, reason="kernels are compiled: no interpreter")

@@ -15,9 +15,8 @@ import torch
 
 from specbound import kernels, spec
 from specbound import reference as ref
-from specbound.kernels.testing import (  # noqa: F401  (fixture)
-    all_equal_to, changed_cells, cuda_device, guarded, random_kv_batch, random_tree_batch, signed_view,
-)
+from specbound.kernels.testing import all_equal_to, changed_cells, guarded, signed_view
+from specbound.reference.samples import random_kv_batch, random_tree_batch
 from specbound.spec import TreeMaskMode
 
 PAD = 4096

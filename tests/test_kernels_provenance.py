@@ -24,7 +24,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from specbound.kernels import OutOfBoundsAccess, checked_interpreter  # noqa: E402
 from specbound.kernels import draft_kv, tree_build  # noqa: E402
-from specbound.kernels.testing import adjacent_views, checked, random_kv_batch, random_tree_batch  # noqa: E402,F401
+from specbound.kernels.testing import adjacent_views  # noqa: E402
+from specbound.reference.samples import random_kv_batch, random_tree_batch  # noqa: E402
 from specbound.spec import TreeMaskMode  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not kernels.INTERPRETED, reason="kernels are compiled: no interpreter")

@@ -10,7 +10,7 @@ import torch
 
 from specbound import spec
 from specbound.reference import MalformedTreeError, build_tree, mask_dtype
-from specbound.reference.samples import random_draft_batch
+from specbound.reference.samples import random_tree_batch
 from specbound.spec import SpecArgumentError, SpecTypeError, TreeMaskMode
 
 FULL, QLEN, BITS = TreeMaskMode.FULL_MASK, TreeMaskMode.QLEN_ONLY, TreeMaskMode.QLEN_ONLY_BITPACKING
@@ -110,7 +110,7 @@ def test_full_mask_prefix_left_alone_without_fill():
 def test_bitpacking_item_width_follows_n():
     # n = 9 needs 16-bit items, n = 17 needs 32-bit ones; K=4, D=3 has 36 score slots.
     for n, dtype in ((9, torch.uint16), (17, torch.uint32), (33, None)):
-        pl, sel, sl = random_draft_batch(np.random.default_rng(n), 3, 4, 3, n)
+        pl, sel, sl = random_tree_batch(np.random.default_rng(n), 3, 4, 3, n)
         if dtype is None:
             with pytest.raises(SpecArgumentError) as e:
                 build_tree(pl, sel, sl, topk=4, depth=3, num_draft_tokens=n, mode=BITS)
@@ -180,7 +180,7 @@ def test_numpy_inputs_accepted():
 def test_random_valid_trees_match_ancestor_relation():
     rng = np.random.default_rng(7)
     for k, d, n in ((4, 5, 8), (2, 3, 7), (1, 4, 5), (3, 2, 10)):
-        pl, sel, sl = random_draft_batch(rng, 5, k, d, n)
+        pl, sel, sl = random_tree_batch(rng, 5, k, d, n)
         out = build_tree(pl, sel, sl, topk=k, depth=d, num_draft_tokens=n, mode=QLEN, strict=True)
         for b in range(5):
             # Parents by direct search, written here independently of the spec.
@@ -264,7 +264,7 @@ def _written(run, make):
 
 def _random_tree_inputs(rng, bs, k, d, n, garbage):
     if not garbage:
-        return random_draft_batch(rng, bs, k, d, n, max_seq_len=9)
+        return random_tree_batch(rng, bs, k, d, n, max_seq_len=9)
     width = spec.parent_list_width(k, d)
     sel = torch.from_numpy(rng.integers(-3, 3 * spec.score_list_len(k, d), size=(bs, n - 1)))
     pl = torch.from_numpy(rng.integers(-3, 3 * spec.score_list_len(k, d), size=(bs, width)))

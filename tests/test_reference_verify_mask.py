@@ -9,7 +9,7 @@ import torch
 
 from specbound import spec
 from specbound.reference import VerifyMask, build_tree, maybe_create_verify_mask
-from specbound.reference.samples import random_draft_batch
+from specbound.reference.samples import random_tree_batch
 from specbound.spec import SpecArgumentError, SpecTypeError, TreeMaskMode
 
 FULL, QLEN, BITS = TreeMaskMode.FULL_MASK, TreeMaskMode.QLEN_ONLY, TreeMaskMode.QLEN_ONLY_BITPACKING
@@ -56,7 +56,7 @@ def test_seed_000_batch_of_48_falls_back():
     vm = _create()
     assert vm.fits(8) and not vm.fits(9) and not vm.fits(48)
     rng = np.random.default_rng(0)
-    pl, sel, sl = random_draft_batch(rng, 48, 4, 4, 8, max_seq_len=60)
+    pl, sel, sl = random_tree_batch(rng, 48, 4, 4, 8, max_seq_len=60)
     buf = vm.buffer_for_batch(48, int(sl.sum()))
     assert buf.untyped_storage().data_ptr() != vm.buffer.untyped_storage().data_ptr()
     assert buf.numel() == int(sl.sum()) * 8 + 48 * 64      # exactly the batch's extent
@@ -72,7 +72,7 @@ def test_seed_000_batch_of_48_falls_back():
 def test_reuse_when_fits_writes_only_the_batch_extent(mode):
     vm = _create(read_mode=mode)
     rng = np.random.default_rng(1)
-    pl, sel, sl = random_draft_batch(rng, 5, 4, 4, 8, max_seq_len=64)
+    pl, sel, sl = random_tree_batch(rng, 5, 4, 4, 8, max_seq_len=64)
     buf = vm.buffer_for_batch(5, int(sl.sum()))
     assert buf is vm.buffer
     sentinel = 0x77 if mode is BITS else True

@@ -191,14 +191,14 @@ def run_tree(kernel, found: Found, K, case, mask_numel: int | None = None) -> Fi
 
 
 def random_tree_case(rng: random.Random, malformed: float = 0.0) -> dict:
-    from specbound.kernels.testing import max_draft_tokens, random_tree_batch
+    from specbound.reference.samples import random_tree_batch
 
     k = rng.randint(1, 4)
     d = rng.randint(1, 5)
     if k == 1:
         n = d + 1  # sglang forces a chain when topk == 1
     else:
-        n = rng.randint(2, min(max_draft_tokens(k, d), 16))
+        n = rng.randint(2, min(spec.score_list_len(k, d) + 1, 16))
     bs = rng.randint(1, 4)
     batch = random_tree_batch(rng, bs, k, d, n, max_seq_len=48, malformed=malformed)
     mode = rng.choice([TreeMaskMode.FULL_MASK, TreeMaskMode.QLEN_ONLY])
@@ -384,7 +384,7 @@ def _tree_malformed(report, subject, run, examples, seed) -> None:
 def run_kv(kernel, found: Found, K, case, width_fn=None) -> Finding | None:
     import torch
     from specbound import reference
-    from specbound.kernels.testing import random_kv_batch
+    from specbound.reference.samples import random_kv_batch
 
     k, steps, page = case["topk"], case["num_steps"], case["page_size"]
     seq = case["seq_lens"]
@@ -539,7 +539,7 @@ def run_kv_no_room(kernel, found, K, case, width, rows: int | None = None) -> Fi
     """Run without the reference (which refuses the batch): only bounds matter here.
     ``rows`` (default ``num_steps``) and ``width`` give the kv_indices buffer's shape."""
     import torch
-    from specbound.kernels.testing import random_kv_batch
+    from specbound.reference.samples import random_kv_batch
 
     k, steps, page, seq = case["topk"], case["num_steps"], case["page_size"], case["seq_lens"]
     num_seqs, bs_d = len(seq), len(seq) * case["topk"]

@@ -53,7 +53,7 @@ def kv_case(values: dict, rows: int, width: int) -> dict:
 
 def tree_case(values: dict, mode, numel: int, cap: int) -> dict | None:
     """A replay case: valid draft trees for the counterexample's shape, ``numel`` mask cells."""
-    from specbound.kernels.testing import random_tree_batch
+    from specbound.reference.samples import random_tree_batch
 
     from .judge import seq_lens_for
 
