@@ -1,7 +1,7 @@
 """Kernel theorems proved by the symbolic executor (issue 6).
 
 The default run covers a representative subset of specializations (see
-``theorems.default_specs``); ``SPECBOUND_SYMEXEC_ALL=1`` runs every specialization serving
+``theorems.default_specs``); ``pytest --specbound-all`` runs every specialization serving
 uses.  Every obligation must be proved and witnessed; every kernel mutant must be refuted
 by a counterexample whose concrete replay reproduces the fault.
 """
@@ -12,8 +12,15 @@ import pytest
 
 from specbound.proofs.symexec import theorems as T
 
-SPECS = [(kind, sp) for kind, specs in T.selected_specs().items() for sp in specs]
 _cache: dict = {}
+
+
+def pytest_generate_tests(metafunc):
+    """``kind, sp``: the default specializations, or every covered one with ``--specbound-all``."""
+    if {"kind", "sp"} <= set(metafunc.fixturenames):
+        specs = T.selected_specs(metafunc.config.getoption("specbound_all"))
+        pairs = [(kind, sp) for kind, group in specs.items() for sp in group]
+        metafunc.parametrize("kind,sp", pairs, ids=[f"{k}-{sp.label}" for k, sp in pairs])
 
 
 def _results(kind, sp):
@@ -24,7 +31,6 @@ def _results(kind, sp):
     return _cache[key]
 
 
-@pytest.mark.parametrize("kind,sp", SPECS, ids=[f"{k}-{sp.label}" for k, sp in SPECS])
 def test_kernel_specialization(kind, sp):
     for r in _results(kind, sp):
         assert r.status == "proved", f"{r.id}: {r.status} {r.detail}"

@@ -8,7 +8,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from specbound import kernels
 from specbound.fuzz import stateful
-from specbound.fuzz.profiles import budget
+from specbound.pytest_plugin import fuzz_budget
 from specbound.kernels import OutOfBoundsAccess
 
 pytestmark = pytest.mark.skipif(not kernels.INTERPRETED, reason="kernels compiled: no checked interpreter")
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(not kernels.INTERPRETED, reason="kernels compile
 
 def test_spec_sizing_survives_growing_and_shrinking_batches():
     run_state_machine_as_test(stateful.CudaGraphMachine, settings=settings(
-        max_examples=budget("stateful"), stateful_step_count=8))
+        max_examples=fuzz_budget("stateful"), stateful_step_count=8))
 
 
 def test_pre_33127_fits_is_found_and_shrunk_to_a_small_case(monkeypatch):

@@ -7,11 +7,11 @@ from hypothesis import strategies as st
 
 from specbound import spec
 from specbound.fuzz import strategies as sst
-from specbound.fuzz.profiles import budget
+from specbound.pytest_plugin import fuzz_budget
 from specbound.reference import check_tree_well_formed
 
 
-@settings(max_examples=budget("cheap"))
+@settings(max_examples=fuzz_budget("cheap"))
 @given(st.data())
 def test_eagle_trees_are_valid_and_sorted(data):
     k, d, n = data.draw(sst.tree_shapes())
@@ -22,7 +22,7 @@ def test_eagle_trees_are_valid_and_sorted(data):
     check_tree_well_formed(0, sel, pl, k, d, n)
 
 
-@settings(max_examples=budget("cheap"))
+@settings(max_examples=fuzz_budget("cheap"))
 @given(sst.tree_cases(), sst.kv_cases())
 def test_cases_respect_their_preconditions_and_round_trip(tree, kv):
     assert all(0 <= s <= tree.max_context_len for s in tree.seq_lens)

@@ -17,7 +17,7 @@ from specbound.fuzz import examples as E
 from specbound.fuzz import launch
 from specbound.fuzz import properties as P
 from specbound.fuzz import refusals as R
-from specbound.fuzz.profiles import budget
+from specbound.pytest_plugin import fuzz_budget
 from specbound.fuzz.runner import run_property
 from specbound.fuzz.strategies import KvCase
 from specbound.reference import validation as V
@@ -46,21 +46,21 @@ def _first_failure(name: str, max_examples: int = 1):
 
 # --- the properties hold on the product ---------------------------------------------------------------
 
-@settings(max_examples=budget("cheap"))
+@settings(max_examples=fuzz_budget("cheap"))
 @given(C.verify_mask_calls())
 def test_verify_mask_hands_out_exactly_the_spec_cells(call):
     R.check_verify_mask_call(call)
 
 
 @needs_interpreter
-@settings(max_examples=budget("kernel"))
+@settings(max_examples=fuzz_budget("kernel"))
 @given(C.tree_calls())
 def test_tree_validation_accepts_exactly_what_the_spec_accepts(call):
     R.check_tree_call(call)
 
 
 @needs_interpreter
-@settings(max_examples=budget("kernel"))
+@settings(max_examples=fuzz_budget("kernel"))
 @given(C.kv_calls())
 def test_kv_validation_accepts_exactly_what_the_spec_accepts(call):
     R.check_kv_call(call)

@@ -10,7 +10,6 @@ Ids: ``KERNEL-<KERNEL>-<PROPERTY>[<constexprs>]``, e.g.
 from __future__ import annotations
 
 import ast
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -288,7 +287,7 @@ def default_specs():
 
 
 def all_specs():
-    """Every specialization serving uses (``--all`` / SPECBOUND_SYMEXEC_ALL=1): each power-of-two
+    """Every specialization serving uses (``--all`` / ``pytest --specbound-all``): each power-of-two
     lane bound up to 1024, both dtypes of the kv outputs, all three layouts with every
     BITPACKING item width, DEPTH 1..8, 16 and 32, and several tile sizes."""
     pow2 = [1 << i for i in range(11)]
@@ -323,9 +322,8 @@ def all_specs():
     return out
 
 
-def selected_specs(full: bool | None = None):
-    if full is None:
-        full = os.environ.get("SPECBOUND_SYMEXEC_ALL", "") not in ("", "0")
+def selected_specs(full: bool = False):
+    """Every covered specialization when ``full``, else the default subset."""
     return all_specs() if full else default_specs()
 
 
@@ -445,7 +443,7 @@ def prove_kernel(kind: str, sp, *, mutants: bool = True) -> list:
     return results
 
 
-def run_all(full: bool | None = None, kinds=("kv", "tree", "fill"), mutant_specs: int = 1,
+def run_all(full: bool = False, kinds=("kv", "tree", "fill"), mutant_specs: int = 1,
             progress: Callable | None = None) -> list:
     """Every kernel theorem of the selected specializations; mutants on the first
     ``mutant_specs`` specializations of each kernel (they are about the kernel source).

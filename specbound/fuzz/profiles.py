@@ -13,12 +13,15 @@ Profiles (register with :func:`register_profiles`, pick with :func:`load_profile
   ``pytest --hypothesis-profile=deep``): many examples, database on.
 
 Example database: ``<repo>/.hypothesis/examples`` (the ``.hypothesis/`` folder of the
-checkout, already ignored by git); ``SPECBOUND_HYPOTHESIS_DB`` overrides the path.  When
-specbound is not run from a checkout, ``./.hypothesis/examples`` of the current folder.
+checkout, already ignored by git), or the folder passed to :func:`load_profile`
+(``specbound fuzz --database DIR``, ``pytest --specbound-db DIR``).  When specbound is
+not run from a checkout, ``./.hypothesis/examples`` of the current folder.
 
 Budgets: every property costs differently (the reference runs in about a millisecond
 per request, the interpreted kernels in tens of milliseconds per launch), so tests ask
-:func:`budget` for their example count by cost class instead of hard-coding one.
+:func:`budget` for their example count by cost class instead of hard-coding one
+(through ``specbound.pytest_plugin.fuzz_budget``, which applies
+``--specbound-fuzz-scale``).
 """
 
 from __future__ import annotations
@@ -40,14 +43,8 @@ _BUDGETS = {
     "deep": {"cheap": 20_000, "kernel": 2_000, "stateful": 300},
 }
 
-_registered = False
-
-
 def database_path() -> Path:
-    """Folder of the example database (see the module docstring)."""
-    override = os.environ.get("SPECBOUND_HYPOTHESIS_DB")
-    if override:
-        return Path(override)
+    """Default folder of the example database (see the module docstring)."""
     here = Path(__file__).resolve()
     root = here.parents[2]
     if (root / "pyproject.toml").exists() and (root / "specbound").is_dir():
@@ -55,24 +52,18 @@ def database_path() -> Path:
     return Path.cwd() / ".hypothesis" / "examples"
 
 
-def database() -> DirectoryBasedExampleDatabase:
-    return DirectoryBasedExampleDatabase(str(database_path()))
-
-
-def register_profiles() -> None:
-    """Register ``ci``, ``dev`` and ``deep`` (idempotent)."""
-    global _registered
-    if _registered:
-        return
+def register_profiles(database: str | Path | None = None) -> None:
+    """Register ``ci``, ``dev`` and ``deep``; ``dev`` and ``deep`` keep their examples in
+    ``database`` (default :func:`database_path`)."""
+    db = DirectoryBasedExampleDatabase(str(database or database_path()))
     common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                         HealthCheck.filter_too_much],
                   stateful_step_count=8)
     settings.register_profile("ci", derandomize=True, database=None, print_blob=True,
                               max_examples=_BUDGETS["ci"]["kernel"], **common)
-    settings.register_profile("dev", database=database(), max_examples=_BUDGETS["dev"]["kernel"], **common)
-    settings.register_profile("deep", database=database(), max_examples=_BUDGETS["deep"]["kernel"],
+    settings.register_profile("dev", database=db, max_examples=_BUDGETS["dev"]["kernel"], **common)
+    settings.register_profile("deep", database=db, max_examples=_BUDGETS["deep"]["kernel"],
                               **{**common, "stateful_step_count": 20})
-    _registered = True
 
 
 def default_profile() -> str:
@@ -83,9 +74,10 @@ def default_profile() -> str:
     return "ci" if os.environ.get("CI") else "dev"
 
 
-def load_profile(name: str | None = None) -> str:
-    """Register the profiles and load ``name`` (default: :func:`default_profile`)."""
-    register_profiles()
+def load_profile(name: str | None = None, *, database: str | Path | None = None) -> str:
+    """Register the profiles (example database in ``database``) and load ``name``
+    (default: :func:`default_profile`)."""
+    register_profiles(database)
     name = name or default_profile()
     if name not in PROFILES:
         from specbound.spec import SpecArgumentError
@@ -100,11 +92,8 @@ def active_profile() -> str:
     return current if current in PROFILES else "dev"
 
 
-def budget(cost: str, profile: str | None = None) -> int:
-    """Examples per property of cost class ``cost`` under ``profile`` (default: active).
-
-    ``SPECBOUND_FUZZ_SCALE`` (a float) scales every budget, e.g. 0.2 for a smoke run."""
-    table = _BUDGETS[profile or active_profile()]
-    scale = float(os.environ.get("SPECBOUND_FUZZ_SCALE", "1") or 1)
-    return max(1, int(table[cost] * scale))
+def budget(cost: str, profile: str | None = None, *, scale: float = 1.0) -> int:
+    """Examples per property of cost class ``cost`` under ``profile`` (default: active),
+    times ``scale`` (e.g. 0.2 for a smoke run; ``specbound verify`` runs 5x)."""
+    return max(1, int(_BUDGETS[profile or active_profile()][cost] * scale))
 

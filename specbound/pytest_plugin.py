@@ -1,0 +1,90 @@
+"""specbound's pytest plugin: its command-line options and its fixtures.
+
+Loaded by ``-p specbound.pytest_plugin`` in pyproject's pytest ``addopts`` (so only in
+this project's runs, never in another project that has specbound installed).
+
+Options:
+
+* ``--specbound-all``: the kernel theorems over every covered specialization
+  (``proofs/test_symexec.py``; ``specbound prove --kernels --all`` on the command line),
+  not only the default subset;
+* ``--specbound-fuzz-scale X``: multiply every fuzz budget (:func:`fuzz_budget`), e.g.
+  0.2 for a smoke run, 10 for a long one;
+* ``--specbound-db DIR``: the Hypothesis example database of the ``dev``/``deep``
+  profiles (default: ``.hypothesis/examples`` of the checkout).
+
+The Hypothesis profile is ``ci`` when ``CI`` is set, else ``dev``; pytest's own
+``--hypothesis-profile`` and ``--hypothesis-seed`` still apply (Hypothesis' plugin reads
+them after this one has registered the profiles).
+
+Fixtures: ``checked`` (a footprint-recording checked-interpreter session; skips when the
+kernels are compiled) and ``cuda_device`` (skips without CUDA and compiled kernels).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+_session = {"scale": 1.0}
+
+
+def pytest_addoption(parser) -> None:
+    group = parser.getgroup("specbound")
+    group.addoption("--specbound-all", action="store_true", default=False,
+                    help="prove the kernel theorems for every covered specialization (minutes), not the default "
+                         "subset")
+    group.addoption("--specbound-fuzz-scale", type=_scale, default=1.0, metavar="X",
+                    help="multiply every fuzz budget by X (default 1; e.g. 0.2 for a smoke run)")
+    group.addoption("--specbound-db", default=None, metavar="DIR",
+                    help="Hypothesis example database of the dev/deep profiles (default: .hypothesis/examples "
+                         "of the checkout)")
+
+
+def _scale(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config) -> None:
+    # first: Hypothesis' plugin loads --hypothesis-profile, which must be registered by then
+    from specbound.fuzz import profiles
+    _session["scale"] = config.getoption("specbound_fuzz_scale")
+    profiles.load_profile(database=config.getoption("specbound_db"))
+
+
+def fuzz_budget(cost: str) -> int:
+    """Examples for a property of cost class ``cost`` (``profiles.budget``) under the
+    loaded profile and ``--specbound-fuzz-scale``."""
+    from specbound.fuzz import profiles
+    return profiles.budget(cost, scale=_session["scale"])
+
+
+@pytest.fixture
+def checked():
+    """A footprint-recording checked-interpreter session; skips when the kernels are compiled."""
+    from specbound.kernels import INTERPRETED, checked_interpreter
+    if not INTERPRETED:
+        pytest.skip("kernels are compiled (CUDA): the checked interpreter does not apply")
+    with checked_interpreter(record_footprint=True) as session:
+        yield session
+
+
+@pytest.fixture
+def cuda_device():
+    """torch.device('cuda') with compiled kernels; skips otherwise."""
+    import torch
+
+    from specbound.kernels import INTERPRETED
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    if INTERPRETED:
+        pytest.skip("kernels were defined interpreted (TRITON_INTERPRET=1)")
+    return torch.device("cuda")
