@@ -23,16 +23,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import random
 from dataclasses import dataclass
 
 import torch
 from hypothesis import strategies as st
 
 from specbound import spec
+from specbound.reference import samples
 from specbound.spec import SpecArgumentError, TreeMaskMode
 
-from .strategies import KvCase, TreeCase, _grow, kv_cases, tree_cases
+from .strategies import KvCase, TreeCase, drawn_pick, kv_cases, tree_cases
 
 TREE_INPUTS = ("parent_list", "selected_index", "seq_lens")
 TREE_OUTPUTS = ("tree_mask", "positions", "retrive_index", "retrive_next_token", "retrive_next_sibling")
@@ -228,14 +228,6 @@ def tree_violations(call: TreeCall, ins, outs) -> list:
     return failing(conds)
 
 
-def _arbitrary_rows(rng: random.Random, c: TreeCase) -> tuple[list, list]:
-    k, d, n = c.topk, c.depth, c.num_draft_tokens
-    hi = spec.score_list_len(k, d) + 2 * k
-    sel = [[rng.randint(-1, hi) for _ in range(n - 1)] for _ in range(c.bs)]
-    pl = [[rng.randint(-1, hi) for _ in range(spec.parent_list_width(k, d))] for _ in range(c.bs)]
-    return sel, pl
-
-
 @st.composite
 def _shape_boundary_case(draw) -> TreeCase:
     """A case whose own shape sits at a boundary: ``n - 1`` equal to / one past the score
@@ -246,17 +238,20 @@ def _shape_boundary_case(draw) -> TreeCase:
         mode = draw(st.sampled_from(tuple(TreeMaskMode)))
     else:
         k, d, n, mode = 4, 3, 32 + draw(st.integers(0, 1)), BITPACK
-    bs = draw(st.integers(0, 3))
-    seq = draw(st.lists(st.integers(0, 6), min_size=bs, max_size=bs))
-    case = TreeCase(topk=k, depth=d, num_draft_tokens=n, mode=int(mode), max_context_len=6, seq_lens=seq,
-                    selected_index=[], parent_list=[], defects=["arbitrary"])
-    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
-    if n - 1 <= spec.score_list_len(k, d):
-        rows = [_grow(rng, k, d, n, 3) for _ in range(bs)]
-        case.selected_index, case.parent_list, case.defects = [r[0] for r in rows], [r[1] for r in rows], []
-    else:
-        case.selected_index, case.parent_list = _arbitrary_rows(rng, case)
-    return case
+    seq = draw(st.lists(st.integers(0, 6), max_size=3))
+    pick = drawn_pick(draw)
+    fits = n - 1 <= spec.score_list_len(k, d)
+    rows = []
+    for _ in seq:
+        if fits:
+            rows.append(samples.draft_tree(k, d, n, pick))
+        else:   # no tree has this shape: arbitrary rows of its widths
+            sel, pl = [0] * (n - 1), [0] * spec.parent_list_width(k, d)
+            samples.scramble(sel, pl, k, d, pick)
+            rows.append((sel, pl))
+    return TreeCase(topk=k, depth=d, num_draft_tokens=n, mode=int(mode), max_context_len=6, seq_lens=seq,
+                    selected_index=[r[0] for r in rows], parent_list=[r[1] for r in rows],
+                    defects=[] if fits else ["arbitrary"])
 
 
 @st.composite

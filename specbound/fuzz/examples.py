@@ -21,10 +21,11 @@ from __future__ import annotations
 import random
 
 from specbound import spec
+from specbound.reference.samples import random_draft_tree
 from specbound.spec import TreeMaskMode
 
 from .calls import BITPACK, KvCall, TreeCall, VerifyMaskCall
-from .strategies import KvCase, TreeCase, _grow
+from .strategies import KvCase, TreeCase
 
 FULL, QLEN = TreeMaskMode.FULL_MASK, TreeMaskMode.QLEN_ONLY
 
@@ -40,7 +41,7 @@ def _grown_with_last_slot(k, d, n):
     """A grown tree with an entry whose parent slot is the last of parent_list."""
     last = spec.parent_list_width(k, d) - 1
     for seed in range(10_000):
-        sel, pl = _grow(random.Random(seed), k, d, n, 3)
+        sel, pl = random_draft_tree(random.Random(seed), k, d, n)
         if any(spec.parent_slot(v, k) == last for v in sel):
             return sel, pl
     raise AssertionError(f"no grown tree of shape {(k, d, n)} uses parent slot {last}")
@@ -66,7 +67,7 @@ def tree_boundary_cases() -> list[TreeCase]:
 
     # search_past_row: row 0 misses a parent whose token is row 1's first entry / is -1
     k, d, n = 2, 3, 5
-    sel, pl = _grow(random.Random(1), k, d, n, 3)
+    sel, pl = random_draft_tree(random.Random(1), k, d, n)
     j = _lookup_entry(sel, k, d)
     slot = spec.parent_slot(sel[j], k)
     outside = [spec.score_list_len(k, d) + 1 + i for i in range(n - 1)]    # slots past parent_list
@@ -83,7 +84,7 @@ def tree_boundary_cases() -> list[TreeCase]:
     # depth exactly D: a K = 1 chain and a full tree; one level deeper than D; a self-loop
     for k, d, mode in ((1, 4, FULL), (2, 3, BITPACK)):
         n = spec.score_list_len(k, d) + 1
-        out.append(_case(k, d, n, mode, [_grow(random.Random(2), k, d, n, 3)]))
+        out.append(_case(k, d, n, mode, [random_draft_tree(random.Random(2), k, d, n)]))
     chain = ([0, 2, 4, 6], [-1, 0, 2, 4, -1])                           # K = 2, D = 3: node 4 at depth 4
     out.append(_case(2, 3, 5, QLEN, [chain], ["depth_D", "too_deep"]))
     out.append(_case(2, 3, 5, FULL, [chain, chain], ["depth_D", "too_deep"], seq_lens=[0, 4]))
@@ -106,7 +107,7 @@ def kv_boundary_cases() -> list[KvCase]:
 
 def tree_call_examples() -> list[TreeCall]:
     import dataclasses
-    base = {mode: dataclasses.asdict(_case(2, 3, 5, mode, [_grow(random.Random(3), 2, 3, 5, 3)] * 2))
+    base = {mode: dataclasses.asdict(_case(2, 3, 5, mode, [random_draft_tree(random.Random(3), 2, 3, 5)] * 2))
             for mode in TreeMaskMode}
     out = [TreeCall(base[mode], "exact") for mode in TreeMaskMode]
     out += [TreeCall(base[FULL], f"short:{name}") for name in ("tree_mask", "positions", "retrive_index")]

@@ -29,7 +29,6 @@ replay that raises, or a listed mutant without a replay is ``FAILED``, never pas
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -43,8 +42,9 @@ from specbound.proofs import registry  # noqa: E402
 from specbound.proofs.theorem import Defs  # noqa: E402
 from specbound.spec import TreeMaskMode  # noqa: E402
 
+from specbound.reference import samples  # noqa: E402
+
 from . import launch  # noqa: E402
-from .strategies import _grow  # noqa: E402
 
 FULL, QLEN = TreeMaskMode.FULL_MASK, TreeMaskMode.QLEN_ONLY
 
@@ -137,7 +137,7 @@ def realize_seq_lens(bs: int, b: int, seq_len_b: int, prefix_b: int, max_len: in
 def _tree(n: int, bs: int):
     """Smallest shape holding n nodes (a K = 1 chain) and bs copies of its valid tree."""
     k, d = 1, max(1, n - 1)
-    sel, pl = _grow(random.Random(0), k, d, n, 1000)
+    sel, pl = samples.canonical_tree(k, d, n)
     return k, d, torch.tensor([pl] * bs, dtype=torch.int64).reshape(bs, spec.parent_list_width(k, d)), \
         torch.tensor([sel] * bs, dtype=torch.int64).reshape(bs, n - 1)
 
@@ -218,8 +218,8 @@ def _mask_replay(rp: Replay, mutant, mode: TreeMaskMode, sizing: str) -> None:
 
 def _kv_batch(num_seqs: int, k: int, steps: int, lens: list[int]):
     span = max([spec.kv_req_to_token_span(s, k, steps, 1) for s in lens] or [1])
-    r2t = (torch.arange(num_seqs * span, dtype=torch.int64) + 1000).reshape(num_seqs, span)
-    return torch.arange(num_seqs, dtype=torch.int64), r2t, torch.tensor(lens, dtype=torch.int64)
+    return (torch.arange(num_seqs, dtype=torch.int64), samples.req_to_token(num_seqs, span),
+            torch.tensor(lens, dtype=torch.int64))
 
 
 def _kv_replay(rp: Replay, mutant, sizing: str) -> None:
@@ -291,7 +291,7 @@ def _kv_replay(rp: Replay, mutant, sizing: str) -> None:
 def _search_replay(rp: Replay, mutant) -> None:
     cx = rp.counterexample
     n, k, d = cx["n"], cx["K"], cx["D"]
-    sel_row, pl_row = _grow(random.Random(0), k, d, n, 1000)
+    sel_row, pl_row = samples.canonical_tree(k, d, n)
     bs = 2       # the last request's row ends the tensor: one entry past it is outside selected_index
     pl = torch.tensor([pl_row] * bs, dtype=torch.int64).reshape(bs, spec.parent_list_width(k, d))
     sel = torch.tensor([sel_row] * bs, dtype=torch.int64).reshape(bs, n - 1)

@@ -10,35 +10,36 @@ Reusable in any test suite::
         pl, sel, seq = case.tensors()
         ...
 
-Trees are grown **the way EAGLE grows them** (:func:`eagle_tree`): random scores,
-top-K per step, ``parent_list`` records the expanded candidates, ``selected_index``
-is the sorted top ``n - 1`` of the whole score list.  Scores are cumulative costs
-(sums of positive integer increments), so a child always costs more than its parent
-and the selection is ancestor-closed; small increment ranges make ties frequent, so
-tie-breaking is exercised too.
+Every case is composed from Hypothesis draws, never from a drawn seed, so a failing
+case shrinks to a small one: fewer requests, shorter sequences, smaller trees.
+
+Trees (:func:`eagle_tree`) come from ``specbound.reference.samples.draft_tree``, the
+builder every test shares, with each of its choices (which ``K`` candidates a step
+expands, in which order; which frontier node is selected next) one draw: every EAGLE
+tree of the shape can be drawn, and all-zero draws are the simplest tree.
 
 Shapes (:func:`tree_shapes`): ``(topk K, depth D, num_draft_tokens n)`` with
 ``n - 1 <= K + (D-1)K^2``; the serving defaults (steps, topk, n) = (5, 4, 8) and
 friends are drawn often, K = 1 chains, D = 1 (empty ``parent_list``) and full trees
-(``n - 1 = K + (D-1)K^2``) are explicit branches.
+(``n - 1 = K + (D-1)K^2``) are explicit branches; shapes shrink toward K = D = n = 1.
 
 Malformed trees (:func:`malformed_tree`): a valid tree with one or more planted
-defects: missing parents, cycles (including self-loops), out-of-range and negative
-entries, unsorted rows, or fully arbitrary rows.
+defects (``samples.DEFECTS``): missing parents, cycles (including self-loops),
+out-of-range, negative and huge entries, unsorted rows, or fully arbitrary rows.
 
 Batches: :func:`tree_cases` and :func:`kv_cases` return :class:`TreeCase` /
 :class:`KvCase`, plain JSON-able records (``to_json`` / ``from_json``) so a failing
-case can be printed and replayed.  Batch sizes start at 0; ``seq_lens`` run from 0 to
-the context length ``C`` and, with ``targeting=True``, ``hypothesis.target`` pushes the
-batch toward the capacity boundary (every request at ``C``, or at ``C - num_steps``
-for the draft kv batches, which need room for their draft tokens).
+case can be printed and replayed.  A batch is a list of requests (``st.lists``: from
+0 requests up), each with its own ``seq_len`` in ``[0, C]`` and, for a tree build, its
+own tree; with ``targeting=True``, ``hypothesis.target`` pushes the batch toward the
+capacity boundary (every request at ``C``, or at ``C - num_steps`` for the draft kv
+batches, which need room for their draft tokens).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import random
 from dataclasses import dataclass, field
 
 import torch
@@ -46,20 +47,20 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context, target
 
 from specbound import spec
+from specbound.reference import samples
+from specbound.reference.samples import DEFECTS
 from specbound.spec import TreeMaskMode
 
 __all__ = [
     "SERVING_SHAPES", "TreeCase", "KvCase", "tree_shapes", "eagle_tree", "malformed_tree", "draft_trees",
-    "seq_lens", "tree_cases", "kv_cases", "case_from_json",
+    "seq_lens", "tree_cases", "kv_cases", "case_from_json", "DEFECTS",
 ]
 
-# (topk, depth, num_draft_tokens) of common serving configurations; (steps, topk, n) =
-# (5, 4, 8) is sglang's EAGLE default for Llama.
-SERVING_SHAPES = ((4, 5, 8), (1, 3, 4), (1, 5, 6), (8, 5, 16), (4, 3, 8), (2, 4, 6), (1, 1, 2))
-
-DEFECTS = ("missing_parent", "cycle", "self_loop", "out_of_range", "negative", "unsorted", "arbitrary",
-           "huge")
-
+# (topk, depth, num_draft_tokens) of common serving configurations, smallest first (a shrink
+# goes down the list); (steps, topk, n) = (5, 4, 8) is sglang's EAGLE default for Llama.
+SERVING_SHAPES = ((1, 1, 2), (1, 3, 4), (1, 5, 6), (2, 4, 6), (4, 3, 8), (4, 5, 8), (8, 5, 16))
+SERVING_DEFAULT = (4, 5, 8)
+SERVING_KV = SERVING_DEFAULT[:2]     # its (topk, num_steps)
 
 # --- records ------------------------------------------------------------------------------
 
@@ -107,8 +108,8 @@ class TreeCase:
 class KvCase:
     """One draft-decode kv_indices launch.
 
-    ``req_to_token`` is derived, not stored: ``pool_rows`` rows of ``r2t_width`` distinct
-    slot numbers (``1000 + row * r2t_width + column``), so any misplaced copy shows.
+    ``req_to_token`` is derived, not stored: ``samples.req_to_token(pool_rows, r2t_width)``,
+    distinct slot numbers, so any misplaced copy shows.
     ``width_kind``: ``"exact"`` (the minimal row that passes the capacity check) or
     ``"graph"`` (a CUDA-graph row, ``spec.draft_kv_indices_buffer_width(num_seqs, K, C)``).
     """
@@ -132,10 +133,8 @@ class KvCase:
 
     def tensors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(req_pool_indices, req_to_token, seq_lens)``."""
-        dtype = getattr(torch, self.r2t_dtype)
-        r2t = (torch.arange(self.pool_rows * self.r2t_width, dtype=torch.int64) + 1000).to(dtype)
         return (torch.tensor(self.req_pool_indices, dtype=torch.int64),
-                r2t.reshape(self.pool_rows, self.r2t_width),
+                samples.req_to_token(self.pool_rows, self.r2t_width, getattr(torch, self.r2t_dtype)),
                 torch.tensor(self.seq_lens, dtype=torch.int64))
 
     def used_len(self) -> int:
@@ -178,107 +177,55 @@ def case_from_json(text: str):
                                         f"or 'verify_mask', got {kind!r}")
 
 
-def _target(value: float, label: str, enabled: bool) -> None:
-    if enabled and currently_in_test_context():
-        target(float(value), label=label)
-
-
 # --- shapes and trees ------------------------------------------------------------------------
+
+def drawn_pick(draw) -> samples.Pick:
+    """A ``samples.Pick`` whose every choice is a Hypothesis draw (0 is the simplest)."""
+    def pick(m: int) -> int:
+        return 0 if m == 1 else draw(st.integers(0, m - 1))
+    return pick
+
+
+def _smallest(values, holds):
+    return next(v for v in values if holds(v))
+
 
 @st.composite
 def tree_shapes(draw, max_topk: int = 8, max_depth: int = 8, max_tokens: int = 32):
-    """``(topk, depth, num_draft_tokens)`` with ``n - 1 <= K + (D-1)K^2`` and ``n <= max_tokens``."""
-    branch = draw(st.sampled_from(("serving", "general", "chain", "flat", "full")))
+    """``(topk, depth, num_draft_tokens)`` with ``n - 1 <= K + (D-1)K^2`` and ``n <= max_tokens``.
+
+    Every branch makes the same draws (branch, ``n``, then ``K`` and ``D`` from the values
+    that can hold ``n`` nodes, then a serving shape), so a failing case can switch to the
+    ``general`` branch, and shrink ``n``, then ``K`` and ``D`` with it, toward 1."""
+    # serving listed twice: the shapes that run in production get a third of the draws
+    branch = draw(st.sampled_from(("general", "chain", "flat", "full", "serving", "serving")))
+    n = draw(st.integers(1, min(max_tokens, spec.score_list_len(max_topk, max_depth) + 1)))
+    k = draw(st.integers(_smallest(range(1, max_topk + 1), lambda k: spec.score_list_len(k, max_depth) >= n - 1),
+                         max_topk))
+    d = draw(st.integers(_smallest(range(1, max_depth + 1), lambda d: spec.score_list_len(k, d) >= n - 1),
+                         max_depth))
+    fitting = [s for s in SERVING_SHAPES if s[0] <= max_topk and s[1] <= max_depth and s[2] <= max_tokens]
+    # sglang's default half of the time (it is listed once per other shape)
+    fitting += [SERVING_DEFAULT] * len(fitting) if SERVING_DEFAULT in fitting else []
+    serving = draw(st.sampled_from(fitting)) if fitting else (k, d, n)
+    if branch == "chain":           # K = 1: sglang forces n = D + 1 (the same shape as general's for n <= D + 1)
+        longest = max(1, min(max_depth, max_tokens - 1))
+        depth = 1 + (max(n, 2) - 2) % longest
+        return 1, depth, depth + 1
+    if branch == "flat":            # D = 1 (empty parent_list)
+        return k, 1, 1 + (n - 1) % (k + 1)
+    if branch == "full" and spec.score_list_len(k, d) + 1 <= max_tokens:
+        return k, d, spec.score_list_len(k, d) + 1
     if branch == "serving":
-        shapes = [s for s in SERVING_SHAPES if s[0] <= max_topk and s[1] <= max_depth and s[2] <= max_tokens]
-        if shapes:
-            return draw(st.sampled_from(shapes))
-    if branch == "chain":           # K = 1: sglang forces n = D + 1
-        d = draw(st.integers(1, min(max_depth, max_tokens - 1)))
-        return 1, d, d + 1
-    k = draw(st.integers(1, max_topk))
-    d = 1 if branch == "flat" else draw(st.integers(1, max_depth))
-    most = spec.score_list_len(k, d) + 1
-    if branch == "full" and most <= max_tokens:
-        return k, d, most
-    n = draw(st.integers(1, min(most, max_tokens)))
+        return serving
     return k, d, n
-
-
-def _grow(rng: random.Random, topk: int, depth: int, num_draft_tokens: int, spread: int):
-    """EAGLE's tree growth on integer costs: returns (selected_index row, parent_list row)."""
-    k, d = topk, depth
-    cost = [rng.randint(1, spread) for _ in range(k)]           # block 0: the root's K children
-    block = list(range(k))
-    parent_row = [-1]
-    for _ in range(1, d):
-        expanded = sorted(block, key=lambda i: (cost[i], i))[:k]   # top-K of the previous block
-        parent_row.extend(expanded)
-        block = []
-        for parent in expanded:
-            for _ in range(k):
-                block.append(len(cost))
-                cost.append(cost[parent] + rng.randint(1, spread))
-    assert len(cost) == spec.score_list_len(k, d)
-    best = sorted(range(len(cost)), key=lambda i: (cost[i], i))[: spec.selected_index_width(num_draft_tokens)]
-    return sorted(best), (parent_row if d > 1 else [])
 
 
 @st.composite
 def eagle_tree(draw, topk: int, depth: int, num_draft_tokens: int):
-    """One valid draft tree ``(selected_index row, parent_list row)`` grown the EAGLE way
-    from drawn scores (a seed and an increment spread; spread 1-3 makes many ties)."""
-    seed = draw(st.integers(0, 2**32 - 1))
-    spread = draw(st.sampled_from((1000, 3, 1)))
-    return _grow(random.Random(seed), topk, depth, num_draft_tokens, spread)
-
-
-def _plant(rng: random.Random, defect: str, sel: list[int], pl: list[int], topk: int, depth: int):
-    """Plant one defect in place; returns False when the shape has no room for it."""
-    width = len(pl)
-    score_len = spec.score_list_len(topk, depth)
-    lookups = [j for j, x in enumerate(sel) if spec.parent_slot_kind(x, topk, depth) == spec.SLOT_LOOKUP]
-    if defect == "missing_parent":
-        if not lookups:
-            return False
-        slot = spec.parent_slot(sel[rng.choice(lookups)], topk)
-        absent = [v for v in range(-1, score_len + 2) if v not in sel]
-        pl[slot] = rng.choice(absent)
-    elif defect in ("cycle", "self_loop"):
-        if not lookups:
-            return False
-        j = rng.choice(lookups)
-        slot = spec.parent_slot(sel[j], topk)
-        # self-loop: the node is its own parent; cycle: its parent is a node at or below it
-        pl[slot] = sel[j] if defect == "self_loop" else sel[rng.randint(j, len(sel) - 1)]
-    elif defect == "out_of_range":
-        if not sel:
-            return False
-        j = rng.randrange(len(sel))
-        sel[j] = topk * max(width, 1) + rng.randint(0, 3 * topk)   # parent slot past parent_list
-    elif defect == "negative":
-        if sel and (not pl or rng.random() < 0.5):
-            sel[rng.randrange(len(sel))] = -rng.randint(1, 3)
-        elif pl:
-            pl[rng.randrange(len(pl))] = -rng.randint(1, 3)
-        else:
-            return False
-    elif defect == "huge":
-        if not sel:
-            return False
-        sel[rng.randrange(len(sel))] = rng.choice((2**31 - 1, 2**31, 2**40, -(2**40)))
-    elif defect == "unsorted":
-        if len(sel) < 2:
-            return False
-        i, j = rng.sample(range(len(sel)), 2)
-        sel[i], sel[j] = sel[j], sel[i]
-        if sel == sorted(sel):
-            sel.reverse()
-    elif defect == "arbitrary":
-        hi = score_len + 2 * topk
-        sel[:] = [rng.randint(-3, hi) for _ in sel]
-        pl[:] = [rng.choice([rng.randint(-3, hi), *(sel or [0])]) for _ in pl]
-    return True
+    """One valid draft tree ``(selected_index row, parent_list row)``: ``samples.draft_tree``
+    with every choice drawn."""
+    return samples.draft_tree(topk, depth, num_draft_tokens, drawn_pick(draw))
 
 
 @st.composite
@@ -289,18 +236,19 @@ def malformed_tree(draw, topk: int, depth: int, num_draft_tokens: int):
     has no room for (e.g. a cycle when D = 1) are skipped, so the list may be empty for
     tiny shapes.  Such trees need not violate ``check_tree_well_formed`` (an unsorted row
     can still be a tree); they are inputs on which reference and kernel must agree."""
-    sel, pl = draw(eagle_tree(topk, depth, num_draft_tokens))
+    # the defects first: a shrink that changes the tree's choices keeps them
     wanted = draw(st.lists(st.sampled_from(DEFECTS), min_size=1, max_size=3))
-    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
-    planted = [d for d in wanted if _plant(rng, d, sel, pl, topk, depth)]
+    sel, pl = draw(eagle_tree(topk, depth, num_draft_tokens))
+    pick = drawn_pick(draw)
+    planted = [d for d in wanted if samples.plant_defect(d, sel, pl, topk, depth, pick)]
     return sel, pl, planted
 
 
 @st.composite
 def draft_trees(draw, topk: int, depth: int, num_draft_tokens: int, malformed: float | bool = 0.0):
     """A valid tree, or (with probability ``malformed``, or always for True) a malformed
-    one: ``(selected_index row, parent_list row, defects)``."""
-    if malformed is True or (malformed and draw(st.floats(0, 1)) < malformed):
+    one: ``(selected_index row, parent_list row, defects)``.  Shrinks toward valid."""
+    if malformed is True or (malformed and draw(st.integers(0, 99)) >= 100 - round(100 * malformed)):
         return draw(malformed_tree(topk, depth, num_draft_tokens))
     sel, pl = draw(eagle_tree(topk, depth, num_draft_tokens))
     return sel, pl, []
@@ -309,22 +257,43 @@ def draft_trees(draw, topk: int, depth: int, num_draft_tokens: int, malformed: f
 # --- batches -----------------------------------------------------------------------------------
 
 @st.composite
-def seq_lens(draw, bs: int, max_len: int, *, targeting: bool = True, label: str = "seq_lens"):
-    """``bs`` lengths in ``[0, max_len]``; often all equal to ``max_len`` (the capacity
-    boundary); ``target`` rewards batches close to ``bs * max_len``."""
+def seq_len_style(draw, max_len: int):
+    """The strategy of one batch's lengths in ``[0, max_len]``: independent ("random",
+    the shrink target: each toward 0), all at ``max_len`` (the capacity boundary), all
+    one drawn value, or each at an edge (0, 1, ``max_len - 1``, ``max_len``).  Every
+    style draws one integer per request, so a shrink can switch style and keep them."""
     style = draw(st.sampled_from(("random", "at_limit", "uniform", "mixed")))
+    shared = draw(st.integers(0, max_len))
+    edges = sorted({0, min(1, max_len), max(max_len - 1, 0), max_len})
+    each = st.integers(0, max_len)
     if style == "at_limit":
-        out = [max_len] * bs
-    elif style == "uniform":
-        out = [draw(st.integers(0, max_len))] * bs
-    elif style == "mixed":
-        edges = sorted({0, min(1, max_len), max(max_len - 1, 0), max_len})
-        out = [draw(st.sampled_from(edges)) for _ in range(bs)]
-    else:
-        out = draw(st.lists(st.integers(0, max_len), min_size=bs, max_size=bs))
-    if bs and max_len:
-        _target(sum(out) / (bs * max_len), f"{label}: fill of the context", targeting)
+        return each.map(lambda _: max_len)
+    if style == "uniform":
+        return each.map(lambda _: shared)
+    if style == "mixed":
+        return each.map(lambda v: edges[v % len(edges)])
+    return each
+
+
+def _target_fill(lens: list[int], max_len: int, label: str, enabled: bool) -> None:
+    """Reward batches close to ``bs * max_len`` (every request at the limit)."""
+    if enabled and lens and max_len and currently_in_test_context():
+        target(sum(lens) / (len(lens) * max_len), label=f"{label}: fill of the context")
+
+
+@st.composite
+def seq_lens(draw, max_len: int, *, max_size: int = 12, targeting: bool = True, label: str = "seq_lens"):
+    """A batch's lengths: up to ``max_size`` requests, each in ``[0, max_len]``
+    (:func:`seq_len_style`); ``target`` rewards batches close to ``bs * max_len``."""
+    out = draw(st.lists(draw(seq_len_style(max_len)), max_size=max_size))
+    _target_fill(out, max_len, label, targeting)
     return out
+
+
+@st.composite
+def _tree_request(draw, lengths, topk: int, depth: int, num_draft_tokens: int, malformed):
+    """One request of a tree build: ``(seq_len, selected_index row, parent_list row, defects)``."""
+    return (draw(lengths), *draw(draft_trees(topk, depth, num_draft_tokens, malformed)))
 
 
 @st.composite
@@ -332,44 +301,42 @@ def tree_cases(draw, *, max_bs: int = 12, max_context: int = 96, max_topk: int =
                max_tokens: int = 32, modes=tuple(TreeMaskMode), malformed: float | bool = 0.25,
                targeting: bool = True):
     """A :class:`TreeCase`: shape, mask layout (BITPACKING only when n <= 32), context
-    ``C``, ``bs`` in ``[0, max_bs]``, ``seq_lens`` in ``[0, C]``, one tree per request
-    (malformed with probability ``malformed``), and ``fill_prefix_mask``."""
+    ``C``, up to ``max_bs`` requests, each with a ``seq_len`` in ``[0, C]`` and its own
+    tree (malformed with probability ``malformed``), and ``fill_prefix_mask``."""
     k, d, n = draw(tree_shapes(max_topk, max_depth, max_tokens))
     usable = [m for m in modes if TreeMaskMode(m) is not TreeMaskMode.QLEN_ONLY_BITPACKING
               or n <= spec.BITPACK_MAX_DRAFT_TOKENS]
     mode = TreeMaskMode(draw(st.sampled_from(usable)))
     c = draw(st.integers(1, max_context))
-    bs = draw(st.integers(0, max_bs))
-    lens = draw(seq_lens(bs, c, targeting=targeting))
-    sels, pls, defects = [], [], []
-    for _ in range(bs):
-        sel, pl, planted = draw(draft_trees(k, d, n, malformed))
-        sels.append(sel)
-        pls.append(pl)
-        defects.extend(planted)
-    fill = draw(st.booleans()) if mode is TreeMaskMode.FULL_MASK else True
+    lengths = draw(seq_len_style(c))
+    requests = draw(st.lists(_tree_request(lengths, k, d, n, malformed), max_size=max_bs))
+    lens = [r[0] for r in requests]
+    _target_fill(lens, c, "seq_lens", targeting)
+    fill = draw(st.booleans()) or mode is not TreeMaskMode.FULL_MASK    # only FULL_MASK may skip the fill
     return TreeCase(topk=k, depth=d, num_draft_tokens=n, mode=int(mode), max_context_len=c, seq_lens=lens,
-                    selected_index=sels, parent_list=pls, fill_prefix_mask=fill, defects=sorted(set(defects)))
+                    selected_index=[r[1] for r in requests], parent_list=[r[2] for r in requests],
+                    fill_prefix_mask=fill, defects=sorted({x for r in requests for x in r[3]}))
 
 
 @st.composite
 def kv_cases(draw, *, max_bs: int = 12, max_context: int = 96, max_topk: int = 8, max_steps: int = 8,
              page_sizes=(1, 1, 2, 4, 16, 64), targeting: bool = True):
     """A :class:`KvCase`: topk in ``[1, max_topk]``, num_steps in ``[1, max_steps]`` (the
-    serving default (steps, topk) = (5, 4) often), page size 1 or > 1, context ``C``,
-    ``num_seqs`` in ``[0, max_bs]``, ``seq_lens`` in ``[0, C - num_steps]`` (every request
-    has room for its draft tokens), a req_to_token pool at least as wide as every read
-    (sometimes wider), int32/int64 tensors, an exact or CUDA-graph row width."""
-    if draw(st.booleans()):
-        k, steps = 4, 5
-        k, steps = min(k, max_topk), min(steps, max_steps)
-    else:
-        k = draw(st.integers(1, max_topk))
-        steps = draw(st.integers(1, max_steps))
+    serving default (steps, topk) = (5, 4) often), page size 1 or > 1, context ``C``, up
+    to ``max_bs`` requests with ``seq_lens`` in ``[0, C - num_steps]`` (every request has
+    room for its draft tokens), each on its own row of a req_to_token pool at least as
+    wide as every read (sometimes wider), int32/int64 tensors, an exact or CUDA-graph row
+    width."""
+    # one draw for (topk, num_steps): the first max_topk * max_steps values run through every
+    # pair (a shrink lowers topk first, then num_steps), the upper half is the serving default
+    pairs = max_topk * max_steps
+    v = draw(st.integers(0, 2 * pairs - 1))
+    k, steps = divmod(v, max_steps) if v < pairs else (SERVING_KV[0] - 1, SERVING_KV[1] - 1)
+    k, steps = min(k + 1, max_topk), min(steps + 1, max_steps)
     page = draw(st.sampled_from(page_sizes))
     c = draw(st.integers(steps, max(steps, max_context)))
-    bs = draw(st.integers(0, max_bs))
-    lens = draw(seq_lens(bs, c - steps, targeting=targeting, label="kv seq_lens"))
+    lens = draw(seq_lens(c - steps, max_size=max_bs, targeting=targeting, label="kv seq_lens"))
+    bs = len(lens)
     span = max([spec.kv_req_to_token_span(s, k, steps, page) for s in lens] or [1])
     r2t_width = span + draw(st.sampled_from((0, 0, 1, 7)))
     pool_rows = bs + draw(st.integers(0, 3))
