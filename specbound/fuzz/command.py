@@ -1,15 +1,21 @@
 """``specbound fuzz``: run the differential properties, the mutant replays and the CUDA-graph
 state machine; ``verify_step`` is the default budget ``specbound verify`` runs after the proofs.
 
-    specbound fuzz [--target reference|triton|all] [--examples N | --minutes M] [--seed S]
-                   [--profile ci|dev|deep] [--json PATH] [--property NAME ...] [--replay CASE]
+    specbound fuzz [--target reference|triton|all] [--examples N | --minutes M] [--scale X]
+                   [--seed S] [--profile ci|dev|deep] [--database DIR] [--json PATH]
+                   [--property NAME ...] [--replay CASE]
 
-``--examples N``: N examples per property (default: the profile's budget per cost class).
-``--minutes M``: repeat rounds over the properties (a new seed each round) until M minutes
-are spent.  On a failure the minimal case is printed with a one-line replay command
-(``specbound fuzz --property NAME --replay '<case json>'``).  The example database of the
-``dev``/``deep`` profiles lives under ``.hypothesis/examples`` (see
-:mod:`specbound.fuzz.profiles`), so a failure found once is tried first next time.
+``--examples N``: N examples per property (default: the profile's budget per cost class,
+times ``--scale``).  ``--minutes M``: repeat rounds over the properties (a new seed each
+round) until M minutes are spent.  ``--seed S``: Hypothesis' own seed for every part
+(properties, state machine; round ``r`` of a timed run uses ``S + r``), and no example
+database: two runs with the same seed check the same cases and print the same report
+(timings aside; the ``cases`` column is a digest of every case checked).  Without it the
+``ci`` profile is derandomized (the same cases on every run of the same code) and
+``dev``/``deep`` draw fresh cases and replay the failures in their example database
+(``.hypothesis/examples`` of the checkout, or ``--database DIR``; see
+:mod:`specbound.fuzz.profiles`).  On a failure the minimal case is printed with a
+one-line replay command (``specbound fuzz --property NAME --replay '<case json>'``).
 """
 
 from __future__ import annotations
@@ -40,12 +46,12 @@ def _positive_int(name):
     return parse
 
 
-def _positive_float(name):
+def _positive_float(name, what="a number of minutes"):
     def parse(text):
         try:
             value = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number of minutes, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"{name} must be {what}, got {text!r}") from None
         if not value > 0:
             raise argparse.ArgumentTypeError(f"{name} must be > 0, got {value}")
         return value
@@ -62,9 +68,14 @@ def register(subparsers) -> None:
                         help="examples per property (default: the profile's budget)")
     budget.add_argument("--minutes", type=_positive_float("--minutes"), metavar="M",
                         help="keep fuzzing for M minutes (rounds with fresh seeds)")
-    p.add_argument("--seed", type=int, default=None, metavar="S", help="seed of the first round")
+    p.add_argument("--scale", type=_positive_float("--scale", "a number"), default=None, metavar="X",
+                   help="multiply the profile's budgets by X (not with --examples)")
+    p.add_argument("--seed", type=int, default=None, metavar="S",
+                   help="Hypothesis seed of every part of the run (reproducible; no example database)")
     p.add_argument("--profile", choices=("ci", "dev", "deep"), default=None,
                    help="Hypothesis profile (default: ci when CI is set, else dev)")
+    p.add_argument("--database", metavar="DIR", default=None,
+                   help="example database of the dev/deep profiles (default: .hypothesis/examples)")
     p.add_argument("--json", metavar="PATH", help="write the machine-readable report here")
     p.add_argument("--property", action="append", metavar="NAME",
                    help="run only this property (repeatable); see --list")
@@ -92,34 +103,38 @@ def _crashed(name: str, exc: BaseException, seconds: float = 0.0):
     return res
 
 
-def _run_stateful(examples: int, seed, derandomize: bool):
+def _run_stateful(examples: int, seed: int | None, derandomize: bool):
+    """The state machine, seeded like the properties: Hypothesis' ``@seed`` (no database)
+    when ``seed`` is given, else derandomized or fresh as the profile says."""
     from hypothesis import HealthCheck, settings
+    from hypothesis import seed as fixed_seed
     from hypothesis.stateful import run_state_machine_as_test
 
     from . import stateful
     from .runner import RunResult
     res = RunResult(STATEFUL)
-    counter = {"n": 0}
+    traces = []
 
     class Counted(stateful.CudaGraphMachine):
         def __init__(self):
             super().__init__()
-            counter["n"] += 1
+            traces.append(self.trace)
+    opts = dict(max_examples=examples, stateful_step_count=8, deadline=None, derandomize=derandomize,
+                suppress_health_check=list(HealthCheck))
+    machine = Counted
+    if seed is not None and not derandomize:
+        machine, opts["database"] = fixed_seed(seed)(Counted), None
     start = time.perf_counter()
     try:
-        opts = dict(max_examples=examples, stateful_step_count=8, deadline=None, derandomize=derandomize,
-                    suppress_health_check=list(HealthCheck))
-        if not derandomize:
-            from hypothesis import seed as hseed  # noqa: F401 - stateful runs take the global random seed
-            import random
-            random.seed(seed)
-        run_state_machine_as_test(Counted, settings=settings(**opts))
+        run_state_machine_as_test(machine, settings=settings(**opts))
     except Exception as exc:   # any exception is the machine's failure: the run goes on
         from .runner import describe
         res.failures = 1
         res.message = describe(exc)
         res.case = Counted.last_trace
-    res.examples = counter["n"]
+    res.examples = len(traces)
+    for trace in traces:
+        res.saw(json.dumps(trace, default=str))
     res.seconds = time.perf_counter() - start
     return res
 
@@ -131,6 +146,8 @@ def _run_replays():
     res = RunResult(REPLAYS)
     rows = replay.replay_all()
     res.examples = len(rows)
+    for r in rows:
+        res.saw(r.line())
     bad = [r for r in rows if not r.ok]
     res.failures = len(bad)
     res.message = "; ".join(r.line() for r in bad)
@@ -140,20 +157,22 @@ def _run_replays():
 
 
 def _table(results) -> str:
-    head = f"{'property':28s} {'examples':>9s} {'failures':>9s} {'seconds':>8s} {'cases/min':>10s}"
+    head = (f"{'property':28s} {'examples':>9s} {'failures':>9s} {'seconds':>8s} {'cases/min':>10s} "
+            f"{'cases':>16s}")
     lines = [head, "-" * len(head)]
     for r in results:
-        lines.append(f"{r.name:28s} {r.examples:9d} {r.failures:9d} {r.seconds:8.1f} {r.per_minute:10.0f}")
+        lines.append(f"{r.name:28s} {r.examples:9d} {r.failures:9d} {r.seconds:8.1f} {r.per_minute:10.0f} "
+                     f"{r.cases_digest:>16s}")
     return "\n".join(lines)
 
 
 def fuzz(*, target="all", examples=None, minutes=None, seed=None, profile=None, only=None,
-         json_path=None, include_extras=True, scale: float = 1.0, out=sys.stdout) -> int:
+         json_path=None, include_extras=True, scale: float = 1.0, database=None, out=sys.stdout) -> int:
     from . import profiles
     from . import properties as P
     from .runner import RunResult, run_property
 
-    name = profiles.load_profile(profile)
+    name = profiles.load_profile(profile, database=database)
     derandomize = name == "ci" and seed is None
     props = [P.property_named(p) for p in only] if only else P.select(target)
     extras = []
@@ -163,7 +182,6 @@ def fuzz(*, target="all", examples=None, minutes=None, seed=None, profile=None, 
     results.update({x: RunResult(x) for x in extras})
     deadline = time.perf_counter() + 60 * minutes if minutes else None
     round_no = 0
-    base = seed if seed is not None else 0
     total = len(props) + len(extras)
     print(f"specbound fuzz: profile {name}, target {target}, "
           f"{f'{minutes} min' if minutes else f'{examples} examples/property' if examples else 'profile budget'}"
@@ -172,7 +190,7 @@ def fuzz(*, target="all", examples=None, minutes=None, seed=None, profile=None, 
         for i, p in enumerate(props):
             if deadline and time.perf_counter() > deadline and round_no:
                 break
-            n = examples or max(1, int(profiles.budget(p.cost, name) * scale))
+            n = examples or profiles.budget(p.cost, name, scale=scale)
             r = results[p.name]
             before = r.failures
             if r.failures:       # already failed: keep the first minimal case
@@ -180,7 +198,8 @@ def fuzz(*, target="all", examples=None, minutes=None, seed=None, profile=None, 
             start = time.perf_counter()
             try:
                 run_property(p.name, p.check, p.strategy(), max_examples=n,
-                             seed=None if derandomize else base + round_no, derandomize=derandomize, result=r,
+                             seed=None if derandomize or seed is None else seed + round_no,
+                             derandomize=derandomize, result=r,
                              examples=p.examples() if round_no == 0 else ())
             except Exception as exc:   # the strategy or the examples could not be built
                 results[p.name] = r = _crashed(p.name, exc, time.perf_counter() - start)
@@ -194,8 +213,8 @@ def fuzz(*, target="all", examples=None, minutes=None, seed=None, profile=None, 
                     if x == REPLAYS:
                         results[x] = _run_replays()
                     else:
-                        n = examples or max(1, int(profiles.budget("stateful", name) * scale))
-                        results[x] = _run_stateful(n, base, derandomize)
+                        n = examples or profiles.budget("stateful", name, scale=scale)
+                        results[x] = _run_stateful(n, seed, derandomize)
                 except Exception as exc:
                     results[x] = _crashed(x, exc, time.perf_counter() - start)
                 r = results[x]
@@ -218,11 +237,12 @@ def fuzz(*, target="all", examples=None, minutes=None, seed=None, profile=None, 
             print(f"  minimal steps: {r.case}", file=out)
     if json_path:
         payload = {
-            "profile": name, "target": target, "seed": seed, "rounds": round_no,
+            "profile": name, "target": target, "seed": seed, "scale": scale, "rounds": round_no,
             "ok": not failed,
             "properties": [{
                 "name": r.name, "examples": r.examples, "failures": r.failures,
                 "seconds": round(r.seconds, 3), "cases_per_minute": round(r.per_minute, 1),
+                "cases_digest": r.cases_digest,
                 "message": r.message or None,
                 "case": json.loads(r.case.to_json()) if hasattr(r.case, "to_json") else r.case,
                 "replay_command": _replay_command(r.name, r.case) if hasattr(r.case, "to_json") else None,
@@ -275,8 +295,12 @@ def run(args) -> int:
         return 0
     if args.replay:
         return replay_case(args.property, args.replay)
+    if args.examples and args.scale is not None:
+        raise SpecArgumentError("--scale", "scales the profile's budgets; --examples sets the count itself: "
+                                           "give one of them")
     return fuzz(target=args.target, examples=args.examples, minutes=args.minutes, seed=args.seed,
-                profile=args.profile, only=args.property, json_path=args.json)
+                profile=args.profile, only=args.property, json_path=args.json,
+                scale=1.0 if args.scale is None else args.scale, database=args.database)
 
 
 def verify_step(args) -> int:

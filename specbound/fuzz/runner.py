@@ -1,17 +1,22 @@
 """Running a property outside pytest: a bounded Hypothesis search that returns, instead of
 raising, the number of examples run and the minimal failing case (Hypothesis replays the
-shrunk example last, so the last failing case seen is the minimal one)."""
+shrunk example last, so the last failing case seen is the minimal one).
+
+Every case checked is folded, in order, into :attr:`RunResult.cases_digest`: two runs
+with the same seed check the same cases exactly when their digests agree (what
+``specbound fuzz --seed S`` promises), and the report says which cases a run saw
+without listing them."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
-from hypothesis import HealthCheck, example, given, seed as hseed, settings
-
-from .profiles import database, register_profiles
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import seed as fixed_seed
 
 
 @dataclass
@@ -23,10 +28,19 @@ class RunResult:
     case: object | None = None       # the minimal failing case
     message: str = ""
     seeds: list = field(default_factory=list)
+    digest: object = field(default_factory=hashlib.sha256, repr=False, compare=False)
 
     @property
     def per_minute(self) -> float:
         return 60.0 * self.examples / self.seconds if self.seconds else 0.0
+
+    def saw(self, case_text: str) -> None:
+        """Fold one checked case (its JSON text) into :attr:`cases_digest`."""
+        self.digest.update(case_text.encode() + b"\n")
+
+    @property
+    def cases_digest(self) -> str:
+        return self.digest.hexdigest()[:16]
 
 
 def describe(exc: BaseException) -> str:
@@ -48,12 +62,12 @@ def run_property(name: str, check: Callable, strategy, *, max_examples: int, see
     """Search ``strategy`` for a case where ``check`` raises (anything: an AssertionError, a
     SpecArgumentError, an IndexError ... is the property's failure, never the caller's);
     shrink it; return the outcome.  ``examples`` are tried first, as ``@example`` cases."""
-    register_profiles()
     res = result or RunResult(name)
     last_failure: dict = {}
 
     def body(case):
         res.examples += 1
+        res.saw(case.to_json())
         try:
             check(case)
         except Exception as exc:
@@ -62,14 +76,14 @@ def run_property(name: str, check: Callable, strategy, *, max_examples: int, see
 
     body._hypothesis_internal_add_digest = name.encode()  # one database key per property
     opts = dict(max_examples=max_examples, deadline=None, derandomize=derandomize,
-                database=database() if use_database and not derandomize else None,
+                database=settings.default.database if use_database and not derandomize else None,
                 suppress_health_check=list(HealthCheck), print_blob=False)
     test = given(strategy)(body)
     for case in reversed(list(examples)):   # @example order: the first listed runs first
         test = example(case)(test)
     test = settings(**opts)(test)
     if seed is not None and not derandomize:
-        test = hseed(seed)(test)
+        test = fixed_seed(seed)(test)   # no example database either: the run is its seed's alone
         res.seeds.append(seed)
     start = time.perf_counter()
     try:

@@ -38,11 +38,12 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from specbound import reference as ref  # noqa: E402
 from specbound.kernels import checked_interpreter  # noqa: E402
+from specbound.reference import samples  # noqa: E402
 from specbound.spec import TreeMaskMode  # noqa: E402
 
 from . import launch  # noqa: E402
 from .properties import PropertyFailure, expected_tree  # noqa: E402
-from .strategies import TreeCase, _grow, tree_shapes  # noqa: E402
+from .strategies import TreeCase, tree_shapes  # noqa: E402
 
 CAPTURE_BS = 8
 MAX_RUNNING = 48
@@ -92,7 +93,7 @@ class CudaGraphMachine(RuleBasedStateMachine):
         self.kv_indptr = torch.full((self.num_steps, spec.kv_indptr_row_len(self.capture_bs, self.topk)), -1,
                                     dtype=torch.int64)
         span = max(spec.kv_req_to_token_span(s, self.topk, self.num_steps, 1) for s in range(self.c - self.num_steps + 1))
-        self.r2t = (torch.arange(self.max_running * span, dtype=torch.int64) + 1000).reshape(self.max_running, span)
+        self.r2t = samples.req_to_token(self.max_running, span)
         self.trace.append(("capture", dict(topk=self.topk, depth=self.depth, n=self.n, mode=mode.name,
                                            is_read=is_read, C=self.c, capture_bs=self.capture_bs)))
 
@@ -100,9 +101,11 @@ class CudaGraphMachine(RuleBasedStateMachine):
         self.vm = ref.maybe_create_verify_mask(
             is_draft_runner=False, skip_prefill=False, max_bs=self.capture_bs, num_draft_tokens=self.n,
             max_context_len=self.c, is_read=is_read, read_mode=self.read_mode)
-        # a reused buffer holds whatever the last batch left; start from junk, not zeros
+        # a reused buffer holds whatever the last batch left; start from junk, not zeros (seeded
+        # junk: a run is reproducible from its steps)
         if self.vm.buffer.dtype == torch.bool:
-            self.vm.buffer.copy_(torch.rand(self.vm.buffer.shape) < 0.5)
+            junk = torch.Generator().manual_seed(len(self.trace))
+            self.vm.buffer.copy_(torch.rand(self.vm.buffer.shape, generator=junk) < 0.5)
 
     # --- rules ------------------------------------------------------------------------------
     @property
@@ -148,7 +151,7 @@ class CudaGraphMachine(RuleBasedStateMachine):
     def _trees(self):
         sels, pls = [], []
         for _, seed in self.requests:
-            sel, pl = _grow(random.Random(seed), self.topk, self.depth, self.n, 3)
+            sel, pl = samples.random_draft_tree(random.Random(seed), self.topk, self.depth, self.n)
             sels.append(sel)
             pls.append(pl)
         return sels, pls
