@@ -8,8 +8,8 @@ import shlex
 
 import pytest
 
-from specbound import cli, spec
-from specbound.fuzz import command, properties as P
+from specbound import cli
+from specbound.fuzz import command, properties
 from specbound.fuzz.strategies import TreeCase
 
 
@@ -30,7 +30,7 @@ def test_reference_run_writes_the_json_report(tmp_path):
     out = io.StringIO()
     assert command.fuzz(target="reference", examples=5, profile="ci", json_path=str(path), out=out) == 0
     report = json.loads(path.read_text())
-    assert report["ok"] and {p["name"] for p in report["properties"]} == {p.name for p in P.select("reference")}
+    assert report["ok"] and {p["name"] for p in report["properties"]} == {p.name for p in properties.select("reference")}
     assert all(p["examples"] >= 5 and p["cases_per_minute"] > 0 for p in report["properties"])
     assert "cases/min" in out.getvalue()
 
@@ -38,10 +38,10 @@ def test_reference_run_writes_the_json_report(tmp_path):
 def test_a_failure_prints_the_minimal_case_and_a_replay_command_that_replays(monkeypatch, tmp_path):
     def broken(case):
         if case.bs >= 2:
-            raise P.PropertyFailure("planted: batches of two or more fail")
-    prop = P.property_named("tree.semantics.reference")
-    monkeypatch.setattr(P, "PROPERTIES", tuple(
-        P.Property(p.name, p.target, p.cost, p.strategy, broken, p.doc) if p is prop else p for p in P.PROPERTIES))
+            raise properties.PropertyFailure("planted: batches of two or more fail")
+    prop = properties.property_named("tree.semantics.reference")
+    monkeypatch.setattr(properties, "PROPERTIES", tuple(
+        properties.Property(p.name, p.target, p.cost, p.strategy, broken, p.doc) if p is prop else p for p in properties.PROPERTIES))
     out = io.StringIO()
     rc = command.fuzz(only=[prop.name], examples=50, profile="ci", json_path=str(tmp_path / "r.json"), out=out)
     assert rc == 1

@@ -11,16 +11,16 @@ import pytest
 
 from specbound import cli, kernels
 from specbound.fuzz import command, launch, replay
-from specbound.fuzz import properties as P
+from specbound.fuzz import properties
 from specbound.spec import SpecArgumentError
 
 needs_interpreter = pytest.mark.skipif(not kernels.INTERPRETED, reason="kernels compiled: no checked interpreter")
 
 
 def _planted(monkeypatch, name, check):
-    monkeypatch.setattr(P, "PROPERTIES", tuple(
-        P.Property(p.name, p.target, p.cost, p.strategy, check, p.doc, p.examples) if p.name == name else p
-        for p in P.PROPERTIES))
+    monkeypatch.setattr(properties, "PROPERTIES", tuple(
+        properties.Property(p.name, p.target, p.cost, p.strategy, check, p.doc, p.examples) if p.name == name else p
+        for p in properties.PROPERTIES))
 
 
 @pytest.mark.parametrize("error", [SpecArgumentError("seq_lens", "planted refusal"),
@@ -38,7 +38,7 @@ def test_any_exception_in_a_property_is_its_failure_and_the_summary_prints(monke
     assert f"FAILED tree.semantics.reference: {type(error).__name__}" in text
     assert "raised at" in text and "replay: specbound fuzz --property" in text
     report = json.loads((tmp_path / "r.json").read_text())
-    assert {p["name"] for p in report["properties"]} == {p.name for p in P.select("reference")}
+    assert {p["name"] for p in report["properties"]} == {p.name for p in properties.select("reference")}
     failed = [p for p in report["properties"] if p["failures"]]
     assert [p["name"] for p in failed] == ["tree.semantics.reference"] and len(failed[0]["case"]["seq_lens"]) == 1
     # the replay command reproduces it, with exit 1 (a finding), not 2 (a usage error)
@@ -49,9 +49,9 @@ def test_a_crash_outside_the_check_is_a_failure_too(monkeypatch):
     """A strategy that cannot be built, replays that raise: failures, and the run goes on."""
     def no_strategy():
         raise IndexError("planted: the strategy cannot be built")
-    monkeypatch.setattr(P, "PROPERTIES", tuple(
-        P.Property(p.name, p.target, p.cost, no_strategy if p.name == "kv.semantics.reference" else p.strategy,
-                   p.check, p.doc, p.examples) for p in P.PROPERTIES))
+    monkeypatch.setattr(properties, "PROPERTIES", tuple(
+        properties.Property(p.name, p.target, p.cost, no_strategy if p.name == "kv.semantics.reference" else p.strategy,
+                   p.check, p.doc, p.examples) for p in properties.PROPERTIES))
     out = io.StringIO()
     assert command.fuzz(target="reference", examples=3, profile="ci", out=out) == 1
     assert "FAILED kv.semantics.reference: could not run: IndexError: planted" in out.getvalue()

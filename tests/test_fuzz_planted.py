@@ -11,7 +11,7 @@ import pytest
 
 from specbound import kernels, spec
 from specbound.fuzz import launch
-from specbound.fuzz import properties as P
+from specbound.fuzz import properties
 from specbound.fuzz import strategies as sst
 from specbound.fuzz.runner import falsify
 from specbound.proofs import registry
@@ -36,7 +36,7 @@ def _plant_reference(monkeypatch, module, **overrides):
 
 def test_tree_footprint_catches_a_row_stride_bug_in_the_reference(monkeypatch):
     _plant_reference(monkeypatch, "tree", **_overrides("VM-ROWS-DISJOINT", "MUT-ROW-STRIDE-NO-DRAFT"))
-    case = falsify(lambda c: P.check_tree_footprint(c, "reference"),
+    case = falsify(lambda c: properties.check_tree_footprint(c, "reference"),
                    sst.tree_cases(modes=(spec.TreeMaskMode.FULL_MASK,)), 100)
     assert case is not None and case.bs >= 1
 
@@ -45,15 +45,15 @@ def test_tree_semantics_catches_a_depth_bug_in_the_reference(monkeypatch):
     def short_walk(t, *a):
         return spec.bounded_walk(t, *a)[:-1] or spec.bounded_walk(t, *a)   # drops the deepest mark
     _plant_reference(monkeypatch, "tree", bounded_walk=short_walk)
-    case = falsify(lambda c: P.check_tree_semantics(c, "reference"), sst.tree_cases(), 100)
+    case = falsify(lambda c: properties.check_tree_semantics(c, "reference"), sst.tree_cases(), 100)
     assert case is not None and case.num_draft_tokens >= 3
     # the footprint alone would not see it: same cells, wrong values
-    P.check_tree_footprint(case, "reference")
+    properties.check_tree_footprint(case, "reference")
 
 
 def test_kv_properties_catch_the_segment_bug_in_the_reference(monkeypatch):
     _plant_reference(monkeypatch, "draft_kv", **_overrides("KV-TILING", "MUT-SEGMENT-NO-TOPK"))
-    for check in (lambda c: P.check_kv_footprint(c, "reference"), lambda c: P.check_kv_semantics(c, "reference")):
+    for check in (lambda c: properties.check_kv_footprint(c, "reference"), lambda c: properties.check_kv_semantics(c, "reference")):
         case = falsify(check, sst.kv_cases(), 100)
         assert case is not None and case.topk > 1
 
@@ -64,20 +64,20 @@ def test_differential_catches_a_links_bug_in_the_reference(monkeypatch):
         nt, ns = spec.links(parent_of)
         return ns, nt
     _plant_reference(monkeypatch, "tree", links=swapped)
-    assert falsify(P.check_tree_differential, sst.tree_cases(max_bs=3), 40) is not None
+    assert falsify(properties.check_tree_differential, sst.tree_cases(max_bs=3), 40) is not None
 
 
 @needs_interpreter
 def test_kernel_footprint_property_catches_the_search_past_row_variant(monkeypatch):
     monkeypatch.setattr(kernels.tree_build, "build_tree_kernel", launch.tree_kernel_variant("search-past-row"))
-    case = falsify(lambda c: P.check_tree_footprint(c, "triton"), sst.tree_cases(max_bs=4), 40)
+    case = falsify(lambda c: properties.check_tree_footprint(c, "triton"), sst.tree_cases(max_bs=4), 40)
     assert case is not None and case.bs >= 1
 
 
 @needs_interpreter
 def test_kernel_semantics_property_catches_the_unbounded_walk_variant(monkeypatch):
     monkeypatch.setattr(kernels.tree_build, "build_tree_kernel", launch.tree_kernel_variant("walk-past-depth"))
-    case = falsify(lambda c: P.check_tree_semantics(c, "triton"), sst.tree_cases(max_bs=4, malformed=True), 60)
+    case = falsify(lambda c: properties.check_tree_semantics(c, "triton"), sst.tree_cases(max_bs=4, malformed=True), 60)
     assert case is not None and case.defects   # only a malformed tree (a cycle) walks past D
 
 
@@ -94,5 +94,5 @@ def test_kv_kernel_property_catches_a_short_row(monkeypatch):
                 return real[grid](*args, **kw)
             return run
     monkeypatch.setattr(kernels.draft_kv, "draft_kv_kernel", Short())
-    case = falsify(lambda c: P.check_kv_footprint(c, "triton"), sst.kv_cases(max_bs=3), 40)
+    case = falsify(lambda c: properties.check_kv_footprint(c, "triton"), sst.kv_cases(max_bs=3), 40)
     assert case is not None and case.num_steps >= 2

@@ -14,7 +14,7 @@ import importlib
 import pytest
 
 from specbound import spec
-from specbound.fuzz import properties as P
+from specbound.fuzz import properties
 from specbound.fuzz import strategies as sst
 from specbound.fuzz.runner import falsify
 from specbound.proofs.theorem import Defs
@@ -31,7 +31,7 @@ def test_a_depth_two_bug_shrinks_to_one_request_and_a_three_node_chain(monkeypat
         steps = spec.bounded_walk(t, *args)
         return steps + steps[-1:] if len(steps) >= 2 else steps
     _plant_reference(monkeypatch, "tree", bounded_walk=walk)
-    case = falsify(lambda c: P.check_tree_semantics(c, "reference"), sst.tree_cases(), 300)
+    case = falsify(lambda c: properties.check_tree_semantics(c, "reference"), sst.tree_cases(), 300)
     assert case is not None
     # What the bug needs: one request holding one node at depth 2, i.e. a tree of three
     # nodes (root, its child, a grandchild) grown over D = 2 steps with K = 1 candidate
@@ -47,7 +47,7 @@ def test_a_second_branch_bug_of_paged_reads_shrinks_to_the_smallest_paged_batch(
     def contiguous(seq_len, t, e, topk, num_steps, page_size):
         return spec.kv_extension_read(seq_len, t, e, topk, num_steps, 1)
     _plant_reference(monkeypatch, "draft_kv", kv_extension_read=contiguous)
-    case = falsify(lambda c: P.check_kv_semantics(c, "reference"), sst.kv_cases(), 300)
+    case = falsify(lambda c: properties.check_kv_semantics(c, "reference"), sst.kv_cases(), 300)
     assert case is not None
     # What the bug needs: a second branch (K = 2) of one request, a page of more than one
     # slot (2, the smallest drawn), one draft step, and nothing else: with seq_len = 0 the
@@ -62,7 +62,7 @@ def test_a_bug_on_one_defect_shrinks_to_one_request_carrying_just_that_defect(mo
     shortest sequence and the one defect, the smallest shape with room for it."""
     def fails_on_defect(case):
         if defect in case.defects:
-            raise P.PropertyFailure(f"planted: {defect}")
+            raise properties.PropertyFailure(f"planted: {defect}")
     case = falsify(fails_on_defect, sst.tree_cases(malformed=0.5), 300)
     assert case is not None
     assert case.bs == 1 and case.seq_lens == [0] and case.defects == [defect], case.to_json()

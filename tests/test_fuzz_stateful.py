@@ -8,8 +8,8 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from specbound import kernels
 from specbound.fuzz import stateful
-from specbound.pytest_plugin import fuzz_budget
 from specbound.kernels import OutOfBoundsAccess
+from specbound.pytest_plugin import fuzz_budget
 
 pytestmark = pytest.mark.skipif(not kernels.INTERPRETED, reason="kernels compiled: no checked interpreter")
 

@@ -169,12 +169,12 @@ def _table(results) -> str:
 def fuzz(*, target="all", examples=None, minutes=None, seed=None, profile=None, only=None,
          json_path=None, include_extras=True, scale: float = 1.0, database=None, out=sys.stdout) -> int:
     from . import profiles
-    from . import properties as P
+    from . import properties
     from .runner import RunResult, run_property
 
     name = profiles.load_profile(profile, database=database)
     derandomize = name == "ci" and seed is None
-    props = [P.property_named(p) for p in only] if only else P.select(target)
+    props = [properties.property_named(p) for p in only] if only else properties.select(target)
     extras = []
     if include_extras and not only and target in ("triton", "all"):
         extras = [REPLAYS, STATEFUL]
@@ -262,7 +262,7 @@ def fuzz(*, target="all", examples=None, minutes=None, seed=None, profile=None, 
 
 
 def replay_case(names, text: str, out=sys.stdout) -> int:
-    from . import properties as P
+    from . import properties
     from .strategies import case_from_json
     if text.startswith("@"):
         text = Path(text[1:]).read_text()
@@ -275,7 +275,7 @@ def replay_case(names, text: str, out=sys.stdout) -> int:
     from .runner import describe
     rc = 0
     for name in names:
-        prop = P.property_named(name)
+        prop = properties.property_named(name)
         try:
             prop.check(case)
             print(f"{name}: holds on this case", file=out)
@@ -287,8 +287,8 @@ def replay_case(names, text: str, out=sys.stdout) -> int:
 
 def run(args) -> int:
     if getattr(args, "list", False):
-        from . import properties as P
-        for p in P.PROPERTIES:
+        from . import properties
+        for p in properties.PROPERTIES:
             print(f"{p.name:28s} [{p.target:9s} {p.cost:6s}] {p.doc}")
         print(f"{REPLAYS:28s} [triton    fixed ] every sizing-mutant counterexample as a launch")
         print(f"{STATEFUL:28s} [triton    state ] capture at 8, run up to 48 (CUDA-graph scenario)")
