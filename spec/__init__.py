@@ -11,7 +11,8 @@ Convention: ``seq_len[b]`` is the verified (committed) prefix length of request
 
 from .conditions import (
     BITPACK_MAX_DRAFT_TOKENS, INT32_LIMIT, Condition, batch_size_ok, bitpack_ok, conjunction,
-    context_ok, draft_room_ok, grid_lanes_int32_ok, int32_alloc_ok, int32_arg_ok, kv_shape_ok,
+    context_ok, draft_room_ok, grid_lanes_int32_ok, int32_alloc_ok, int32_arg_ok, int32_row_offsets_ok,
+    kv_shape_ok,
     lane_bound_ok, max_bs_ok, require, seq_len_ok, tree_shape_ok,
 )
 from .draft_kv import (

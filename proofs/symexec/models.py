@@ -121,12 +121,13 @@ class Run:
                                           hyps, goal, list(self.lemmas), replay=("oob", a.tensor.name)))
         return out
 
-    def _scalar_cases(self, e, limit: int = 2) -> list:
+    def _scalar_cases(self, e, limit: int = 2, program_ids: bool = False) -> list:
         """[(label, condition)] covering every input: the case split on the conditions of the
         ``If`` nodes in ``e`` that mention only runtime scalars (no lane, program id, loop
-        index or tensor content); ``[("", None)]`` when there is none."""
+        index or tensor content; with ``program_ids`` also program ids and loop indices);
+        ``[("", None)]`` when there is none."""
         conds, seen, todo = [], set(), [e]
-        locals_ = {c.get_id() for c in self.result.local_consts}
+        locals_ = set() if program_ids else {c.get_id() for c in self.result.local_consts}
         while todo:
             x = todo.pop()
             if not z3.is_expr(x) or x.get_id() in seen:

@@ -40,7 +40,7 @@ class KernelTheoremResult(TheoremResult):
                 and all(m.status == "refuted" for m in self.mutants))
 
 PROPERTIES = {
-    "IN-BOUNDS": ({"bounds", "assert", "divzero"},
+    "IN-BOUNDS": ({"bounds", "assert", "divzero", "loopstep"},
                   "every active lane of every load and store is inside its tensor (sizes from the spec's "
                   "allocation functions), every device_assert holds and no divisor is zero, for all runtime "
                   "inputs allowed by the preconditions"),
@@ -369,36 +369,42 @@ def prove_kernel(kind: str, sp, *, mutants: bool = True) -> list:
         start = time.perf_counter()
         outcomes = [check(ob, run.functions) for ob in obligations(run, prop)]
         seconds = time.perf_counter() - start  # the proof alone; mutants report their own time
-        failed = [o for o in outcomes if not o.ok]
-        status = "proved" if outcomes and not failed else \
-            ("unknown" if any(o.status in ("unknown",) for o in failed) else "failed")
-        detail = "; ".join(f"{o.obligation.id} (line {o.obligation.line}): {o.status} {o.detail}".strip()
-                           for o in failed[:6])
-        if not outcomes:
-            status, detail = "failed", "no obligations: nothing to prove"
-        hyps_used = sorted({h for o in outcomes if o.proof for h in o.proof.assumptions})
-        cited = sorted({c for o in outcomes if o.proof for c in o.proof.cited})
-        witness = {}
-        if outcomes and outcomes[0].witness is not None:
-            witness = _evaluate(outcomes[0].witness, run.report)
-        witness["obligations"] = len(outcomes)
-        witness["witnessed"] = sum(o.witness is not None for o in outcomes)
-        witness["dead"] = sum(o.status == "dead" for o in outcomes)  # accesses no lane ever activates
         mres = []
         if mutants:
             for m in muts:
                 if m.prop == prop:
                     mres.append(refute(kind, sp, m))
-        tid = f"KERNEL-{run.name}-{prop}[{sp.label}]"
-        statement = f"{PROPERTIES[prop][1]} (obligations by line: " + ", ".join(
-            f"{o.obligation.kind}@{o.obligation.line}" for o in outcomes[:40]) + (", ..." if len(outcomes) > 40 else "") + ")"
-        res = KernelTheoremResult(
-            id=tid, statement=statement, family=FAMILY, status=status, seconds=seconds,
-            rlimit=sum(o.proof.rlimit for o in outcomes if o.proof), rlimit_limit=0, hypotheses_used=hyps_used,
-            lemmas_cited=cited, preconditions=sorted(run.hyps), witness=witness, mutants=mres, detail=detail)
-        res.outcomes = outcomes
-        results.append(res)
+        results.append(theorem_result(run, prop, outcomes, seconds, mres))
     return results
+
+
+def theorem_result(run, prop: str, outcomes: list, seconds: float, mutants: list,
+                   statement: str | None = None) -> KernelTheoremResult:
+    """The theorem ``KERNEL-<run.name>-<prop>[<label>]`` from its obligations' outcomes."""
+    failed = [o for o in outcomes if not o.ok]
+    status = "proved" if outcomes and not failed else \
+        ("unknown" if any(o.status in ("unknown",) for o in failed) else "failed")
+    detail = "; ".join(f"{o.obligation.id} (line {o.obligation.line}): {o.status} {o.detail}".strip()
+                       for o in failed[:6])
+    if not outcomes:
+        status, detail = "failed", "no obligations: nothing to prove"
+    hyps_used = sorted({h for o in outcomes if o.proof for h in o.proof.assumptions})
+    cited = sorted({c for o in outcomes if o.proof for c in o.proof.cited})
+    witness = {}
+    if outcomes and outcomes[0].witness is not None:
+        witness = _evaluate(outcomes[0].witness, run.report)
+    witness["obligations"] = len(outcomes)
+    witness["witnessed"] = sum(o.witness is not None for o in outcomes)
+    witness["dead"] = sum(o.status == "dead" for o in outcomes)  # accesses no lane ever activates
+    tid = f"KERNEL-{run.name}-{prop}[{run.label}]"
+    statement = f"{statement or PROPERTIES[prop][1]} (obligations by line: " + ", ".join(
+        f"{o.obligation.kind}@{o.obligation.line}" for o in outcomes[:40]) + (", ..." if len(outcomes) > 40 else "") + ")"
+    res = KernelTheoremResult(
+        id=tid, statement=statement, family=FAMILY, status=status, seconds=seconds,
+        rlimit=sum(o.proof.rlimit for o in outcomes if o.proof), rlimit_limit=0, hypotheses_used=hyps_used,
+        lemmas_cited=cited, preconditions=sorted(run.hyps), witness=witness, mutants=mutants, detail=detail)
+    res.outcomes = outcomes
+    return res
 
 
 def run_all(full: bool | None = None, kinds=("kv", "tree", "fill"), mutant_specs: int = 1,

@@ -1,0 +1,687 @@
+"""sglang's draft-decode kernel ``generate_draft_decode_kv_indices``: its launch model, host
+contract, specializations and obligations (issue 15).
+
+The kernel is read from sglang's source file by path (never imported).  One program per
+(step row, request, branch) — grid ``(num_steps * blocks, num_seqs, topk)``; with
+``NUM_STEPS > 0`` the prefix copy of a branch is split over ``blocks`` token-block programs
+(``range(blk, num_loop, num_blk)``) and block 0 alone writes the extension and ``kv_indptr``.
+
+**Host contract** (from sglang's launch sites: ``FlashInferMultiStepDraftBackend`` and the
+Triton/aiter/MLA backends' ``common_template``; every fact below names its source):
+
+* grid ``(G0, num_seqs, K)`` with ``G0 = num_steps`` (``NUM_STEPS = 0``) or
+  ``G0 = NUM_STEPS * blocks``, ``blocks >= 1`` (``NUM_STEPS = num_steps``);
+* ``kv_indices`` is ``(num_steps, width)`` with ``width`` from sglang's sizing
+  (``draft_kv_indices_buffer_width(alloc_bs, K, C)``, ``alloc_bs = batch`` (eager) or
+  ``max_bs >= num_seqs`` (CUDA graph); its own assert keeps it below 2^31), passed as the
+  constexpr ``kv_indices_stride``;  a caller may supply the width as a Z3 term (the audit
+  runs sglang's own helper on Z3 terms; allocation tracing can supply any extent);
+* ``kv_indptr`` is ``(num_steps, stride)`` with ``stride >= num_seqs*K + 1``, zero-filled
+  (entry 0 is never written);
+* ``positions[z] = seq_len[z div K]`` for the ``num_seqs*K`` branches;
+* ``req_to_token`` rows of ``row_stride`` slots, each request's row at least
+  ``spec.kv_req_to_token_span`` wide (the prefix and every branch's extension);
+* the lane bounds are next powers of two: ``num_seqs <= bs_upper``,
+  ``num_steps <= iter_upper``, ``num_seqs*K <= num_tokens_upper``;
+* ``window_size = sink_size = 0``, ``ENTRY_PAGE_SIZE = 1``, no ``v2p`` (the pristine read
+  plan; the windowed and translated paths run in the executor but the spec has no model of
+  their output, so they are not proved).
+
+**The precondition sglang does not check**: draft room, ``seq_len[b] + num_steps <= C``
+(``spec.draft_room_ok``): the scheduler keeps it, no launch site asserts it (flashinfer's
+``assert_buffer_fits`` checks its batch-total consequence, the Triton backend nothing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import z3
+
+from specbound import spec
+from specbound.proofs import kernel as K_
+from specbound.proofs import lemmas as L
+from specbound.proofs.model import C, D, K, P, Q, bs, labelled, num_seqs, page, seq_len
+
+from . import lemmas as SL
+from .interp import Executor
+from .models import Run, _int32_args, _mul_mono, _prefix_schema, _register, make_oracle
+from .values import DTYPES, INT32, INT64, LANES, TensorModel, V
+
+KERNEL = "generate_draft_decode_kv_indices"
+SOURCE = "kernels/ops/speculative/cache_locs.py"   # inside the sglang package (0.5.23)
+
+alloc_bs = z3.Int("alloc_bs")            # requests the kv_indices row was sized for
+indptr_stride = z3.Int("indptr_stride")
+r2t_width, pool_rows = z3.Ints("row_stride pool_rows")
+blocks = z3.Int("token_blocks")
+G0 = z3.Int("grid0")
+width = z3.Int("width")
+
+
+@dataclass(frozen=True)
+class KvSpec:
+    """One constexpr specialization sglang launches."""
+
+    NUM_STEPS: int          # 0: grid (num_steps, ...); N > 0: N steps, token blocks on axis 0
+    paged: bool             # False: page_size == 1; True: any page_size >= 2 (symbolic)
+    bs_upper: int
+    iter_upper: int
+    num_tokens_upper: int
+    seq_lens_dtype: str = "int64"
+
+    @property
+    def label(self):
+        page_ = "page>1" if self.paged else "page=1"
+        return (f"NUM_STEPS={self.NUM_STEPS},{page_},bs_upper={self.bs_upper},iter_upper={self.iter_upper},"
+                f"num_tokens_upper={self.num_tokens_upper},seq_lens={self.seq_lens_dtype}")
+
+
+def default_width(alloc, k, c):
+    """sglang's sizing as the spec states it: ``draft_kv_indices_buffer_width``, with the
+    helper's own ``< 2^31`` assert as its path condition."""
+    w = spec.draft_kv_indices_buffer_width(alloc, k, c)
+    return w, labelled(spec.int32_alloc_ok(w, "kv_indices row width"))
+
+
+@dataclass
+class Host:
+    """What the launch sites supply, replaceable from outside (the seam for the audit and
+    for allocation tracing): ``width_fn(alloc_bs, K, C) -> (term, {label: condition})``,
+    ``extents`` (tensor name -> Z3 numel overriding the model's), ``drop`` (preconditions
+    left out, to refute them)."""
+
+    width_fn: Callable = default_width
+    extents: dict = field(default_factory=dict)
+    drop: tuple = ()
+
+
+def _positions_schema(app):
+    z = app.arg(0)
+    return {"positions_zero": Q(0) == 0,
+            f"positions_step@{z}": z3.Implies(z >= 0, Q(z + 1) == Q(z) + seq_len(z / K))}
+
+
+def preconditions(sp: KvSpec, host: Host) -> tuple[dict, dict]:
+    """(scalar hypotheses, per-request conditions) of the host contract."""
+    hyps = labelled(spec.kv_shape_ok(K, D, page))
+    hyps.update(labelled(spec.context_ok(C)))
+    hyps["batch_nonempty"] = num_seqs >= 1
+    hyps["batch_is_num_seqs"] = bs == num_seqs
+    w_term, w_hyps = host.width_fn(alloc_bs, K, C)
+    hyps["width_from_sizing"] = width == w_term
+    hyps.update(w_hyps)
+    hyps["!sizing"] = tuple(w_hyps)   # (names of the sizing's own conditions; removed below)
+    hyps["sized_for_the_batch"] = num_seqs <= alloc_bs
+    # not checked by sglang: each row's offset kv_indices_stride * iters is an int32 product
+    # (kept apart: only the queries that mention the stride get it, see ``obligations``)
+    for stride, name in ((width, "kv_indices_stride"), (indptr_stride, "kv_indptr_stride")):
+        hyps.update({f"{label}!scoped": cond for label, cond in
+                     labelled(spec.int32_row_offsets_ok(D, stride, name)).items()})
+    hyps["indptr_row_width"] = indptr_stride >= spec.draft_branches(num_seqs, K) + 1
+    hyps["req_to_token_pool"] = z3.And(pool_rows >= 1, r2t_width >= 1)
+    if sp.NUM_STEPS == 0:
+        hyps["grid0_is_num_steps"] = G0 == D
+    else:
+        hyps["num_steps_is_NUM_STEPS"] = D == sp.NUM_STEPS
+        hyps["grid0_is_steps_times_blocks"] = z3.And(blocks >= 1, G0 == sp.NUM_STEPS * blocks)
+    if not sp.paged:
+        hyps["page_size_is_1"] = page == 1
+    else:
+        hyps["page_size_above_1"] = page >= 2
+    hyps.update(labelled(spec.lane_bound_ok(num_seqs, sp.bs_upper, "bs_upper")))
+    hyps.update(labelled(spec.lane_bound_ok(D, sp.iter_upper, "iter_upper")))
+    hyps.update(labelled(spec.lane_bound_ok(spec.draft_branches(num_seqs, K), sp.num_tokens_upper,
+                                            "num_tokens_upper")))
+    for name, term in (("grid0", G0), ("num_seqs", num_seqs), ("topk", K), ("row_stride", r2t_width),
+                       ("page_size", page),
+                       ("kv_indices_stride", width), ("kv_indptr_stride", indptr_stride),
+                       ("max_context_len", C)):
+        hyps.update(labelled(spec.int32_arg_ok(term, name)))
+    per_request = {"draft_room": lambda i: spec.conjunction(spec.draft_room_ok(seq_len(i), D, C)),
+                   # attached to the request's req_to_token row (pool_row), not to seq_len: its
+                   # paged span (div/mod by page_size) would otherwise enter every query
+                   "req_to_token_row_covers_reads":
+                       lambda i: spec.kv_req_to_token_span(seq_len(i), K, D, page) <= r2t_width}
+    for name in host.drop:
+        hyps.pop(name, None)
+        per_request.pop(name, None)
+    return hyps, per_request
+
+
+def _seq_schema(per_request):
+    def schema(app):
+        i = app.arg(0)
+        guard = z3.And(0 <= i, i < num_seqs)
+        out = {f"{c.name}@{i}": z3.Implies(guard, c.holds) for c in spec.seq_len_ok(seq_len(i), C)}
+        for name, f in per_request.items():
+            out[f"{name}@{i}"] = z3.Implies(guard, f(i))
+        return out
+    return schema
+
+
+def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
+    """Symbolic run of sglang's kernel at ``path`` under the host contract."""
+    host = host or Host()
+    hyps, per_request = preconditions(sp, host)
+    sizing = hyps.pop("!sizing")
+    functions: dict = {}
+    pool_row = z3.Function("pool_row", z3.IntSort(), z3.IntSort())
+    r2t = z3.Function("req_to_token", z3.IntSort(), z3.IntSort())
+    row_reads = per_request.pop("req_to_token_row_covers_reads", None)
+
+    def pool_row_schema(app):
+        i = app.arg(0)
+        guard = z3.And(0 <= i, i < num_seqs)
+        out = {f"pool_row_in_req_to_token@{i}": z3.Implies(guard, z3.And(0 <= app, app < pool_rows))}
+        if row_reads is not None:
+            out[f"req_to_token_row_covers_reads@{i}"] = z3.Implies(guard, row_reads(i))
+        return out
+    _register(functions, pool_row, pool_row_schema)
+    _register(functions, r2t, lambda app: {
+        f"req_to_token_int32@{app.arg(0)}": z3.And(app >= INT32.lo(), app < INT32.hi())})
+    _register(functions, seq_len, _seq_schema(per_request))
+    _register(functions, P, _prefix_schema(num_seqs))
+    _register(functions, Q, _positions_schema)
+    seq_dt = DTYPES[sp.seq_lens_dtype]
+    bs_d = spec.draft_branches(num_seqs, K)
+    numel = {"kv_indices": D * width, "kv_indptr": D * indptr_stride, "req_to_token": pool_rows * r2t_width,
+             "seq_lens": num_seqs, "positions": bs_d, "req_pool_indices": num_seqs}
+    numel.update(host.extents)
+    tensors = {
+        "req_pool_indices": TensorModel("req_pool_indices", numel["req_pool_indices"], INT64, pool_row),
+        "req_to_token": TensorModel("req_to_token", numel["req_to_token"], INT32, r2t),
+        "paged_kernel_lens": TensorModel("seq_lens", numel["seq_lens"], seq_dt, seq_len,
+                                         prefix=(P, _prefix_schema(num_seqs))),
+        "kv_indices": TensorModel("kv_indices", numel["kv_indices"], INT32, written=True),
+        "kv_indptr": TensorModel("kv_indptr", numel["kv_indptr"], INT32, written=True),
+        "positions": TensorModel("positions", numel["positions"], INT64, lambda z: seq_len(z / K),
+                                 prefix=(Q, _positions_schema)),
+    }
+    scalars = {"row_stride": V(r2t_width, (), INT32)}
+    constexprs = {"kv_indices_stride": V(width, (), INT32), "kv_indptr_stride": V(indptr_stride, (), INT32),
+                  "bs_upper": sp.bs_upper, "iter_upper": sp.iter_upper, "num_tokens_upper": sp.num_tokens_upper,
+                  "page_size": 1 if not sp.paged else V(page, (), INT32), "NUM_STEPS": sp.NUM_STEPS}
+    ex = Executor(path, KERNEL, constexprs=constexprs, scalars=scalars, tensors=tensors,
+                  grid=[G0, num_seqs, K], oracle=make_oracle(hyps, functions))
+    res = ex.run()
+    functions.update(res.functions)
+    res.block, res.extra_owner, res.batch = 1, False, num_seqs
+    report = {"num_seqs": num_seqs, "topk": K, "num_steps": D, "page_size": page, "C": C, "width": width,
+              "alloc_bs": alloc_bs, "indptr_stride": indptr_stride, "row_stride": r2t_width, "pool_rows": pool_rows,
+              "grid0": G0, "pid0": res.pid[0], "pid1": res.pid[1], "pid2": res.pid[2]}
+    if sp.NUM_STEPS:
+        report["token_blocks"] = blocks
+    run = Run("SGLANG-DRAFT-KV", sp.label, res, hyps, functions, tensors, {}, None, None, report,
+              list(res.side_proofs))
+    run.spec, run.host, run.host_width_hyps = sp, host, sizing
+    run.lemmas += _lemmas(res, pool_row)
+    # a lemma proved from a left-out precondition (L-PREFIX-ROOM from draft room) would put
+    # it back: such lemmas go with it
+    run.lemmas = [lm for lm in run.lemmas if not (set(lm.assumptions) & set(host.drop))]
+    b = res.pid[1]
+    # only the req_to_token reads need these (the paged read's div/mod slows every other query)
+    run.read_lemmas = [SL.at(SL.kv_extension_read_in_row, seq_len(b), res.pid[2], LANES[0], K, D, page),
+                       _mul_mono(pool_row(b) + 1, pool_rows, r2t_width)]
+    return run
+
+
+def _kernel_value(res, name):
+    """A kernel variable's value at the stores (the same term at every store of a run)."""
+    for a in res.accesses:
+        if a.kind == "store" and isinstance(a.env.get(name), V):
+            return a.env[name].e
+    raise KeyError(f"{KERNEL}: no store sees the kernel variable {name!r} (has the source changed?)")
+
+
+def _lemmas(res, pool_row) -> list:
+    """Lemma instances at the program's own terms: the branch segment stays in its row
+    (L-KV-SEGMENT-IN-ROW, with the capacity that draft room and sglang's width give),
+    the extension reads stay in the request's req_to_token row, the positions prefix."""
+    b, t = res.pid[1], res.pid[2]
+    it = _kernel_value(res, "iters")
+    s = seq_len(b)
+    return [K_.instantiate(L.prefix_room(), num_seqs), _mul_mono(num_seqs, alloc_bs, K * C),
+            K_.instantiate(L.prefix_bound(), b), K_.instantiate(L.prefix_bound(), b + 1),
+            K_.instantiate(L.prefix_bound(), num_seqs),
+            _mul_mono(P(num_seqs) + num_seqs * D, num_seqs * C, K),
+            K_.instantiate(L.prefix_monotone(), num_seqs, b + 1), _mul_mono(P(b + 1), P(num_seqs), K),
+            _mul_mono(b + 1, num_seqs, it * K), _mul_mono(it, D, num_seqs * K), _mul_mono(it, D, width),
+            _mul_mono(t, K - 1, s + it),
+            SL.at(SL.kv_segment_in_row, P(b), P(num_seqs), b, num_seqs, t, it, s, K, D, width),
+            K_.instantiate(L.positions_within_request(), t, b), K_.instantiate(L.positions_prefix(), b),
+            K_.instantiate(L.positions_prefix(), num_seqs), SL.at(SL.div_unique, b, t, K),
+            SL.at(SL.indptr_entry_is_segment_start, Q(b * K + t), P(b), b, t, K, it, s)]
+
+
+# --- obligations ---------------------------------------------------------------------------------
+
+PROPERTIES = ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT")
+BLOCK = {0: 128}   # BLOCK_SIZE of the prefix copy: 128 when NUM_STEPS == 0, else 512 (the kernel's constexpr)
+
+
+def block_size(sp) -> int:
+    return BLOCK.get(sp.NUM_STEPS, 512)
+
+
+def _iteration(run, a):
+    """The iteration constant ``k`` of the symbolic loop a store runs in (None outside one)."""
+    for label, cond in a.path:
+        if label.startswith("loop_iter@"):
+            for c in run.result.local_consts:
+                if str(c).startswith("iter@") and _mentions(cond, c):
+                    return c
+    return None
+
+
+def _mentions(e, c):
+    return any(x.get_id() == c.get_id() for x in K_.subterms(e))
+
+
+def _store_indices(run, a):
+    """What an active lane of a store denotes: ``(tensor kind, indices)``."""
+    env = a.env
+    it, b, t = env["iters"].e, env["bid"].e, env["topk_id"].e
+    if a.tensor.name == "kv_indices":
+        if _iteration(run, a) is not None:
+            return "prefix", (it, b, t, env["copy_offset"].e)
+        return "extension", (it, b, t, seq_len(b) + env["extend_offset"].e)
+    return "indptr", (it, env["zid"].e)
+
+
+def _segment(it, b, t):
+    return spec.kv_segment_start(P(b), b, t, K, it, seq_len(b))
+
+
+def kv_cell(it, b, t, col):
+    """The spec's cell of column ``col`` of branch (b, t) in row ``it - 1``."""
+    return spec.kv_indices_cell(width, it, _segment(it, b, t) + col)
+
+
+def kv_domain(it, b, t, col):
+    return z3.And(1 <= it, it <= D, 0 <= b, b < num_seqs, 0 <= t, t < K, 0 <= col,
+                  col < spec.kv_segment_len(seq_len(b), it))
+
+
+def indptr_branch(z):
+    """The branch (b, t) whose program writes kv_indptr entry ``z`` (1 <= z <= bs_d): the
+    branch before it, except entry bs_d, which branch (0, 0) writes."""
+    last = z == spec.draft_branches(num_seqs, K)
+    return z3.If(last, z3.IntVal(0), z / K), z3.If(last, z3.IntVal(0), z % K)
+
+
+def indptr_value(z, it):
+    """``spec.kv_indptr_entry`` of entry ``z`` (positions prefix of the branches before it)."""
+    zb, zt = z / K, z % K
+    return spec.kv_indptr_entry(spec.kv_positions_prefix(P(zb), zt, K, seq_len(zb)), z, it)
+
+
+def owner_pid0(sp, it, b, col):
+    """Program id 0 of the program that writes column ``col`` of row ``it``: step ``it - 1``,
+    plus, with token blocks, the block that owns the column's 512-slot tile (block 0 for the
+    extension)."""
+    if sp.NUM_STEPS == 0:
+        return it - 1
+    tile = col / block_size(sp)
+    return (it - 1) + sp.NUM_STEPS * z3.If(col < seq_len(b), tile % blocks, z3.IntVal(0))
+
+
+def _value_of_token(run, b, pos):
+    r2t, pool_row = run.functions["req_to_token"][0], run.functions["pool_row"][0]
+    return r2t(pool_row(b) * r2t_width + pos)
+
+
+def _div_lemmas(sp, col):
+    """Division facts at a cell's column: its 512-slot tile and the tile's token block."""
+    out = [SL.at(SL.div_mod_range, col, z3.IntVal(block_size(sp)))]
+    if sp.NUM_STEPS:
+        tile = col / block_size(sp)
+        out += [SL.at(SL.div_mod_range, tile, blocks), SL.at(SL.div_lt, tile % blocks, blocks, z3.IntVal(1))]
+    return out
+
+
+def _program_lemmas(run, a):
+    """Division facts at a store's own terms (token blocks): the program's step and block
+    ``pid0 = (pid0 mod N) + N*(pid0 div N)``, ``grid0 div N = blocks``, and the column
+    ``(blk + k*blocks)*512 + lane`` of iteration k lies in tile ``blk + k*blocks``."""
+    sp = run.spec
+    if not sp.NUM_STEPS:
+        return []
+    n = z3.IntVal(sp.NUM_STEPS)
+    pid0 = run.result.pid[0]
+    out = [SL.at(SL.div_mod_range, pid0, n), SL.at(SL.div_unique, blocks, z3.IntVal(0), n),
+           SL.at(SL.div_lt, pid0, n, blocks)]
+    k = _iteration(run, a)
+    if k is not None:
+        tile = pid0 / n + k * blocks
+        out += [SL.at(SL.div_unique, tile, LANES[0], z3.IntVal(block_size(sp))),
+                SL.at(SL.div_unique, k, pid0 / n, blocks)]
+    return out
+
+
+def _bound_lemmas(sp, fi, fc):
+    """Division facts at the chosen program of a spec cell (coverage): the block of the
+    cell's tile and its step are recovered from ``pid0 = (fi - 1) + N*block``."""
+    out = _div_lemmas(sp, fc)
+    if sp.NUM_STEPS:
+        n = z3.IntVal(sp.NUM_STEPS)
+        tile = fc / block_size(sp)
+        out += [SL.at(SL.div_unique, tile % blocks, fi - 1, n), SL.at(SL.div_unique, z3.IntVal(0), fi - 1, n),
+                SL.at(SL.div_unique, blocks, z3.IntVal(0), n),
+                SL.at(SL.div_unique, tile / blocks, tile % blocks, blocks)]
+    return out
+
+
+def footprint_obligations(run) -> list:
+    from .footprint import cover, sound
+
+    sp = run.spec
+    out = []
+    fi, fb, ft, fc, fz = z3.Ints("cell_iters cell_b cell_t cell_c cell_z")
+    pid0, pid1, pid2 = run.result.pid
+    bs_d = spec.draft_branches(num_seqs, K)
+    for i, a in enumerate(run.result.accesses):
+        if a.kind != "store":
+            continue
+        kind, idx = _store_indices(run, a)
+        if kind in ("prefix", "extension"):
+            it, b, t, col = idx
+            if kind == "prefix":
+                value, what = _value_of_token(run, b, col), "req_to_token[row, c]"
+                dom = lambda it_, b_, t_, c_: z3.And(kv_domain(it_, b_, t_, c_), c_ < seq_len(b_))
+            else:
+                e = col - seq_len(b)
+                value = _value_of_token(run, b, spec.kv_extension_read(seq_len(b), t, e, K, D, page))
+                what = "req_to_token[row, spec.kv_extension_read(seq_len[b], t, e, K, D, page_size)]"
+                dom = lambda it_, b_, t_, c_: z3.And(kv_domain(it_, b_, t_, c_), c_ >= seq_len(b_))
+            out.append(sound(run, a, i, f"spec.kv_indices_cell(width, iters, kv_segment_start(...) + col) of its "
+                             f"(iters, b, t, col), {kind} column, with value {what}",
+                             dom(it, b, t, col), kv_cell(it, b, t, col), value))
+            bind = [(pid0, owner_pid0(sp, fi, fb, fc)), (pid1, fb), (pid2, ft)]
+            k = _iteration(run, a)
+            if kind == "prefix":
+                tile = fc / block_size(sp)
+                bind.append((LANES[0], fc % block_size(sp)))
+                bind.append((k, tile if sp.NUM_STEPS == 0 else tile / blocks))
+            else:
+                bind.append((LANES[0], fc - seq_len(fb)))
+            out.append(cover(run, a, i, f"of the spec's {kind} columns (spec.kv_indices_cell(...))",
+                             (fi, fb, ft, fc), dom(fi, fb, ft, fc), bind, [(it, fi), (b, fb), (t, ft), (col, fc)],
+                             _bound_lemmas(sp, fi, fc)))
+        else:
+            it, z = idx
+            out.append(sound(run, a, i, "spec.kv_indices_cell(kv_indptr_stride, iters, z) for 1 <= z <= bs_d, with "
+                             "value spec.kv_indptr_entry(kv_positions_prefix(P[z div K], z mod K, ...), z, iters)",
+                             z3.And(1 <= it, it <= D, 1 <= z, z <= bs_d), spec.kv_indices_cell(indptr_stride, it, z),
+                             indptr_value(z, it),
+                             [SL.at(SL.div_unique, pid1, pid2, K), K_.instantiate(L.positions_prefix(), pid1 + 1)]))
+            zb, zt = indptr_branch(fz)
+            dom = z3.And(1 <= fi, fi <= D, 1 <= fz, fz <= bs_d)
+            out.append(cover(run, a, i, "spec.kv_indices_cell(kv_indptr_stride, iters, z), 1 <= z <= bs_d "
+                             "(entry 0 is the caller's zero)", (fi, fz), dom,
+                             [(pid0, owner_pid0(sp, fi, zb, z3.IntVal(0)) if sp.NUM_STEPS == 0 else fi - 1),
+                              (pid1, zb), (pid2, zt)], [(it, fi), (z, fz)],
+                             [SL.at(SL.div_mod_range, fz, K), SL.at(SL.div_lt, fz - 1, K, num_seqs)]
+                             + _bound_lemmas(sp, fi, z3.IntVal(0))))
+    return out
+
+
+def race_obligations(run) -> list:
+    """Race freedom from three facts: every store's lane writes the spec cell of the indices
+    it denotes (FOOTPRINT soundness), the program is a function of those indices (``owner``
+    here), and the spec's cell map is strictly increasing in the lexicographic order of the
+    indices, hence injective (``race`` here, over spec terms only).  Two programs storing
+    one cell would denote the same indices and so be the same program."""
+    from .obligations import Obligation
+
+    sp = run.spec
+    out = []
+    pid0, pid1, pid2 = run.result.pid
+    for i, a in enumerate(run.result.accesses):
+        if a.kind != "store":
+            continue
+        kind, idx = _store_indices(run, a)
+        if kind == "indptr":
+            it, z = idx
+            zb, zt = indptr_branch(z)
+            goal = z3.And(pid0 == owner_pid0(sp, it, zb, z3.IntVal(0)) if sp.NUM_STEPS == 0 else pid0 == it - 1,
+                          pid1 == zb, pid2 == zt)
+            lem = [SL.at(SL.div_unique, pid1, pid2, K)] + _program_lemmas(run, a)
+        else:
+            it, b, t, col = idx
+            goal = z3.And(pid0 == owner_pid0(sp, it, b, col), pid1 == b, pid2 == t)
+            lem = _div_lemmas(sp, col) + _program_lemmas(run, a)
+        out.append(Obligation(f"owner-{a.tensor.name}@{a.line}#{i}", "region", a.line,
+                              "the program storing a cell is the one the spec assigns to the indices it denotes",
+                              run.base_hyps(a.path, a.shape, a.mask), goal, list(run.lemmas) + lem))
+    out += _injective(run)
+    return out
+
+
+def _injective(run) -> list:
+    from .obligations import Obligation
+
+    A = z3.Ints("itA bA tA cA")
+    B = z3.Ints("itB bB tB cB")
+    # spec terms only: the host's sizing and shape facts, none of the kernel's launch facts
+    keep = ("topk_positive", "num_steps_positive", "page_size_positive", "context_positive", "batch_nonempty",
+            "batch_is_num_seqs", "width_from_sizing", "sized_for_the_batch", "indptr_row_width")
+    hyps = {label: cond for label, cond in run.hyps.items()
+            if label in keep or label in run.host_width_hyps}
+    hyps["indices_A"] = kv_domain(*A)
+    hyps["indices_B"] = kv_domain(*B)
+    (ia, ba, ta, ca), (ib, bb, tb, cb) = A, B
+    lem = [lm for lm in (K_.instantiate(L.prefix_room(), num_seqs), _mul_mono(num_seqs, alloc_bs, K * C),
+                         _mul_mono(P(num_seqs) + num_seqs * D, num_seqs * C, K))
+           if not (set(lm.assumptions) & set(run.host.drop))]
+    cases = {
+        "row": (ia < ib, [SL.at(SL.kv_segment_in_row, P(ba), P(num_seqs), ba, num_seqs, ta, ia, seq_len(ba), K, D,
+                                width), _mul_mono(ia, ib - 1, width),
+                          K_.instantiate(L.prefix_monotone(), num_seqs, ba + 1), _mul_mono(P(ba + 1), P(num_seqs), K),
+                          K_.instantiate(L.prefix_bound(), bb),
+                          SL.at(SL.kv_segment_start_nonneg, P(bb), bb, tb, K, ib, seq_len(bb))]),
+        "request": (z3.And(ia == ib, ba < bb), [K_.instantiate(L.prefix_monotone(), bb, ba + 1),
+                                                 _mul_mono(P(ba + 1), P(bb), K), _mul_mono(ba + 1, bb, ia * K),
+                                                 _mul_mono(ta, K - 1, seq_len(ba) + ia),
+                                                 _mul_mono(z3.IntVal(0), tb, seq_len(bb) + ib)]),
+        "branch": (z3.And(ia == ib, ba == bb, ta < tb), [_mul_mono(ta + 1, tb, seq_len(ba) + ia)]),
+        "column": (z3.And(ia == ib, ba == bb, ta == tb, ca < cb), []),
+    }
+    out = []
+    for name, (case, extra) in cases.items():
+        h = dict(hyps)
+        h[f"first_difference_{name}"] = case
+        out.append(Obligation(f"injective-kv_indices/{name}", "race", 0,
+                              f"the spec's kv_indices cells are strictly increasing in (iters, b, t, col): indices "
+                              f"that first differ in {name} map to increasing cells", h,
+                              kv_cell(*A) < kv_cell(*B), lem + extra))
+    zA, zB = z3.Ints("zA zB")
+    bs_d = spec.draft_branches(num_seqs, K)
+    h = dict(run.hyps)
+    h["entries"] = z3.And(1 <= ia, ia <= D, 1 <= ib, ib <= D, 1 <= zA, zA <= bs_d, 1 <= zB, zB <= bs_d)
+    h["lexicographic"] = z3.Or(ia < ib, z3.And(ia == ib, zA < zB))
+    out.append(Obligation("injective-kv_indptr", "race", 0, "the spec's kv_indptr cells are strictly increasing in "
+                          "(iters, z)", h, spec.kv_indices_cell(indptr_stride, ia, zA)
+                          < spec.kv_indices_cell(indptr_stride, ib, zB), [_mul_mono(ia, ib - 1, indptr_stride)]))
+    return out
+
+
+def split_by_program_cases(run, obs) -> list:
+    """Each obligation once per case of the program-level conditions inside its goal (the
+    ``zid == 0`` of the last kv_indptr entry): smaller queries; a case is dropped only when
+    the core proves the preconditions exclude it."""
+    from dataclasses import replace
+
+    out = []
+    for ob in obs:
+        cases = run._scalar_cases(ob.goal, program_ids=True)
+        for label, case in cases:
+            if case is None:
+                out.append(ob)
+                continue
+            # the goal with the case's conditions decided (equivalent under the case hypothesis)
+            decided = [(c, z3.BoolVal(True)) for c in _conjuncts(case) if not z3.is_not(c)]
+            decided += [(c.arg(0), z3.BoolVal(False)) for c in _conjuncts(case) if z3.is_not(c)]
+            goal = z3.simplify(z3.substitute(ob.goal, *decided)) if decided else ob.goal
+            out.append(replace(ob, id=ob.id + label, goal=goal, hyps={**ob.hyps, f"case:{label}": case}))
+    return out
+
+
+def _conjuncts(c):
+    return [x for ch in c.children() for x in _conjuncts(ch)] if z3.is_and(c) else [c]
+
+
+def obligations(run, prop: str) -> list:
+    from .theorems import PROPERTIES as KINDS
+
+    kinds = KINDS[prop][0]
+    scoped = {label: cond for label, cond in run.hyps.items() if label.endswith(SCOPED)}
+    hyps = run.hyps
+    run.hyps = {label: cond for label, cond in hyps.items() if label not in scoped}
+    try:
+        obs = _obligations(run, kinds)
+    finally:
+        run.hyps = hyps
+    for ob in obs:   # a scoped precondition joins the no-wrap queries that mention its symbols
+        for label, cond in scoped.items():
+            if ob.kind == "wrap" and _shares_symbol(cond, ob.goal):
+                ob.hyps[label[: -len(SCOPED)]] = cond
+    return obs
+
+
+SCOPED = "!scoped"
+
+
+def _shares_symbol(cond, goal) -> bool:
+    names = {str(x) for x in K_.subterms(cond) if z3.is_const(x) and not z3.is_int_value(x)} - {"K", "D"}
+    return any(z3.is_const(x) and str(x) in names for x in K_.subterms(goal))
+
+
+def _obligations(run, kinds) -> list:
+    obs = []
+    if "bounds" in kinds:
+        for ob in run.bounds_obligations():
+            if ob.replay == ("oob", "req_to_token"):
+                ob.lemmas = ob.lemmas + run.read_lemmas
+            obs.append(ob)
+    obs += split_by_program_cases(run, run.executor_obligations(kinds))
+    if "region" in kinds:
+        obs += split_by_program_cases(run, race_obligations(run))
+    if "footprint" in kinds:
+        obs += split_by_program_cases(run, footprint_obligations(run))
+    return obs
+
+
+# --- proving, refuting, replaying --------------------------------------------------------------------
+
+# Preconditions sglang does not check, each refuted by a replay when left out.
+UNCHECKED = {
+    "draft_room": "seq_len[b] + num_steps <= max_context_len (spec.draft_room_ok): the scheduler keeps it, "
+                  "no launch site asserts it",
+    "row_offsets_int32_kv_indices_stride": "(num_steps - 1) * kv_indices_stride < 2^31 "
+                                           "(spec.int32_row_offsets_ok): sglang asserts only the row width < 2^31",
+}
+REPLAY_LIMITS = {"num_seqs": (1, 3), "topk": (1, 3), "num_steps": (1, 4), "page_size": (1, 4), "C": (1, 24),
+                 "width": (0, 400), "alloc_bs": (1, 4), "indptr_stride": (1, 20), "row_stride": (1, 200),
+                 "pool_rows": (1, 6), "grid0": (1, 8), "token_blocks": (1, 2)}
+
+
+def prove(sp: KvSpec, path: str, host: Host | None = None, progress=None) -> list:
+    from .sglang_common import prove as prove_run
+
+    run = run_kernel(sp, path, host)
+    return prove_run(run, obligations, PROPERTIES, progress)
+
+
+def refute_without(sp: KvSpec, path: str, precondition: str, host: Host | None = None):
+    """Leave one precondition out: the property it protects must fail, and the counterexample,
+    replayed on the kernel at ``path`` under the checked interpreter, must reproduce it."""
+    from dataclasses import replace as dc_replace
+
+    from .sglang_common import refute
+
+    host = dc_replace(host or Host(), drop=tuple((host.drop if host else ())) + (precondition,))
+    run = run_kernel(sp, path, host)
+    props = ("NO-WRAP",) if precondition.startswith("row_offsets") else ("IN-BOUNDS",)
+    return refute(run, obligations, props, lambda conc: replay(sp, conc, path), REPLAY_LIMITS,
+                  batch_cap=REPLAY_LIMITS["num_seqs"][1], expect=("oob", "assert", "wrap"))
+
+
+def expected_outputs(seq, rows, r2t, k, d, page, width, stride):
+    """kv_indices / kv_indptr as the spec defines them (zero where nothing is written), or
+    None when a spec cell lies outside the buffers (the batch breaks the contract)."""
+    import torch
+
+    out_i = torch.zeros(d * width, dtype=torch.int64)
+    out_p = torch.zeros(d * stride, dtype=torch.int64)
+    prefix = spec.prefix_sums(seq)
+    flat = r2t.reshape(-1)
+    row_w = r2t.shape[1]
+    for it in range(1, d + 1):
+        for b, s in enumerate(seq):
+            for t in range(k):
+                start = spec.kv_segment_start(prefix[b], b, t, k, it, s)
+                for col in range(spec.kv_segment_len(s, it)):
+                    cell = spec.kv_indices_cell(width, it, start + col)
+                    pos = col if col < s else spec.kv_extension_read(s, t, col - s, k, d, page)
+                    if not (0 <= cell < d * width and 0 <= pos < row_w):
+                        return None
+                    out_i[cell] = flat[rows[b] * row_w + pos]
+        for z in range(1, spec.draft_branches(len(seq), k) + 1):
+            zb, zt = divmod(z, k)
+            s_zb = seq[zb] if zb < len(seq) else 0
+            cell = spec.kv_indices_cell(stride, it, z)
+            if cell >= d * stride:
+                return None
+            out_p[cell] = spec.kv_indptr_entry(spec.kv_positions_prefix(prefix[zb], zt, k, s_zb), z, it)
+    return out_i, out_p
+
+
+def replay(sp: KvSpec, conc: dict, path: str):
+    """Launch sglang's kernel (source at ``path``) on the concrete batch, as the launch sites
+    do, under the checked interpreter: ``oob`` / ``assert`` / ``race``, else ``output`` when
+    the buffers differ from the spec's, else ``none``."""
+    import torch
+
+    from .replay import Replay, _checked_fault
+    from .sglang_common import load_jit
+
+    ns_, k, d = conc["num_seqs"], conc["topk"], conc["num_steps"]
+    page = conc["page_size"] if sp.paged else 1
+    contents = conc["_contents"]
+    seq = [max(0, contents["seq_len"](i)) for i in range(ns_)]
+    row_stride, pool = max(conc["row_stride"], 1), max(conc["pool_rows"], 1)
+    rows = [min(max(contents["pool_row"](i), 0), pool - 1) for i in range(ns_)]
+    width, stride = conc["width"], conc["indptr_stride"]
+    grid = (conc["grid0"], ns_, k)
+    inputs = {"num_seqs": ns_, "topk": k, "num_steps": d, "page_size": page, "seq_lens": seq,
+              "req_pool_indices": rows, "row_stride": row_stride, "kv_indices": [d, width],
+              "kv_indptr": [d, stride], "grid": list(grid), "spec": sp.label}
+    kernel = load_jit(path, KERNEL)
+    r2t = torch.arange(pool * row_stride, dtype=torch.int32).reshape(pool, row_stride) + 1000
+    kv_indices = torch.zeros((d, width), dtype=torch.int32)
+    kv_indptr = torch.zeros((d, stride), dtype=torch.int32)
+    seq_t = torch.tensor(seq, dtype=getattr(torch, sp.seq_lens_dtype))
+    positions = torch.tensor(seq, dtype=torch.int64).repeat_interleave(k)
+    rows_t = torch.tensor(rows, dtype=torch.int64)
+
+    def launch():
+        kernel[grid](rows_t, r2t, seq_t, kv_indices, kv_indptr, positions, row_stride, width, stride,
+                     sp.bs_upper, sp.iter_upper, sp.num_tokens_upper, page, NUM_STEPS=sp.NUM_STEPS)
+    try:
+        fault = _checked_fault(launch, inputs)
+    except Exception as exc:  # noqa: BLE001 - e.g. Triton's int32 overflow check in debug mode
+        if "overflow" in str(exc).lower():
+            return Replay("wrap", f"{type(exc).__name__}: {exc}", inputs)
+        raise
+    if fault is not None:
+        return fault
+    want = expected_outputs(seq, rows, r2t, k, d, page, width, stride)
+    if want is None:
+        return Replay("none", "the batch breaks the contract (a spec cell lies outside the buffers) and the "
+                      "launch stayed in bounds", inputs)
+    if not (torch.equal(kv_indices.reshape(-1).to(torch.int64), want[0])
+            and torch.equal(kv_indptr.reshape(-1).to(torch.int64), want[1])):
+        return Replay("output", "kv_indices / kv_indptr differ from the spec's", inputs)
+    return Replay("none", "the launch matched the spec", inputs)
