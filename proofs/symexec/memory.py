@@ -25,7 +25,7 @@ from __future__ import annotations
 import z3
 
 from .flow import MemState
-from .values import LANES, Unsupported, as_bool, as_int, lane_vars_in
+from .values import at, LANES, Unsupported, as_bool, as_int, lane_vars_in
 
 
 def initial(ex, t):
@@ -38,7 +38,7 @@ def initial(ex, t):
         if not t.dtype.is_bool:
             lo, hi = t.dtype.lo(), t.dtype.hi()
             ex.functions[f.name()] = (f, lambda app, lo=lo, hi=hi, nm=f.name(): {
-                f"{nm}_in_dtype@{app.arg(0)}": z3.And(app >= lo, app < hi)})
+                f"{nm}_in_dtype@{at(app.arg(0))}": z3.And(app >= lo, app < hi)})
         else:
             ex.functions[f.name()] = (f, lambda app: {})
     return f
@@ -128,7 +128,8 @@ def prefix_sum(ex, x, size, line):
     pf, schema = t.prefix
     ex.functions.setdefault(pf.name(), (pf, schema))
     if _in_range(ex, c0, xb, size, line):   # proved under the path: the plain prefix difference
-        return z3.If(rest, pf(c0 + xb) - pf(c0), z3.IntVal(0))
+        plain = pf(xb) if z3.is_int_value(c0) and c0.as_long() == 0 else pf(c0 + xb) - pf(c0)  # Pf(0) = 0
+        return z3.If(rest, plain, z3.IntVal(0))
     # lanes 0 .. min(x, N) - 1 are summed: a bound above N truncates the sum (the comparison
     # raised the no-truncation obligation x <= N); an offset before the tensor is out of bounds
     unknown = z3.Function(f"{t.name}_sum_before_start@{line}", z3.IntSort(), z3.IntSort(), z3.IntSort())

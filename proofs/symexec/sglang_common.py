@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+import z3
+
 from .obligations import check
 
 
@@ -20,14 +22,93 @@ def prove(run, obligations: Callable, props, progress: Callable | None = None) -
     from .theorems import theorem_result
 
     out = []
+    shared = Shared()
     for prop in props:
         start = time.perf_counter()
-        outcomes = [check(ob, run.functions) for ob in obligations(run, prop)]
+        outcomes = check_all(obligations(run, prop), run.functions, shared)
         res = theorem_result(run, prop, outcomes, time.perf_counter() - start, [])
         out.append(res)
         if progress is not None:
             progress(res)
     return out
+
+
+# --- many obligations of one unrolled kernel --------------------------------------------------
+
+PATH_ONLY = ("if@", "not_returned@")   # branch conditions: what a path-free proof leaves out
+QUICK_RLIMIT = 500_000
+
+
+@dataclass
+class Shared:
+    """Proofs and witnesses shared between the obligations of one run."""
+
+    proofs: dict = field(default_factory=dict)      # key -> Proof (of the goal under fewer hypotheses)
+    witnesses: list = field(default_factory=list)   # [(hypothesis keys, lemma ids, model)]
+
+
+def _key(label, formula):
+    return (label, formula.get_id() if hasattr(formula, "get_id") else repr(formula))
+
+
+def check_all(obs, functions, shared: Shared | None = None) -> list:
+    """``obligations.check`` for each obligation, with sound shortcuts that matter for an
+    unrolled scalar kernel (hundreds of accesses whose offsets repeat under different branch
+    conditions):
+
+    * a goal is first tried without the branch conditions (dropping hypotheses is sound), one
+      short attempt; the proof is shared by every obligation with the same goal and remaining
+      hypotheses, and it is witnessed by a model of the hypotheses it was proved from (what
+      makes a proof non-vacuous; such an access is not itself shown reachable, so a dead one
+      is reported proved rather than ``dead``);
+    * a witness of an obligation also witnesses any obligation whose hypotheses and lemmas
+      are a subset of its own (the longest paths are searched first).
+
+    Anything else is the ordinary ``check`` (portfolio, witness search, dead accesses)."""
+    from specbound.proofs import kernel
+
+    from .obligations import Outcome, _witness, instantiate
+
+    shared = shared or Shared()
+    order = sorted(range(len(obs)), key=lambda i: -len(obs[i].hyps))
+    outcomes: dict = {}
+    base_inst: dict = {}
+    for i in order:
+        ob = obs[i]
+        start = time.perf_counter()
+        lemma_ids = {id(lm) for lm in ob.lemmas}
+        base = {label: f for label, f in ob.hyps.items() if not label.startswith(PATH_ONLY)}
+        bkey = (frozenset(_key(label, f) for label, f in base.items()), tuple(sorted(lemma_ids)))
+        pkey = (ob.goal.get_id(), bkey)
+        proof = shared.proofs.get(pkey)
+        if proof is None:
+            if bkey not in base_inst:
+                base_inst[bkey] = instantiate(base, z3.BoolVal(True), functions, ob.lemmas)
+            hyps, lemmas = base_inst[bkey]
+            goal_hyps, goal_lemmas = instantiate({}, ob.goal, functions, [])
+            hyps = {**hyps, **goal_hyps}
+            lemmas = lemmas + [lm for lm in goal_lemmas if all(lm is not x for x in lemmas)]
+            try:
+                proof = kernel.check(ob.id, ob.goal, hyps=hyps, by=lemmas, rlimit=QUICK_RLIMIT, resolve_ifs=True)
+                shared.proofs[pkey] = proof
+            except (kernel.Refuted, kernel.Unknown):
+                proof = None
+        if proof is not None:
+            from dataclasses import replace
+            found, reason, _h, _l = _witness(replace(ob, hyps=base), functions)
+            if not reason and found is not None:
+                outcomes[i] = Outcome(ob, "proved", time.perf_counter() - start, proof, None, found.model,
+                                      "proved without its branch conditions")
+                continue
+        keys = {_key(label, f) for label, f in ob.hyps.items()}
+        witness = next((m for hk, lk, m in shared.witnesses if keys <= hk and lemma_ids <= lk), None)
+        out = check(ob, functions, witness=witness is None)
+        if witness is not None and out.status == "proved":
+            out.witness = witness
+        if out.witness is not None:
+            shared.witnesses.append((keys, lemma_ids, out.witness))
+        outcomes[i] = out
+    return [outcomes[i] for i in range(len(obs))]
 
 
 @dataclass

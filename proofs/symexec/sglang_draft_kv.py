@@ -47,10 +47,12 @@ from specbound.proofs.model import C, D, K, P, Q, bs, labelled, num_seqs, page, 
 from . import lemmas as SL
 from .interp import Executor
 from .models import Run, _int32_args, _mul_mono, _prefix_schema, _register, make_oracle
-from .values import DTYPES, INT32, INT64, LANES, TensorModel, V
+from .values import at, DTYPES, INT32, INT64, LANES, TensorModel, V
 
 KERNEL = "generate_draft_decode_kv_indices"
 SOURCE = "kernels/ops/speculative/cache_locs.py"   # inside the sglang package (0.5.23)
+
+SCOPED = "!scoped"   # a precondition given only to the no-wrap queries that mention its symbols
 
 alloc_bs = z3.Int("alloc_bs")            # requests the kv_indices row was sized for
 indptr_stride = z3.Int("indptr_stride")
@@ -78,6 +80,18 @@ class KvSpec:
                 f"num_tokens_upper={self.num_tokens_upper},seq_lens={self.seq_lens_dtype}")
 
 
+def kernel_params(path: str) -> list:
+    """The kernel's parameter names, read from its source."""
+    import ast
+
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == KERNEL:
+            return [a.arg for a in node.args.args]
+    from .values import Unsupported
+    raise Unsupported(f"no function {KERNEL} in {path}")
+
+
 def default_width(alloc, k, c):
     """sglang's sizing as the spec states it: ``draft_kv_indices_buffer_width``, with the
     helper's own ``< 2^31`` assert as its path condition."""
@@ -100,7 +114,7 @@ class Host:
 def _positions_schema(app):
     z = app.arg(0)
     return {"positions_zero": Q(0) == 0,
-            f"positions_step@{z}": z3.Implies(z >= 0, Q(z + 1) == Q(z) + seq_len(z / K))}
+            f"positions_step@{at(z)}": z3.Implies(z >= 0, Q(z + 1) == Q(z) + seq_len(z / K))}
 
 
 def preconditions(sp: KvSpec, host: Host) -> tuple[dict, dict]:
@@ -117,7 +131,7 @@ def preconditions(sp: KvSpec, host: Host) -> tuple[dict, dict]:
     # not checked by sglang: each row's offset kv_indices_stride * iters is an int32 product
     # (kept apart: only the queries that mention the stride get it, see ``obligations``)
     for stride, name in ((width, "kv_indices_stride"), (indptr_stride, "kv_indptr_stride")):
-        hyps.update({f"{label}!scoped": cond for label, cond in
+        hyps.update({f"{label}{SCOPED}": cond for label, cond in
                      labelled(spec.int32_row_offsets_ok(D, stride, name)).items()})
     hyps["indptr_row_width"] = indptr_stride >= spec.draft_branches(num_seqs, K) + 1
     hyps["req_to_token_pool"] = z3.And(pool_rows >= 1, r2t_width >= 1)
@@ -146,6 +160,7 @@ def preconditions(sp: KvSpec, host: Host) -> tuple[dict, dict]:
                        lambda i: spec.kv_req_to_token_span(seq_len(i), K, D, page) <= r2t_width}
     for name in host.drop:
         hyps.pop(name, None)
+        hyps.pop(name + SCOPED, None)
         per_request.pop(name, None)
     return hyps, per_request
 
@@ -154,9 +169,9 @@ def _seq_schema(per_request):
     def schema(app):
         i = app.arg(0)
         guard = z3.And(0 <= i, i < num_seqs)
-        out = {f"{c.name}@{i}": z3.Implies(guard, c.holds) for c in spec.seq_len_ok(seq_len(i), C)}
+        out = {f"{c.name}@{at(i)}": z3.Implies(guard, c.holds) for c in spec.seq_len_ok(seq_len(i), C)}
         for name, f in per_request.items():
-            out[f"{name}@{i}"] = z3.Implies(guard, f(i))
+            out[f"{name}@{at(i)}"] = z3.Implies(guard, f(i))
         return out
     return schema
 
@@ -174,13 +189,13 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
     def pool_row_schema(app):
         i = app.arg(0)
         guard = z3.And(0 <= i, i < num_seqs)
-        out = {f"pool_row_in_req_to_token@{i}": z3.Implies(guard, z3.And(0 <= app, app < pool_rows))}
+        out = {f"pool_row_in_req_to_token@{at(i)}": z3.Implies(guard, z3.And(0 <= app, app < pool_rows))}
         if row_reads is not None:
-            out[f"req_to_token_row_covers_reads@{i}"] = z3.Implies(guard, row_reads(i))
+            out[f"req_to_token_row_covers_reads@{at(i)}"] = z3.Implies(guard, row_reads(i))
         return out
     _register(functions, pool_row, pool_row_schema)
     _register(functions, r2t, lambda app: {
-        f"req_to_token_int32@{app.arg(0)}": z3.And(app >= INT32.lo(), app < INT32.hi())})
+        f"req_to_token_int32@{at(app.arg(0))}": z3.And(app >= INT32.lo(), app < INT32.hi())})
     _register(functions, seq_len, _seq_schema(per_request))
     _register(functions, P, _prefix_schema(num_seqs))
     _register(functions, Q, _positions_schema)
@@ -199,8 +214,15 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
         "positions": TensorModel("positions", numel["positions"], INT64, lambda z: seq_len(z / K),
                                  prefix=(Q, _positions_schema)),
     }
+    params = kernel_params(path)
+    if sp.NUM_STEPS and "NUM_STEPS" not in params:
+        from .values import Unsupported
+        raise Unsupported(f"specialization NUM_STEPS={sp.NUM_STEPS}: this release's kernel has no token-block "
+                          "launch (no NUM_STEPS parameter)")
+    # the req_to_token row stride: a runtime argument (0.5.23) or the constexpr pool_len (older releases)
     scalars = {"row_stride": V(r2t_width, (), INT32)}
-    constexprs = {"kv_indices_stride": V(width, (), INT32), "kv_indptr_stride": V(indptr_stride, (), INT32),
+    constexprs = {"pool_len": V(r2t_width, (), INT32),
+                  "kv_indices_stride": V(width, (), INT32), "kv_indptr_stride": V(indptr_stride, (), INT32),
                   "bs_upper": sp.bs_upper, "iter_upper": sp.iter_upper, "num_tokens_upper": sp.num_tokens_upper,
                   "page_size": 1 if not sp.paged else V(page, (), INT32), "NUM_STEPS": sp.NUM_STEPS}
     ex = Executor(path, KERNEL, constexprs=constexprs, scalars=scalars, tensors=tensors,
@@ -216,7 +238,7 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
     run = Run("SGLANG-DRAFT-KV", sp.label, res, hyps, functions, tensors, {}, None, None, report,
               list(res.side_proofs))
     run.spec, run.host, run.host_width_hyps = sp, host, sizing
-    run.lemmas += _lemmas(res, pool_row)
+    run.lemmas += _lemmas(sp, res, pool_row)
     # a lemma proved from a left-out precondition (L-PREFIX-ROOM from draft room) would put
     # it back: such lemmas go with it
     run.lemmas = [lm for lm in run.lemmas if not (set(lm.assumptions) & set(host.drop))]
@@ -227,20 +249,12 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
     return run
 
 
-def _kernel_value(res, name):
-    """A kernel variable's value at the stores (the same term at every store of a run)."""
-    for a in res.accesses:
-        if a.kind == "store" and isinstance(a.env.get(name), V):
-            return a.env[name].e
-    raise KeyError(f"{KERNEL}: no store sees the kernel variable {name!r} (has the source changed?)")
-
-
-def _lemmas(res, pool_row) -> list:
+def _lemmas(sp, res, pool_row) -> list:
     """Lemma instances at the program's own terms: the branch segment stays in its row
     (L-KV-SEGMENT-IN-ROW, with the capacity that draft room and sglang's width give),
     the extension reads stay in the request's req_to_token row, the positions prefix."""
     b, t = res.pid[1], res.pid[2]
-    it = _kernel_value(res, "iters")
+    it = iters_of(sp, res.pid[0])
     s = seq_len(b)
     return [K_.instantiate(L.prefix_room(), num_seqs), _mul_mono(num_seqs, alloc_bs, K * C),
             K_.instantiate(L.prefix_bound(), b), K_.instantiate(L.prefix_bound(), b + 1),
@@ -258,11 +272,21 @@ def _lemmas(res, pool_row) -> list:
 # --- obligations ---------------------------------------------------------------------------------
 
 PROPERTIES = ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT")
-BLOCK = {0: 128}   # BLOCK_SIZE of the prefix copy: 128 when NUM_STEPS == 0, else 512 (the kernel's constexpr)
+
+# Every store is read through the launch layout, never through kernel variable names: program
+# (pid0, pid1, pid2) works on step ``iters`` (from pid0), request pid1 and branch pid2, and a
+# store's column is its address minus the start of that branch's segment.  So a release that
+# renames the kernel's variables is still proved, and one that changes the layout fails.
 
 
-def block_size(sp) -> int:
-    return BLOCK.get(sp.NUM_STEPS, 512)
+def iters_of(sp, pid0):
+    """The step (1-based) program ``pid0`` works on: the launch layout of the grid's axis 0."""
+    return pid0 + 1 if sp.NUM_STEPS == 0 else pid0 % sp.NUM_STEPS + 1
+
+
+def block_of(sp, pid0):
+    """The token block of program ``pid0`` (0 without token blocks)."""
+    return z3.IntVal(0) if sp.NUM_STEPS == 0 else pid0 / sp.NUM_STEPS
 
 
 def _iteration(run, a):
@@ -279,17 +303,6 @@ def _mentions(e, c):
     return any(x.get_id() == c.get_id() for x in K_.subterms(e))
 
 
-def _store_indices(run, a):
-    """What an active lane of a store denotes: ``(tensor kind, indices)``."""
-    env = a.env
-    it, b, t = env["iters"].e, env["bid"].e, env["topk_id"].e
-    if a.tensor.name == "kv_indices":
-        if _iteration(run, a) is not None:
-            return "prefix", (it, b, t, env["copy_offset"].e)
-        return "extension", (it, b, t, seq_len(b) + env["extend_offset"].e)
-    return "indptr", (it, env["zid"].e)
-
-
 def _segment(it, b, t):
     return spec.kv_segment_start(P(b), b, t, K, it, seq_len(b))
 
@@ -302,6 +315,21 @@ def kv_cell(it, b, t, col):
 def kv_domain(it, b, t, col):
     return z3.And(1 <= it, it <= D, 0 <= b, b < num_seqs, 0 <= t, t < K, 0 <= col,
                   col < spec.kv_segment_len(seq_len(b), it))
+
+
+def _store_indices(run, a):
+    """What an active lane of a store denotes, from the program ids and its address:
+    ``("kv_indices", (iters, b, t, col))`` or ``("kv_indptr", (iters, z))``."""
+    pid0, pid1, pid2 = run.result.pid
+    it = iters_of(run.spec, pid0)
+    # (simplified to a sum of monomials: the row and segment terms cancel, leaving the lane term)
+    if a.tensor.name == "kv_indices":
+        col = z3.simplify(a.off.e - kv_cell(it, pid1, pid2, z3.IntVal(0)), som=True)
+        return "kv_indices", (it, pid1, pid2, col)
+    if a.tensor.name == "kv_indptr":
+        return "kv_indptr", (it, z3.simplify(a.off.e - spec.kv_indices_cell(indptr_stride, it, z3.IntVal(0)), som=True))
+    from .values import Unsupported
+    raise Unsupported(f"footprint map: a store to {a.tensor.name}, which the spec does not name", a.line)
 
 
 def indptr_branch(z):
@@ -317,34 +345,35 @@ def indptr_value(z, it):
     return spec.kv_indptr_entry(spec.kv_positions_prefix(P(zb), zt, K, seq_len(zb)), z, it)
 
 
-def owner_pid0(sp, it, b, col):
-    """Program id 0 of the program that writes column ``col`` of row ``it``: step ``it - 1``,
-    plus, with token blocks, the block that owns the column's 512-slot tile (block 0 for the
-    extension)."""
+def owner_block(sp, b, col, tile):
+    """The token block that writes column ``col`` of request b's branch segment: the block of
+    the column's ``tile``-slot tile for a prefix column, block 0 for the extension."""
     if sp.NUM_STEPS == 0:
-        return it - 1
-    tile = col / block_size(sp)
-    return (it - 1) + sp.NUM_STEPS * z3.If(col < seq_len(b), tile % blocks, z3.IntVal(0))
+        return z3.IntVal(0)
+    return z3.If(col < seq_len(b), (col / tile) % blocks, z3.IntVal(0))
 
 
-def _value_of_token(run, b, pos):
+def _token(run, b, pos):
     r2t, pool_row = run.functions["req_to_token"][0], run.functions["pool_row"][0]
     return r2t(pool_row(b) * r2t_width + pos)
 
 
-def _div_lemmas(sp, col):
-    """Division facts at a cell's column: its 512-slot tile and the tile's token block."""
-    out = [SL.at(SL.div_mod_range, col, z3.IntVal(block_size(sp)))]
-    if sp.NUM_STEPS:
-        tile = col / block_size(sp)
-        out += [SL.at(SL.div_mod_range, tile, blocks), SL.at(SL.div_lt, tile % blocks, blocks, z3.IntVal(1))]
-    return out
+def kv_value(run, it, b, t, col):
+    """The value the spec puts in column ``col``: the request's req_to_token entry (prefix
+    column) or the one ``spec.kv_extension_read`` names (extension column)."""
+    s = seq_len(b)
+    return z3.If(col < s, _token(run, b, col),
+                 _token(run, b, spec.kv_extension_read(s, t, col - s, K, D, page)))
+
+
+def _tile(a):
+    return a.shape[0] if a.shape else 1
 
 
 def _program_lemmas(run, a):
-    """Division facts at a store's own terms (token blocks): the program's step and block
-    ``pid0 = (pid0 mod N) + N*(pid0 div N)``, ``grid0 div N = blocks``, and the column
-    ``(blk + k*blocks)*512 + lane`` of iteration k lies in tile ``blk + k*blocks``."""
+    """Division facts at a store's own terms (token blocks): ``pid0 = (pid0 mod N) + N*(pid0
+    div N)``, ``grid0 div N = blocks``, and the column ``(blk + k*blocks)*tile + lane`` of
+    iteration k lies in tile ``blk + k*blocks``."""
     sp = run.spec
     if not sp.NUM_STEPS:
         return []
@@ -355,25 +384,28 @@ def _program_lemmas(run, a):
     k = _iteration(run, a)
     if k is not None:
         tile = pid0 / n + k * blocks
-        out += [SL.at(SL.div_unique, tile, LANES[0], z3.IntVal(block_size(sp))),
-                SL.at(SL.div_unique, k, pid0 / n, blocks)]
+        out += [SL.at(SL.div_unique, tile, LANES[0], z3.IntVal(_tile(a))), SL.at(SL.div_unique, k, pid0 / n, blocks)]
     return out
 
 
-def _bound_lemmas(sp, fi, fc):
-    """Division facts at the chosen program of a spec cell (coverage): the block of the
-    cell's tile and its step are recovered from ``pid0 = (fi - 1) + N*block``."""
-    out = _div_lemmas(sp, fc)
+def _cell_lemmas(sp, fi, fc, tile):
+    """Division facts at the program chosen for a spec cell (coverage): the tile of the
+    column, the tile's block, and the step and block recovered from ``pid0``."""
+    out = [SL.at(SL.div_mod_range, fc, z3.IntVal(tile))]
     if sp.NUM_STEPS:
         n = z3.IntVal(sp.NUM_STEPS)
-        tile = fc / block_size(sp)
-        out += [SL.at(SL.div_unique, tile % blocks, fi - 1, n), SL.at(SL.div_unique, z3.IntVal(0), fi - 1, n),
-                SL.at(SL.div_unique, blocks, z3.IntVal(0), n),
-                SL.at(SL.div_unique, tile / blocks, tile % blocks, blocks)]
+        t_ = fc / tile
+        out += [SL.at(SL.div_mod_range, t_, blocks), SL.at(SL.div_lt, t_ % blocks, blocks, z3.IntVal(1)),
+                SL.at(SL.div_unique, t_ % blocks, fi - 1, n), SL.at(SL.div_unique, z3.IntVal(0), fi - 1, n),
+                SL.at(SL.div_unique, blocks, z3.IntVal(0), n), SL.at(SL.div_unique, t_ / blocks, t_ % blocks, blocks)]
     return out
 
 
 def footprint_obligations(run) -> list:
+    """Soundness: every active lane writes a spec cell of its own branch (column inside the
+    segment, row ``iters - 1``) with the spec's value; kv_indptr entries ``1..bs_d`` with the
+    spec's entry.  Completeness: for every spec cell the program and lane chosen as functions
+    of the cell run the store, active, at that address (entry 0 is the caller's zero)."""
     from .footprint import cover, sound
 
     sp = run.spec
@@ -381,34 +413,32 @@ def footprint_obligations(run) -> list:
     fi, fb, ft, fc, fz = z3.Ints("cell_iters cell_b cell_t cell_c cell_z")
     pid0, pid1, pid2 = run.result.pid
     bs_d = spec.draft_branches(num_seqs, K)
+    n = z3.IntVal(max(sp.NUM_STEPS, 1))
     for i, a in enumerate(run.result.accesses):
         if a.kind != "store":
             continue
         kind, idx = _store_indices(run, a)
-        if kind in ("prefix", "extension"):
+        if kind == "kv_indices":
             it, b, t, col = idx
-            if kind == "prefix":
-                value, what = _value_of_token(run, b, col), "req_to_token[row, c]"
-                dom = lambda it_, b_, t_, c_: z3.And(kv_domain(it_, b_, t_, c_), c_ < seq_len(b_))
-            else:
-                e = col - seq_len(b)
-                value = _value_of_token(run, b, spec.kv_extension_read(seq_len(b), t, e, K, D, page))
-                what = "req_to_token[row, spec.kv_extension_read(seq_len[b], t, e, K, D, page_size)]"
-                dom = lambda it_, b_, t_, c_: z3.And(kv_domain(it_, b_, t_, c_), c_ >= seq_len(b_))
-            out.append(sound(run, a, i, f"spec.kv_indices_cell(width, iters, kv_segment_start(...) + col) of its "
-                             f"(iters, b, t, col), {kind} column, with value {what}",
-                             dom(it, b, t, col), kv_cell(it, b, t, col), value))
-            bind = [(pid0, owner_pid0(sp, fi, fb, fc)), (pid1, fb), (pid2, ft)]
+            out.append(sound(run, a, i, "a cell of its own branch's segment in row iters - 1 (spec.kv_indices_cell "
+                             "of spec.kv_segment_start), with the spec's value (req_to_token[row, col] for a "
+                             "prefix column, [row, spec.kv_extension_read(...)] for an extension column)",
+                             kv_domain(it, b, t, col), kv_cell(it, b, t, col), kv_value(run, it, b, t, col)))
             k = _iteration(run, a)
-            if kind == "prefix":
-                tile = fc / block_size(sp)
-                bind.append((LANES[0], fc % block_size(sp)))
-                bind.append((k, tile if sp.NUM_STEPS == 0 else tile / blocks))
-            else:
-                bind.append((LANES[0], fc - seq_len(fb)))
-            out.append(cover(run, a, i, f"of the spec's {kind} columns (spec.kv_indices_cell(...))",
-                             (fi, fb, ft, fc), dom(fi, fb, ft, fc), bind, [(it, fi), (b, fb), (t, ft), (col, fc)],
-                             _bound_lemmas(sp, fi, fc)))
+            tile = _tile(a)
+            if k is not None:   # the prefix copy: tile c div T of the loop (block tile mod blocks), lane c mod T
+                dom = z3.And(kv_domain(fi, fb, ft, fc), fc < seq_len(fb))
+                block = z3.IntVal(0) if sp.NUM_STEPS == 0 else (fc / tile) % blocks
+                bind = [(LANES[0], fc % tile), (k, fc / tile if sp.NUM_STEPS == 0 else (fc / tile) / blocks)]
+                what = "prefix column"
+            else:               # the extension (block 0): lane e = c - seq_len
+                dom = z3.And(kv_domain(fi, fb, ft, fc), fc >= seq_len(fb))
+                block = z3.IntVal(0)
+                bind = [(LANES[0], fc - seq_len(fb))]
+                what = "extension column"
+            bind = [(pid0, (fi - 1) + (sp.NUM_STEPS or 0) * block), (pid1, fb), (pid2, ft)] + bind
+            out.append(cover(run, a, i, f"(every {what} of every branch and row)", (fi, fb, ft, fc), dom, bind,
+                             [(it, fi), (col, fc)], _cell_lemmas(sp, fi, fc, tile)))
         else:
             it, z = idx
             out.append(sound(run, a, i, "spec.kv_indices_cell(kv_indptr_stride, iters, z) for 1 <= z <= bs_d, with "
@@ -420,40 +450,40 @@ def footprint_obligations(run) -> list:
             dom = z3.And(1 <= fi, fi <= D, 1 <= fz, fz <= bs_d)
             out.append(cover(run, a, i, "spec.kv_indices_cell(kv_indptr_stride, iters, z), 1 <= z <= bs_d "
                              "(entry 0 is the caller's zero)", (fi, fz), dom,
-                             [(pid0, owner_pid0(sp, fi, zb, z3.IntVal(0)) if sp.NUM_STEPS == 0 else fi - 1),
-                              (pid1, zb), (pid2, zt)], [(it, fi), (z, fz)],
-                             [SL.at(SL.div_mod_range, fz, K), SL.at(SL.div_lt, fz - 1, K, num_seqs)]
-                             + _bound_lemmas(sp, fi, z3.IntVal(0))))
+                             [(pid0, fi - 1), (pid1, zb), (pid2, zt)], [(it, fi), (z, fz)],
+                             [SL.at(SL.div_mod_range, fz, K), SL.at(SL.div_lt, fz - 1, K, num_seqs),
+                              SL.at(SL.div_unique, z3.IntVal(0), fi - 1, n)]))
     return out
 
 
 def race_obligations(run) -> list:
-    """Race freedom from three facts: every store's lane writes the spec cell of the indices
-    it denotes (FOOTPRINT soundness), the program is a function of those indices (``owner``
-    here), and the spec's cell map is strictly increasing in the lexicographic order of the
-    indices, hence injective (``race`` here, over spec terms only).  Two programs storing
-    one cell would denote the same indices and so be the same program."""
+    """Race freedom in two steps.  ``owner`` (per store): every active lane writes inside its
+    own program's part of the buffer — its own branch's segment in its own step's row and,
+    with token blocks, a prefix column of a tile its block owns (or block 0 for the
+    extension and kv_indptr); kv_indptr entry z is written by the branch ``indptr_branch``
+    assigns it.  ``injective`` (spec terms only): the spec's cell map is strictly increasing
+    in (iters, b, t, col) and (iters, z), so two programs never denote the same cell."""
     from .obligations import Obligation
 
     sp = run.spec
     out = []
     pid0, pid1, pid2 = run.result.pid
+    bs_d = spec.draft_branches(num_seqs, K)
     for i, a in enumerate(run.result.accesses):
         if a.kind != "store":
             continue
         kind, idx = _store_indices(run, a)
-        if kind == "indptr":
+        if kind == "kv_indptr":
             it, z = idx
             zb, zt = indptr_branch(z)
-            goal = z3.And(pid0 == owner_pid0(sp, it, zb, z3.IntVal(0)) if sp.NUM_STEPS == 0 else pid0 == it - 1,
-                          pid1 == zb, pid2 == zt)
+            goal = z3.And(1 <= z, z <= bs_d, pid1 == zb, pid2 == zt, block_of(sp, pid0) == 0)
             lem = [SL.at(SL.div_unique, pid1, pid2, K)] + _program_lemmas(run, a)
         else:
             it, b, t, col = idx
-            goal = z3.And(pid0 == owner_pid0(sp, it, b, col), pid1 == b, pid2 == t)
-            lem = _div_lemmas(sp, col) + _program_lemmas(run, a)
+            goal = z3.And(kv_domain(it, b, t, col), block_of(sp, pid0) == owner_block(sp, b, col, _tile(a)))
+            lem = _program_lemmas(run, a)
         out.append(Obligation(f"owner-{a.tensor.name}@{a.line}#{i}", "region", a.line,
-                              "the program storing a cell is the one the spec assigns to the indices it denotes",
+                              "every active lane writes inside its own program's part of the buffer",
                               run.base_hyps(a.path, a.shape, a.mask), goal, list(run.lemmas) + lem))
     out += _injective(run)
     return out
@@ -498,7 +528,9 @@ def _injective(run) -> list:
                               kv_cell(*A) < kv_cell(*B), lem + extra))
     zA, zB = z3.Ints("zA zB")
     bs_d = spec.draft_branches(num_seqs, K)
-    h = dict(run.hyps)
+    h = dict(hyps)
+    h.pop("indices_A")
+    h.pop("indices_B")
     h["entries"] = z3.And(1 <= ia, ia <= D, 1 <= ib, ib <= D, 1 <= zA, zA <= bs_d, 1 <= zB, zB <= bs_d)
     h["lexicographic"] = z3.Or(ia < ib, z3.And(ia == ib, zA < zB))
     out.append(Obligation("injective-kv_indptr", "race", 0, "the spec's kv_indptr cells are strictly increasing in "
@@ -549,8 +581,6 @@ def obligations(run, prop: str) -> list:
                 ob.hyps[label[: -len(SCOPED)]] = cond
     return obs
 
-
-SCOPED = "!scoped"
 
 
 def _shares_symbol(cond, goal) -> bool:

@@ -36,7 +36,7 @@ from specbound.proofs.model import C, P, bs, labelled, seq_len
 from .interp import Executor
 from .models import Run, _prefix_schema, _register, make_oracle
 from .obligations import Obligation
-from .values import DTYPES, INT64, TensorModel, V
+from .values import at, DTYPES, INT64, TensorModel, V
 
 KERNEL = "sgl_build_tree_kernel_efficient_triton"
 SOURCE = "kernels/ops/speculative/spec_tree.py"
@@ -91,18 +91,18 @@ def run_kernel(sp: TreeSpec, path: str, host: Host | None = None) -> Run:
 
     def sel_schema(app):
         i = app.arg(0)
-        out = {f"selected_index_int64@{i}": z3.And(app >= INT64.lo(), app < INT64.hi())}
+        out = {f"selected_index_int64@{at(i)}": z3.And(app >= INT64.lo(), app < INT64.hi())}
         if "well_formed_tree" not in host.drop:
-            out[f"well_formed_tree@{i}"] = z3.Implies(z3.And(0 <= i, i < sel_cells), well_formed(app, sp))
+            out[f"well_formed_tree@{at(i)}"] = z3.Implies(z3.And(0 <= i, i < sel_cells), well_formed(app, sp))
         return out
     _register(functions, sel, sel_schema)
     _register(functions, pl, lambda app: {
-        f"parent_list_int64@{app.arg(0)}": z3.And(app >= INT64.lo(), app < INT64.hi())})
+        f"parent_list_int64@{at(app.arg(0))}": z3.And(app >= INT64.lo(), app < INT64.hi())})
 
     def seq_schema(app):
         i = app.arg(0)
         guard = z3.And(0 <= i, i < bs)
-        return {f"{c.name}@{i}": z3.Implies(guard, c.holds) for c in spec.seq_len_ok(seq_len(i), C)}
+        return {f"{c.name}@{at(i)}": z3.Implies(guard, c.holds) for c in spec.seq_len_ok(seq_len(i), C)}
     _register(functions, seq_len, seq_schema)
     _register(functions, P, _prefix_schema(bs, extra_lemmas=False))
     mode = spec.TreeMaskMode(sp.mode)
@@ -148,7 +148,8 @@ def run_kernel(sp: TreeSpec, path: str, host: Host | None = None) -> Run:
 
 # --- obligations ---------------------------------------------------------------------------------
 
-PROPERTIES = ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT", "WALK-BOUNDED")
+# No NO-TRUNCATION: the kernel has no masked (arange) accesses, every access is one scalar cell.
+PROPERTIES = ("IN-BOUNDS", "NO-WRAP", "RACE-FREE", "FOOTPRINT", "WALK-BOUNDED")
 TOKEN_TENSORS = ("positions", "retrive_index", "retrive_next_token", "retrive_next_sibling")
 EXACT = ("tree_mask", "positions", "retrive_index")   # written in full; the links only where a parent is found
 
@@ -289,3 +290,78 @@ def obligations(run, prop: str) -> list:
     if "value" in kinds:
         obs += walk_obligations(run)
     return obs
+
+
+# --- proving, refuting, replaying --------------------------------------------------------------------
+
+REPLAY_LIMITS = {"C": (1, 24)}
+
+
+def prove(sp: TreeSpec, path: str, host: Host | None = None, progress=None) -> list:
+    from .sglang_common import prove as prove_run
+
+    return prove_run(run_kernel(sp, path, host), obligations, PROPERTIES, progress)
+
+
+def refute_malformed(sp: TreeSpec, path: str):
+    """Without well-formedness the unguarded ``parent_list`` read must leave its tensor; the
+    counterexample is replayed on the kernel at ``path`` under the checked interpreter."""
+    from .sglang_common import refute
+
+    run = run_kernel(sp, path, Host(drop=("well_formed_tree",)))
+    cells = sp.bs * max(sp.sel_width, sp.pl_width, sp.n)
+    return refute(run, obligations, ("IN-BOUNDS",), lambda conc: replay(sp, conc, path), REPLAY_LIMITS,
+                  batch_cap=cells, expect=("oob",))
+
+
+def replay(sp: TreeSpec, conc: dict, path: str):
+    """Launch sglang's tree kernel (source at ``path``) on the concrete batch as
+    ``sgl_build_tree_kernel_triton`` does, under the checked interpreter: ``oob`` /
+    ``race`` / ``assert``, else ``output`` when it differs from ``specbound.reference`` (for
+    a well-formed tree), else ``none``."""
+    import torch
+
+    from .replay import Replay, _checked_fault
+    from .sglang_common import load_jit
+
+    c = conc["_contents"]
+    bs_, n, k, d = sp.bs, sp.n, sp.topk, sp.depth
+    seq = [max(0, c["seq_len"](i)) for i in range(bs_)]
+    sel = [c["selected_index"](i) for i in range(bs_ * sp.sel_width)]
+    pl = [c["parent_list"](i) for i in range(bs_ * sp.pl_width)]
+    mode = spec.TreeMaskMode(sp.mode)
+    inputs = {"seq_lens": seq, "selected_index": sel, "parent_list": pl, "spec": sp.label}
+    kernel = load_jit(path, KERNEL)
+    seq_t = torch.tensor(seq, dtype=torch.int64)
+    sel_t = torch.tensor(sel, dtype=torch.int64).reshape(bs_, sp.sel_width)
+    pl_t = torch.tensor(pl, dtype=torch.int64).reshape(bs_, sp.pl_width)
+    prefix = torch.cumsum(seq_t, 0) - seq_t
+    numel = spec.mask_batch_numel(mode, bs_, n, sum(seq))
+    outs = {"tree_mask": torch.ones(numel, dtype=torch.bool), "positions": torch.zeros(bs_ * n, dtype=torch.int64),
+            "retrive_index": torch.full((bs_, n), -1, dtype=torch.int64),
+            "retrive_next_token": torch.full((bs_, n), -1, dtype=torch.int64),
+            "retrive_next_sibling": torch.full((bs_, n), -1, dtype=torch.int64)}
+
+    def launch():
+        kernel[(bs_,)](pl_t, sel_t, seq_t, prefix, outs["tree_mask"], outs["positions"], outs["retrive_index"],
+                       outs["retrive_next_token"], outs["retrive_next_sibling"], topk=k, depth=d,
+                       draft_token_num=n, tree_mask_mode=sp.mode, batch_size=bs_,
+                       parent_list_stride=sp.pl_width if sp.pl_width else 1,
+                       selected_index_stride=sp.sel_width if sp.sel_width else 1)
+    fault = _checked_fault(launch, inputs)
+    if fault is not None:
+        return fault
+    if not all(bool(well_formed(v, sp)) for v in sel):
+        return Replay("none", "malformed tree, the launch stayed in bounds", inputs)
+    from specbound import reference
+    want = reference.build_tree(pl_t, sel_t, seq_t, topk=k, depth=d, num_draft_tokens=n, mode=mode,
+                                tree_mask=torch.ones(numel, dtype=torch.bool),
+                                positions=torch.zeros(bs_ * n, dtype=torch.int64),
+                                retrive_index=torch.full((bs_, n), -1, dtype=torch.int64),
+                                retrive_next_token=torch.full((bs_, n), -1, dtype=torch.int64),
+                                retrive_next_sibling=torch.full((bs_, n), -1, dtype=torch.int64))
+    for name, theirs in zip(("tree_mask", "positions", "retrive_index", "retrive_next_token", "retrive_next_sibling"),
+                            want):
+        if not torch.equal(outs[name].reshape(-1), theirs.reshape(-1)):
+            return Replay("output", f"{name} differs from specbound.reference", inputs)
+    return Replay("none", "the launch matched specbound.reference", inputs)
