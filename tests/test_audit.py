@@ -82,7 +82,12 @@ def test_real_sglang_kernels(real_report):
     mal = _row(real_report, "kernel.build_tree[malformed]")
     assert mal.status == R.UNCHECKED and "out-of-bounds load" in mal.detail and "parent_list" in mal.detail
     assert mal.replay is not None
-    assert _row(real_report, "kernel.symbolic_proof").status == R.UNAVAILABLE
+    kv = _row(real_report, "kernel.symbolic_proof[draft_kv]")
+    assert kv.status == R.PROVED, kv.detail
+    assert "draft_room" in kv.detail and "out-of-bounds store" in kv.detail and kv.replay
+    tree = _row(real_report, "kernel.symbolic_proof[tree]")
+    assert tree.status == R.PROVED, tree.detail
+    assert "well-formed" in tree.detail and "parent_list" in tree.detail and tree.replay
 
 
 def test_audit_never_imports_sglang(real_report):

@@ -148,7 +148,11 @@ def fork(ex, st, test, env):
     for store, pair, before in ((env, results, dict(env)), (None, mems, mem0)):
         target = store if store is not None else {}
         for name in set(pair[0]) | set(pair[1]):
-            value = merge(cond, pair[0].get(name), pair[1].get(name), before.get(name))
+            if store is None:   # a tensor one branch did not write: no writes of its own
+                value = merge(cond, pair[0].get(name, MemState()), pair[1].get(name, MemState()),
+                              before.get(name, MemState()))
+            else:
+                value = merge(cond, pair[0].get(name), pair[1].get(name), before.get(name))
             if value is DROPPED:
                 target.pop(name, None)
                 if store is not None:

@@ -143,7 +143,10 @@ def refute(run, obligations: Callable, props, replay: Callable, limits: dict, ba
                 continue
             conc = R.concretise(run, ob, limits, batch_cap=batch_cap)
             if conc is None:
-                notes.append(f"{ob.id}: counterexample found, none inside the replay box")
+                from .theorems import _evaluate
+                values = _evaluate(out.model, run.report)
+                notes.append(f"{ob.id}: solver counterexample " + ", ".join(f"{k}={v}" for k, v in values.items())
+                             + " (none inside the replay box: not replayed)")
                 continue
             rep = replay(conc)
             cex = {k: v for k, v in conc.items() if not k.startswith("_")}

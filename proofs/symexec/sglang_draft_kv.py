@@ -238,6 +238,12 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
     run = Run("SGLANG-DRAFT-KV", sp.label, res, hyps, functions, tensors, {}, None, None, report,
               list(res.side_proofs))
     run.spec, run.host, run.host_width_hyps = sp, host, sizing
+    # per-request and per-tensor parts of the contract (schemas, instantiated where used)
+    contract = [f"{c.name}@b" for c in spec.seq_len_ok(0, 1)] + [f"{n}@b" for n in per_request]
+    contract += ["pool_row_in_req_to_token@b", "positions[z] = seq_len[z div K]", "req_to_token entries int32"]
+    if row_reads is not None:
+        contract.append("req_to_token_row_covers_reads@b")
+    run.contract = tuple(contract)
     run.lemmas += _lemmas(sp, res, pool_row)
     # a lemma proved from a left-out precondition (L-PREFIX-ROOM from draft room) would put
     # it back: such lemmas go with it
@@ -545,6 +551,8 @@ def split_by_program_cases(run, obs) -> list:
     the core proves the preconditions exclude it."""
     from dataclasses import replace
 
+    from .obligations import instantiate
+
     out = []
     for ob in obs:
         cases = run._scalar_cases(ob.goal, program_ids=True)
@@ -552,6 +560,12 @@ def split_by_program_cases(run, obs) -> list:
             if case is None:
                 out.append(ob)
                 continue
+            hyps, lemmas = instantiate(ob.hyps, case, run.functions, ob.lemmas)
+            try:   # a case this obligation's own hypotheses exclude is dropped, by proof
+                K_.check(f"{ob.id}{label}/excluded", z3.Not(case), hyps=hyps, by=lemmas, rlimit=500_000)
+                continue
+            except (K_.Refuted, K_.Unknown):
+                pass
             # the goal with the case's conditions decided (equivalent under the case hypothesis)
             decided = [(c, z3.BoolVal(True)) for c in _conjuncts(case) if not z3.is_not(c)]
             decided += [(c.arg(0), z3.BoolVal(False)) for c in _conjuncts(case) if z3.is_not(c)]
@@ -624,18 +638,23 @@ def prove(sp: KvSpec, path: str, host: Host | None = None, progress=None) -> lis
     return prove_run(run, obligations, PROPERTIES, progress)
 
 
-def refute_without(sp: KvSpec, path: str, precondition: str, host: Host | None = None):
-    """Leave one precondition out: the property it protects must fail, and the counterexample,
-    replayed on the kernel at ``path`` under the checked interpreter, must reproduce it."""
+def refute_without(sp: KvSpec, path: str, precondition: str = "", host: Host | None = None):
+    """Leave one precondition out (none: ``""``): the property it protects must fail, and the
+    counterexample, replayed on the kernel at ``path`` under the checked interpreter, must
+    reproduce it (an out-of-bounds store for draft room, a wrapped row offset for the int32
+    rows: a row offset of 2^31 needs a buffer of 2^31 cells, beyond the replay box here, so
+    that one stays a solver counterexample)."""
     from dataclasses import replace as dc_replace
 
     from .sglang_common import refute
 
-    host = dc_replace(host or Host(), drop=tuple((host.drop if host else ())) + (precondition,))
+    host = host or Host()
+    if precondition:
+        host = dc_replace(host, drop=tuple(host.drop) + (precondition,))
     run = run_kernel(sp, path, host)
-    props = ("NO-WRAP",) if precondition.startswith("row_offsets") else ("IN-BOUNDS",)
+    props = {"": PROPERTIES, "draft_room": ("IN-BOUNDS",)}.get(precondition, ("NO-WRAP",))
     return refute(run, obligations, props, lambda conc: replay(sp, conc, path), REPLAY_LIMITS,
-                  batch_cap=REPLAY_LIMITS["num_seqs"][1], expect=("oob", "assert", "wrap"))
+                  batch_cap=REPLAY_LIMITS["num_seqs"][1], expect=("oob", "assert", "wrap", "race", "output"))
 
 
 def expected_outputs(seq, rows, r2t, k, d, page, width, stride):

@@ -142,6 +142,9 @@ def run_kernel(sp: TreeSpec, path: str, host: Host | None = None) -> Run:
     run = Run(f"SGLANG-TREE-{MODE_NAMES[sp.mode]}", sp.label, res, hyps, functions, tensors, {}, None, None,
               report, list(res.side_proofs) + lemmas)
     run.spec, run.host = sp, host
+    run.contract = tuple(f"{c.name}@b" for c in spec.seq_len_ok(0, 1)) + (
+        "prefix = exclusive prefix sum of verified_seq_len", "parent_list/selected_index entries int64") + (
+        () if "well_formed_tree" in host.drop else ("well_formed_tree@j",))
     return run
 
 
@@ -306,12 +309,19 @@ def prove(sp: TreeSpec, path: str, host: Host | None = None, progress=None) -> l
 def refute_malformed(sp: TreeSpec, path: str):
     """Without well-formedness the unguarded ``parent_list`` read must leave its tensor; the
     counterexample is replayed on the kernel at ``path`` under the checked interpreter."""
+    return refute_run(sp, path, Host(drop=("well_formed_tree",)), ("IN-BOUNDS",), ("oob",))
+
+
+def refute_run(sp: TreeSpec, path: str, host: Host | None = None, props=PROPERTIES,
+               expect=("oob", "race", "assert", "output")):
+    """The first counterexample of ``props`` under ``host`` that a replay on the kernel at
+    ``path`` reproduces (see :func:`.sglang_common.refute`)."""
     from .sglang_common import refute
 
-    run = run_kernel(sp, path, Host(drop=("well_formed_tree",)))
+    run = run_kernel(sp, path, host)
     cells = sp.bs * max(sp.sel_width, sp.pl_width, sp.n)
-    return refute(run, obligations, ("IN-BOUNDS",), lambda conc: replay(sp, conc, path), REPLAY_LIMITS,
-                  batch_cap=cells, expect=("oob",))
+    return refute(run, obligations, props, lambda conc: replay(sp, conc, path), REPLAY_LIMITS,
+                  batch_cap=cells, expect=expect)
 
 
 def replay(sp: TreeSpec, conc: dict, path: str):

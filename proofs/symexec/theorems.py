@@ -402,7 +402,8 @@ def theorem_result(run, prop: str, outcomes: list, seconds: float, mutants: list
     res = KernelTheoremResult(
         id=tid, statement=statement, family=FAMILY, status=status, seconds=seconds,
         rlimit=sum(o.proof.rlimit for o in outcomes if o.proof), rlimit_limit=0, hypotheses_used=hyps_used,
-        lemmas_cited=cited, preconditions=sorted(run.hyps), witness=witness, mutants=mutants, detail=detail)
+        lemmas_cited=cited, preconditions=sorted(run.hyps) + sorted(getattr(run, "contract", ())), witness=witness,
+        mutants=mutants, detail=detail)
     res.outcomes = outcomes
     return res
 

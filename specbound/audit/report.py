@@ -13,9 +13,14 @@ Statuses (what a row may say):
 * ``unknown signature``: the function exists but its parameters are not ones the audit knows.
 * ``unavailable``: the check cannot run here (no executor, CUDA-only code, no Triton).
 * ``error``: the check itself failed to run (the detail says why).
+* ``proved``: a symbolic proof of the sglang code for every input of its contract (the
+  detail names the contract, the specializations and the preconditions sglang leaves
+  unchecked, with their counterexamples).
+* ``refuted``: a property of the sglang code is false on an input of its own contract;
+  the counterexample is replayed on sglang's code.
 
-Only ``diverged`` and ``oob`` make ``specbound audit sglang`` exit non-zero; every
-other non-``matched`` status is a warning.
+Only ``diverged``, ``oob`` and ``refuted`` make ``specbound audit sglang`` exit non-zero;
+every other status but ``matched`` and ``proved`` is a warning.
 """
 
 from __future__ import annotations
@@ -32,9 +37,11 @@ NOT_PRESENT = "not present"
 UNKNOWN_SIGNATURE = "unknown signature"
 UNAVAILABLE = "unavailable"
 ERROR = "error"
+PROVED = "proved"
+REFUTED = "refuted"
 
-FAILING = (DIVERGED, OOB)
-STATUSES = (MATCHED, DIVERGED, OOB, UNCHECKED, NOT_PRESENT, UNKNOWN_SIGNATURE, UNAVAILABLE, ERROR)
+FAILING = (DIVERGED, OOB, REFUTED)
+STATUSES = (MATCHED, DIVERGED, OOB, UNCHECKED, NOT_PRESENT, UNKNOWN_SIGNATURE, UNAVAILABLE, ERROR, PROVED, REFUTED)
 
 
 @dataclass
