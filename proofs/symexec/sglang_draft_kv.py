@@ -624,11 +624,21 @@ UNCHECKED = {
     "draft_room": "seq_len[b] + num_steps <= max_context_len (spec.draft_room_ok): the scheduler keeps it, "
                   "no launch site asserts it",
     "row_offsets_int32_kv_indices_stride": "(num_steps - 1) * kv_indices_stride < 2^31 "
-                                           "(spec.int32_row_offsets_ok): sglang asserts only the row width < 2^31",
+                                           "(spec.int32_row_offsets_ok): sglang asserts only the row width < 2^31, "
+                                           "and the kernel computes kv_indices_stride * step in int32",
+    "row_offsets_int32_kv_indptr_stride": "(num_steps - 1) * kv_indptr_stride < 2^31 (spec.int32_row_offsets_ok): "
+                                          "kv_indptr_stride * step is an int32 product too (never checked; far "
+                                          "from today's kv_indptr rows)",
 }
 REPLAY_LIMITS = {"num_seqs": (1, 3), "topk": (1, 3), "num_steps": (1, 4), "page_size": (1, 4), "C": (1, 24),
                  "width": (0, 400), "alloc_bs": (1, 4), "indptr_stride": (1, 20), "row_stride": (1, 200),
                  "pool_rows": (1, 6), "grid0": (1, 8), "token_blocks": (1, 2)}
+# A wrapped row offset needs a row of 2^30 cells: the smallest such batch (3 steps, one request,
+# one branch), its buffers allocated but never filled (only the cells the kernel writes are touched).
+WRAP_LIMITS = {"num_seqs": (1, 1), "topk": (1, 1), "num_steps": (1, 3), "page_size": (1, 1), "C": (1, 2**31),
+               "width": (0, 2**30 + 2**20), "alloc_bs": (1, 1), "indptr_stride": (1, 2**30 + 2**20),
+               "row_stride": (1, 64), "pool_rows": (1, 2), "grid0": (1, 3), "token_blocks": (1, 1)}
+BIG_BUFFER = 1 << 24   # cells: above this a replay buffer is allocated untouched (torch.empty)
 
 
 def prove(sp: KvSpec, path: str, host: Host | None = None, progress=None) -> list:
@@ -641,9 +651,9 @@ def prove(sp: KvSpec, path: str, host: Host | None = None, progress=None) -> lis
 def refute_without(sp: KvSpec, path: str, precondition: str = "", host: Host | None = None):
     """Leave one precondition out (none: ``""``): the property it protects must fail, and the
     counterexample, replayed on the kernel at ``path`` under the checked interpreter, must
-    reproduce it (an out-of-bounds store for draft room, a wrapped row offset for the int32
-    rows: a row offset of 2^31 needs a buffer of 2^31 cells, beyond the replay box here, so
-    that one stays a solver counterexample)."""
+    reproduce it: an out-of-bounds store without draft room; Triton's int32 overflow check
+    (on in the checked interpreter) on the row offset without the int32 rows, with the
+    smallest buffers that show it (3 rows of 2^30 cells, allocated, never filled)."""
     from dataclasses import replace as dc_replace
 
     from .sglang_common import refute
@@ -653,8 +663,9 @@ def refute_without(sp: KvSpec, path: str, precondition: str = "", host: Host | N
         host = dc_replace(host, drop=tuple(host.drop) + (precondition,))
     run = run_kernel(sp, path, host)
     props = {"": PROPERTIES, "draft_room": ("IN-BOUNDS",)}.get(precondition, ("NO-WRAP",))
-    return refute(run, obligations, props, lambda conc: replay(sp, conc, path), REPLAY_LIMITS,
-                  batch_cap=REPLAY_LIMITS["num_seqs"][1], expect=("oob", "assert", "wrap", "race", "output"))
+    limits = WRAP_LIMITS if precondition.startswith("row_offsets") else REPLAY_LIMITS
+    return refute(run, obligations, props, lambda conc: replay(sp, conc, path), limits,
+                  batch_cap=limits["num_seqs"][1], expect=("oob", "assert", "wrap", "race", "output"))
 
 
 def expected_outputs(seq, rows, r2t, k, d, page, width, stride):
@@ -709,8 +720,13 @@ def replay(sp: KvSpec, conc: dict, path: str):
               "kv_indptr": [d, stride], "grid": list(grid), "spec": sp.label}
     kernel = load_jit(path, KERNEL)
     r2t = torch.arange(pool * row_stride, dtype=torch.int32).reshape(pool, row_stride) + 1000
-    kv_indices = torch.zeros((d, width), dtype=torch.int32)
-    kv_indptr = torch.zeros((d, stride), dtype=torch.int32)
+    big = d * max(width, stride) > BIG_BUFFER
+    try:   # a big buffer is allocated untouched: only the cells the kernel writes get pages
+        kv_indices = (torch.empty if big else torch.zeros)((d, width), dtype=torch.int32)
+        kv_indptr = (torch.empty if big else torch.zeros)((d, stride), dtype=torch.int32)
+    except (RuntimeError, MemoryError) as exc:
+        return Replay("unavailable", f"cannot allocate the replay buffers ({d} x {max(width, stride)} cells): {exc}",
+                      inputs)
     seq_t = torch.tensor(seq, dtype=getattr(torch, sp.seq_lens_dtype))
     positions = torch.tensor(seq, dtype=torch.int64).repeat_interleave(k)
     rows_t = torch.tensor(rows, dtype=torch.int64)
@@ -718,14 +734,13 @@ def replay(sp: KvSpec, conc: dict, path: str):
     def launch():
         kernel[grid](rows_t, r2t, seq_t, kv_indices, kv_indptr, positions, row_stride, width, stride,
                      sp.bs_upper, sp.iter_upper, sp.num_tokens_upper, page, NUM_STEPS=sp.NUM_STEPS)
-    try:
-        fault = _checked_fault(launch, inputs)
-    except Exception as exc:  # noqa: BLE001 - e.g. Triton's int32 overflow check in debug mode
-        if "overflow" in str(exc).lower():
-            return Replay("wrap", f"{type(exc).__name__}: {exc}", inputs)
-        raise
+    fault = _checked_fault(launch, inputs)
+    if fault is not None and fault.verdict == "assert" and "overflow" in fault.detail:
+        return Replay("wrap", f"Triton's int32 overflow check: {fault.detail}", inputs)
     if fault is not None:
         return fault
+    if big:
+        return Replay("none", "the launch ran without a fault (buffers too big to compare)", inputs)
     want = expected_outputs(seq, rows, r2t, k, d, page, width, stride)
     if want is None:
         return Replay("none", "the batch breaks the contract (a spec cell lies outside the buffers) and the "
