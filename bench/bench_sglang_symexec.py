@@ -1,6 +1,6 @@
 """Proof time per specialization of sglang's own Triton kernels (issue 15), as a Markdown table.
 
-    python bench/bench_sglang_symexec.py [--all] [--sglang-path DIR] [--json PATH]
+    python bench/bench_sglang_symexec.py [--all] [--kernel draft_kv|tree] [--sglang-path DIR] [--json PATH]
 
 The kernels are read from the installed sglang (or DIR) by path; the specializations are
 the audit's (``specbound.audit.symbolic.kv_specs`` / ``tree_specs``; ``--all``: every one).
@@ -24,6 +24,7 @@ def main() -> int:
     ap.add_argument("--all", action="store_true", help="every specialization (default: the audit's subset)")
     ap.add_argument("--sglang-path", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--kernel", choices=("draft_kv", "tree"), default=None, help="only this kernel")
     args = ap.parse_args()
     from specbound.audit.extract import SourceIndex
 
@@ -35,6 +36,8 @@ def main() -> int:
     for kind, mod, files, specs, prove in (
             ("draft_kv", KV, KV_FILES, kv_specs(args.all), lambda sp, p: KV.prove(sp, p, host)),
             ("tree", TREE, TREE_FILES, tree_specs(args.all), lambda sp, p: TREE.prove(sp, p))):
+        if args.kernel not in (None, kind):
+            continue
         path = str(index.find(mod.KERNEL, files).path)
         for sp in specs:
             start = time.perf_counter()

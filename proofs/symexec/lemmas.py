@@ -118,3 +118,23 @@ def kv_segment_start_nonneg():
         return [kernel.instantiate(m, z3.IntVal(0), p, k), kernel.instantiate(m, z3.IntVal(0), b, it * k),
                 kernel.instantiate(m, z3.IntVal(0), t, s + it), kernel.instantiate(m, z3.IntVal(0), it, k)]
     return kernel.check_forall("L-KV-SEGMENT-START-NONNEG", body, 6, by_at=steps)
+
+
+@cache
+def kv_cell_in_buffer():
+    """L-KV-CELL-IN-BUFFER: column ``col < s + it`` of branch (b, t) in row ``it - 1`` is a
+    cell of the ``(d, w)`` buffer, ``0 <= kv_indices_cell(w, it, start + col) < d*w``, under
+    L-KV-SEGMENT-IN-ROW's premises (capacity checked, ``p + s <= pn``)."""
+    def body(p, pn, b, ns, t, it, s, k, d, w, col):
+        start = spec.kv_segment_start(p, b, t, k, it, s)
+        cell = spec.kv_indices_cell(w, it, start + col)
+        pre = z3.And(k >= 1, 0 <= t, t < k, 1 <= it, it <= d, 0 <= b, b < ns, s >= 0, p >= 0, p + s <= pn,
+                     spec.draft_kv_capacity_ok(pn, k, ns, d, w), 0 <= col, col < spec.kv_segment_len(s, it))
+        return z3.Implies(pre, z3.And(0 <= cell, cell < d * w))
+
+    def steps(p, pn, b, ns, t, it, s, k, d, w, col):
+        m = mul_le_mono()
+        return [kernel.instantiate(kv_segment_in_row(), p, pn, b, ns, t, it, s, k, d, w),
+                kernel.instantiate(kv_segment_start_nonneg(), p, b, t, k, it, s),
+                kernel.instantiate(m, z3.IntVal(0), it - 1, w), kernel.instantiate(m, it, d, w)]
+    return kernel.check_forall("L-KV-CELL-IN-BUFFER", body, 11, by_at=steps)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import z3
 
 from .flow import MemState
-from .values import at, LANES, Unsupported, as_bool, as_int, lane_vars_in
+from .values import LANES, Unsupported, as_bool, as_int, at, lane_vars_in
 
 
 def initial(ex, t):
@@ -143,7 +143,6 @@ def _in_range(ex, c0, xb, size, line) -> bool:
     the run keeps): then the sum is ``Pf(c0 + x) - Pf(c0)`` with no case split."""
     if ex.oracle is None:
         return False
-    from .values import lane_range
     hyps = {label: c for label, c in ex.path_cond}
     proof = ex.oracle(f"prefix-sum-in-range@{line}", hyps, z3.And(c0 >= 0, xb >= 0, xb <= size))
     if proof is None:

@@ -35,7 +35,7 @@ Triton/aiter/MLA backends' ``common_template``; every fact below names its sourc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import z3
 
@@ -46,8 +46,8 @@ from specbound.proofs.model import C, D, K, P, Q, bs, labelled, num_seqs, page, 
 
 from . import lemmas as SL
 from .interp import Executor
-from .models import Run, _int32_args, _mul_mono, _prefix_schema, _register, make_oracle
-from .values import at, DTYPES, INT32, INT64, LANES, TensorModel, V
+from .models import Run, _mul_mono, _prefix_schema, _register, make_oracle
+from .values import DTYPES, INT32, INT64, LANES, TensorModel, V, at
 
 KERNEL = "generate_draft_decode_kv_indices"
 SOURCE = "kernels/ops/speculative/cache_locs.py"   # inside the sglang package (0.5.23)
@@ -248,11 +248,31 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
     # a lemma proved from a left-out precondition (L-PREFIX-ROOM from draft room) would put
     # it back: such lemmas go with it
     run.lemmas = [lm for lm in run.lemmas if not (set(lm.assumptions) & set(host.drop))]
+    run.capacity = capacity(run)
+    if run.capacity is not None:
+        run.lemmas.insert(0, run.capacity)
     b = res.pid[1]
     # only the req_to_token reads need these (the paged read's div/mod slows every other query)
     run.read_lemmas = [SL.at(SL.kv_extension_read_in_row, seq_len(b), res.pid[2], LANES[0], K, D, page),
                        _mul_mono(pool_row(b) + 1, pool_rows, r2t_width)]
     return run
+
+
+def capacity(run):
+    """KV capacity under this run's contract, proved once (draft room for every request and
+    sglang's width give ``used_len(S, K, bs_d, D) <= width``), or None when the contract does
+    not give it (draft room left out): every query then gets the linear fact instead of
+    re-deriving it through the products."""
+    lem = [K_.instantiate(L.prefix_room(), num_seqs), _mul_mono(num_seqs, alloc_bs, K * C),
+           _mul_mono(P(num_seqs) + num_seqs * D, num_seqs * C, K)]
+    lem = [lm for lm in lem if not (set(lm.assumptions) & set(run.host.drop))]
+    hyps = {label: f for label, f in run.hyps.items() if not label.endswith(SCOPED)}
+    try:
+        return K_.check("KV-CAPACITY-UNDER-SGLANG-CONTRACT",
+                        spec.draft_kv_capacity_ok(P(num_seqs), K, num_seqs, D, width), hyps=hyps, by=lem,
+                        rlimit=2_000_000)
+    except (K_.Refuted, K_.Unknown):
+        return None
 
 
 def _lemmas(sp, res, pool_row) -> list:
@@ -272,7 +292,8 @@ def _lemmas(sp, res, pool_row) -> list:
             SL.at(SL.kv_segment_in_row, P(b), P(num_seqs), b, num_seqs, t, it, s, K, D, width),
             K_.instantiate(L.positions_within_request(), t, b), K_.instantiate(L.positions_prefix(), b),
             K_.instantiate(L.positions_prefix(), num_seqs), SL.at(SL.div_unique, b, t, K),
-            SL.at(SL.indptr_entry_is_segment_start, Q(b * K + t), P(b), b, t, K, it, s)]
+            SL.at(SL.indptr_entry_is_segment_start, Q(b * K + t), P(b), b, t, K, it, s),
+            SL.at(SL.kv_segment_start_nonneg, P(b), b, t, K, it, s), SL.at(SL.div_unique, num_seqs, z3.IntVal(0), K)]
 
 
 # --- obligations ---------------------------------------------------------------------------------
@@ -508,9 +529,7 @@ def _injective(run) -> list:
     hyps["indices_A"] = kv_domain(*A)
     hyps["indices_B"] = kv_domain(*B)
     (ia, ba, ta, ca), (ib, bb, tb, cb) = A, B
-    lem = [lm for lm in (K_.instantiate(L.prefix_room(), num_seqs), _mul_mono(num_seqs, alloc_bs, K * C),
-                         _mul_mono(P(num_seqs) + num_seqs * D, num_seqs * C, K))
-           if not (set(lm.assumptions) & set(run.host.drop))]
+    lem = [run.capacity] if run.capacity is not None else []
     cases = {
         "row": (ia < ib, [SL.at(SL.kv_segment_in_row, P(ba), P(num_seqs), ba, num_seqs, ta, ia, seq_len(ba), K, D,
                                 width), _mul_mono(ia, ib - 1, width),
@@ -605,9 +624,16 @@ def _shares_symbol(cond, goal) -> bool:
 def _obligations(run, kinds) -> list:
     obs = []
     if "bounds" in kinds:
+        stores = {i: a for i, a in enumerate(run.result.accesses) if a.kind == "store"}
         for ob in run.bounds_obligations():
             if ob.replay == ("oob", "req_to_token"):
                 ob.lemmas = ob.lemmas + run.read_lemmas
+            index = int(ob.id.split("#", 1)[1].split("/", 1)[0])
+            if ob.replay == ("oob", "kv_indices") and index in stores:
+                # the store's cell through its column: one instance, and the bound is linear
+                _kind, (it, b, t, col) = _store_indices(run, stores[index])
+                ob.lemmas = ob.lemmas + [SL.at(SL.kv_cell_in_buffer, P(b), P(num_seqs), b, num_seqs, t, it,
+                                               seq_len(b), K, D, width, col)]
             obs.append(ob)
     obs += split_by_program_cases(run, run.executor_obligations(kinds))
     if "region" in kinds:

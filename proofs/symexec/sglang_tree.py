@@ -36,7 +36,7 @@ from specbound.proofs.model import C, P, bs, labelled, seq_len
 from .interp import Executor
 from .models import Run, _prefix_schema, _register, make_oracle
 from .obligations import Obligation
-from .values import at, DTYPES, INT64, TensorModel, V
+from .values import DTYPES, INT64, TensorModel, at
 
 KERNEL = "sgl_build_tree_kernel_efficient_triton"
 SOURCE = "kernels/ops/speculative/spec_tree.py"
@@ -137,7 +137,8 @@ def run_kernel(sp: TreeSpec, path: str, host: Host | None = None) -> Run:
     functions.update(res.functions)
     res.block, res.extra_owner, res.batch = 1, False, bs
     b = res.pid[0]
-    lemmas = [K_.instantiate(L.prefix_monotone(), bs, b + 1), K_.instantiate(L.prefix_monotone(), bs, b)]
+    lemmas = [K_.instantiate(L.prefix_monotone(), bs, b + 1), K_.instantiate(L.prefix_monotone(), bs, b),
+              K_.instantiate(L.prefix_bound(), b)]
     report = {"bs": bs, "C": C, "pid": b}
     run = Run(f"SGLANG-TREE-{MODE_NAMES[sp.mode]}", sp.label, res, hyps, functions, tensors, {}, None, None,
               report, list(res.side_proofs) + lemmas)
@@ -188,7 +189,6 @@ def race_obligations(run) -> list:
     request's cells (so no other program's store is involved: the memory model's premise),
     and rows of different requests never share a cell."""
     out = []
-    b = run.result.pid[0]
     for i, a in enumerate(run.result.accesses):
         if a.kind == "store" or (a.kind == "load" and a.tensor.written):
             goal, _col = _in_row(run, a)
@@ -201,7 +201,11 @@ def race_obligations(run) -> list:
 
 
 def _requests_disjoint(run) -> list:
+    """Rows of request bA < bB never share a cell (none to state with one request: its one
+    program cannot race)."""
     sp = run.spec
+    if sp.bs < 2:
+        return []
     n = sp.n
     mode = spec.TreeMaskMode(sp.mode)
     ba, bb, ta, tb, ja, jb = z3.Ints("bA bB tA tB jA jB")
