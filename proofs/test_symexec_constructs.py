@@ -81,7 +81,7 @@ FIXTURES = textwrap.dedent('''
     @triton.jit
     def _pick(ptr, i, table, SCALE: tl.constexpr, USE_TABLE: tl.constexpr):
         x = tl.load(ptr + i)
-        if USE_TABLE:
+        if USE_TABLE and table is not None:
             x = tl.load(table + x)
         return x * SCALE
 
@@ -279,21 +279,17 @@ def test_the_check_sees_a_wrong_loop_model(source, monkeypatch):
     assert symbolic != interpreted
 
 
-def test_a_non_induction_carried_variable_is_unsupported(tmp_path):
+@pytest.mark.parametrize("body,construct", [
+    ("    x = 1\n    for _ in range(n):\n        x = x * 2\n    tl.store(out, 0)\n", "not an induction variable"),
+    ("    for i in range(n):\n        if i > 3:\n            return\n        tl.store(out + i, 0)\n",
+     "return inside a symbolic loop"),
+    ("    if n > 0:\n        y = 1\n    tl.store(out, y)\n", "bound on one path"),
+    ("    tl.store(out, n if n > 0 else 0)\n", "conditional expression on a runtime value"),
+])
+def test_what_stays_unsupported_is_named(tmp_path, body, construct):
     src = tmp_path / "k.py"
-    src.write_text("import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(out, n):\n"
-                   "    x = 1\n    for _ in range(n):\n        x = x * 2\n    tl.store(out, 0)\n")
-    out = TensorModel("out", 1, INT64, written=True)
-    with pytest.raises(Unsupported, match="not an induction variable"):
-        Executor(str(src), "k", constexprs={}, scalars={"n": V(z3.Int("n"), (), INT32)}, tensors={"out": out},
-                 grid=[z3.IntVal(1)]).run()
-
-
-def test_return_inside_a_symbolic_loop_is_unsupported(tmp_path):
-    src = tmp_path / "k.py"
-    src.write_text("import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(out, n):\n"
-                   "    for i in range(n):\n        if i > 3:\n            return\n        tl.store(out + i, 0)\n")
+    src.write_text("import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(out, n):\n" + body)
     out = TensorModel("out", 8, INT64, written=True)
-    with pytest.raises(Unsupported, match="return inside a symbolic loop"):
+    with pytest.raises(Unsupported, match=construct):
         Executor(str(src), "k", constexprs={}, scalars={"n": V(z3.Int("n"), (), INT32)}, tensors={"out": out},
                  grid=[z3.IntVal(1)]).run()

@@ -28,20 +28,21 @@ def sglang_root():
         pytest.skip("sglang is not installed (pip install --no-deps sglang==0.5.23)")
 
 
+def _source(root, module):
+    path = root / module.SOURCE
+    if not path.is_file():
+        pytest.skip(f"this sglang keeps {module.KERNEL} elsewhere")
+    return str(path)
+
+
 @pytest.fixture(scope="module")
 def kv_path(sglang_root):
-    path = sglang_root / KV.SOURCE
-    if not path.is_file():
-        pytest.skip(f"this sglang keeps {KV.KERNEL} elsewhere")
-    return str(path)
+    return _source(sglang_root, KV)
 
 
 @pytest.fixture(scope="module")
 def tree_path(sglang_root):
-    path = sglang_root / TREE.SOURCE
-    if not path.is_file():
-        pytest.skip(f"this sglang keeps {TREE.KERNEL} elsewhere")
-    return str(path)
+    return _source(sglang_root, TREE)
 
 
 def _interpreted(fn):

@@ -198,17 +198,22 @@ class Executor:
         """Run ``stmts``; returns the condition under which they returned (``False``: never,
         ``True``: on every path, else a Z3 Bool); after a partial return the rest of the block
         runs under its negation (flow.py)."""
+        return self.run_guarded((st.lineno, lambda st=st: self.exec_stmt(st, env)) for st in stmts)
+
+    def run_guarded(self, steps):
+        """Run ``(line, thunk)`` steps in order; each returns a return condition (None/False,
+        True, or a Z3 Bool).  A partial return makes the later steps run under its negation;
+        the combined return condition comes back."""
         returned, pushed = False, []
         try:
-            for st in stmts:
-                r = self.exec_stmt(st, env)
+            for line, step in steps:
+                r = step()
                 if r is None or r is False:
                     continue
                 if r is True:
-                    returned = True
-                    break
+                    return True
                 returned = flow.r_or(returned, r)
-                pushed.append(self.push_path(f"not_returned@{st.lineno}", z3.Not(r)))
+                pushed.append(self.push_path(f"not_returned@{line}", z3.Not(r)))
         finally:
             for entry in pushed:
                 self.drop_path(entry)
@@ -297,20 +302,10 @@ class Executor:
             trips = list(range(start, stop, step))
             if len(trips) > self.max_unroll:
                 raise Unsupported(f"constexpr loop of {len(trips)} trips (unroll limit {self.max_unroll})", line)
-            returned, pushed = False, []
-            try:
-                for i in trips:   # unrolled: a return in one trip guards the later ones
-                    env[st.target.id] = i
-                    r = self.exec_block(st.body, env)
-                    if r is True:
-                        return True
-                    if r is not False:
-                        returned = flow.r_or(returned, r)
-                        pushed.append(self.push_path(f"not_returned@{line}", z3.Not(r)))
-            finally:
-                for entry in pushed:
-                    self.drop_path(entry)
-            return returned
+            def trip(i):   # unrolled: a return in one trip guards the later ones
+                env[st.target.id] = i
+                return self.exec_block(st.body, env)
+            return self.run_guarded((line, lambda i=i: trip(i)) for i in trips)
         if _is_tl_attr(it.func, "static_range"):
             raise Unsupported("tl.static_range with a non-constexpr bound", line)
         # One iteration at a symbolic index; variables assigned in the body must be new.
@@ -384,8 +379,13 @@ class Executor:
         if isinstance(node, ast.Compare):
             if len(node.ops) != 1:
                 raise Unsupported("chained comparison", line)
-            return self.compare(type(node.ops[0]), self.eval(node.left, env),
-                                self.eval(node.comparators[0], env), line)
+            left, right = self.eval(node.left, env), self.eval(node.comparators[0], env)
+            if isinstance(node.ops[0], (ast.Is, ast.IsNot)):   # `arg is None`: decided at compile time
+                if not (left is None or right is None):
+                    raise Unsupported("`is` between values other than None", line)
+                same = left is right
+                return same if isinstance(node.ops[0], ast.Is) else not same
+            return self.compare(type(node.ops[0]), left, right, line)
         if isinstance(node, ast.Attribute):
             return self.attribute(self.eval(node.value, env), node.attr, line)
         if isinstance(node, ast.Subscript):

@@ -283,20 +283,9 @@ def walk_obligations(run) -> list:
 
 
 def obligations(run, prop: str) -> list:
-    from .theorems import PROPERTIES as KINDS
+    from .theorems import obligations as generic
 
-    kinds = KINDS[prop][0]
-    obs = []
-    if "bounds" in kinds:
-        obs += run.bounds_obligations()
-    obs += run.executor_obligations(kinds)
-    if "region" in kinds:
-        obs += race_obligations(run)
-    if "footprint" in kinds:
-        obs += footprint_obligations(run)
-    if "value" in kinds:
-        obs += walk_obligations(run)
-    return obs
+    return generic(run, prop, races=race_obligations, values=walk_obligations, footprints=footprint_obligations)
 
 
 # --- proving, refuting, replaying --------------------------------------------------------------------
@@ -321,61 +310,9 @@ def refute_run(sp: TreeSpec, path: str, host: Host | None = None, props=PROPERTI
     """The first counterexample of ``props`` under ``host`` that a replay on the kernel at
     ``path`` reproduces (see :func:`.sglang_common.refute`)."""
     from .sglang_common import refute
+    from .sglang_replay import replay_tree
 
     run = run_kernel(sp, path, host)
     cells = sp.bs * max(sp.sel_width, sp.pl_width, sp.n)
-    return refute(run, obligations, props, lambda conc: replay(sp, conc, path), REPLAY_LIMITS,
+    return refute(run, obligations, props, lambda conc: replay_tree(sp, conc, path), REPLAY_LIMITS,
                   batch_cap=cells, expect=expect)
-
-
-def replay(sp: TreeSpec, conc: dict, path: str):
-    """Launch sglang's tree kernel (source at ``path``) on the concrete batch as
-    ``sgl_build_tree_kernel_triton`` does, under the checked interpreter: ``oob`` /
-    ``race`` / ``assert``, else ``output`` when it differs from ``specbound.reference`` (for
-    a well-formed tree), else ``none``."""
-    import torch
-
-    from .replay import Replay, _checked_fault
-    from .sglang_common import load_jit
-
-    c = conc["_contents"]
-    bs_, n, k, d = sp.bs, sp.n, sp.topk, sp.depth
-    seq = [max(0, c["seq_len"](i)) for i in range(bs_)]
-    sel = [c["selected_index"](i) for i in range(bs_ * sp.sel_width)]
-    pl = [c["parent_list"](i) for i in range(bs_ * sp.pl_width)]
-    mode = spec.TreeMaskMode(sp.mode)
-    inputs = {"seq_lens": seq, "selected_index": sel, "parent_list": pl, "spec": sp.label}
-    kernel = load_jit(path, KERNEL)
-    seq_t = torch.tensor(seq, dtype=torch.int64)
-    sel_t = torch.tensor(sel, dtype=torch.int64).reshape(bs_, sp.sel_width)
-    pl_t = torch.tensor(pl, dtype=torch.int64).reshape(bs_, sp.pl_width)
-    prefix = torch.cumsum(seq_t, 0) - seq_t
-    numel = spec.mask_batch_numel(mode, bs_, n, sum(seq))
-    outs = {"tree_mask": torch.ones(numel, dtype=torch.bool), "positions": torch.zeros(bs_ * n, dtype=torch.int64),
-            "retrive_index": torch.full((bs_, n), -1, dtype=torch.int64),
-            "retrive_next_token": torch.full((bs_, n), -1, dtype=torch.int64),
-            "retrive_next_sibling": torch.full((bs_, n), -1, dtype=torch.int64)}
-
-    def launch():
-        kernel[(bs_,)](pl_t, sel_t, seq_t, prefix, outs["tree_mask"], outs["positions"], outs["retrive_index"],
-                       outs["retrive_next_token"], outs["retrive_next_sibling"], topk=k, depth=d,
-                       draft_token_num=n, tree_mask_mode=sp.mode, batch_size=bs_,
-                       parent_list_stride=sp.pl_width if sp.pl_width else 1,
-                       selected_index_stride=sp.sel_width if sp.sel_width else 1)
-    fault = _checked_fault(launch, inputs)
-    if fault is not None:
-        return fault
-    if not all(bool(well_formed(v, sp)) for v in sel):
-        return Replay("none", "malformed tree, the launch stayed in bounds", inputs)
-    from specbound import reference
-    want = reference.build_tree(pl_t, sel_t, seq_t, topk=k, depth=d, num_draft_tokens=n, mode=mode,
-                                tree_mask=torch.ones(numel, dtype=torch.bool),
-                                positions=torch.zeros(bs_ * n, dtype=torch.int64),
-                                retrive_index=torch.full((bs_, n), -1, dtype=torch.int64),
-                                retrive_next_token=torch.full((bs_, n), -1, dtype=torch.int64),
-                                retrive_next_sibling=torch.full((bs_, n), -1, dtype=torch.int64))
-    for name, theirs in zip(("tree_mask", "positions", "retrive_index", "retrive_next_token", "retrive_next_sibling"),
-                            want):
-        if not torch.equal(outs[name].reshape(-1), theirs.reshape(-1)):
-            return Replay("output", f"{name} differs from specbound.reference", inputs)
-    return Replay("none", "the launch matched specbound.reference", inputs)

@@ -290,21 +290,27 @@ BUILDERS = {
 }
 
 
-def obligations(run, prop: str) -> list:
+def obligations(run, prop: str, *, bounds=None, executor=None, races=None, values=None, footprints=None) -> list:
+    """The obligations of one property.  The kernel-specific parts default to our kernels'
+    (``models.Run`` regions and races, the walk bound, :mod:`.footprint`); a third-party
+    kernel's model passes its own (``races`` then gives the region and race obligations)."""
     kinds = PROPERTIES[prop][0]
     obs = []
     if "bounds" in kinds:
-        obs += run.bounds_obligations()
-    obs += run.executor_obligations(kinds)
-    if "region" in kinds:
-        obs += run.region_obligations()
-    if "race" in kinds:
-        obs += run.race_obligations()
+        obs += bounds(run) if bounds else run.bounds_obligations()
+    obs += executor(run, kinds) if executor else run.executor_obligations(kinds)
+    if races is not None:
+        obs += races(run) if "region" in kinds else []
+    else:
+        if "region" in kinds:
+            obs += run.region_obligations()
+        if "race" in kinds:
+            obs += run.race_obligations()
     if "value" in kinds:
-        obs += models.tree_value_obligations(run)
+        obs += values(run) if values else models.tree_value_obligations(run)
     if "footprint" in kinds:
         from . import footprint
-        obs += footprint.obligations(run)
+        obs += footprints(run) if footprints else footprint.obligations(run)
     return obs
 
 

@@ -99,11 +99,6 @@ def _names_unsupported(exc) -> str:
     return f"the executor does not model {exc.construct}" + (f" (kernel line {exc.line})" if exc.line else "")
 
 
-def _theorem_summary(results) -> tuple[list, list]:
-    bad = [r for r in results if not r.ok]
-    return [r.id for r in results if r.ok], bad
-
-
 def _preconditions(results) -> list:
     names = set()
     for r in results:
@@ -117,54 +112,40 @@ def _cex_fields(ref) -> tuple[dict, dict]:
     return cex, replay
 
 
-def check_kv(index: SourceIndex, report: R.AuditReport, full: bool) -> None:
-    from specbound.proofs.symexec import sglang_draft_kv as M
+def _prove_row(report, row_id, subject, what, specs, prove, refute, unchecked) -> None:
+    """Prove every specialization (``prove(sp)``); then refute each unchecked precondition
+    (``unchecked``: name -> (text, thunk)) by a replay.  One row: ``proved`` with the
+    specializations, their times, the contract and the refutations; ``refuted``/``error``
+    for the first specialization that does not prove; ``error`` naming an unsupported
+    construct."""
     from specbound.proofs.symexec.values import Unsupported
 
     t0 = time.perf_counter()
-    what = ("in bounds, race free, exact spec footprint (values included), no int32 wrap, no truncated copy, for "
-            "every input sglang's host contract allows, per launched specialization")
-    found = index.find(M.KERNEL, KV_FILES)
-    if found is None:
-        report.add(R.Row(KV_ROW, M.KERNEL, what, "-", R.NOT_PRESENT, f"no `{M.KERNEL}` in this sglang"))
-        return
-    subject = f"{M.KERNEL} ({found.where})"
-    try:
-        width_fn, width_src = sglang_width(index)
-    except Exception as e:  # noqa: BLE001 - the helper rows report the helper itself
-        width_fn, width_src = None, f"sglang's width helper failed: {type(e).__name__}: {e}"
-    host = M.Host(width_fn=width_fn) if width_fn is not None else M.Host()
-    sizing = (f"row width from sglang's {width_src} on Z3 terms" if width_fn is not None else
-              f"row width from spec.draft_kv_indices_buffer_width ({width_src})")
-    params = M.kernel_params(str(found.path))
-    specs = [sp for sp in kv_specs(full) if not sp.NUM_STEPS or "NUM_STEPS" in params]
     done, times = [], []
     try:
         for sp in specs:
             start = time.perf_counter()
-            results = M.prove(sp, str(found.path), host)
-            _ok, bad = _theorem_summary(results)
+            results = prove(sp)
+            bad = [r for r in results if not r.ok]
             if bad:
-                report.add(_failed_row(KV_ROW, subject, what, bad, lambda: M.refute_without(
-                    sp, str(found.path), host=host), t0, sp))
+                report.add(_failed_row(row_id, subject, what, bad, lambda: refute(sp), t0, sp))
                 return
             done.append(results)
             times.append(f"{sp.label}: {time.perf_counter() - start:.1f} s")
-        refutations = {name: M.refute_without(specs[0], str(found.path), name, host) for name in M.UNCHECKED}
+        refutations = {name: (text, thunk()) for name, (text, thunk) in unchecked.items()}
     except Unsupported as e:
-        report.add(R.Row(KV_ROW, subject, what, "symbolic execution", R.ERROR, _names_unsupported(e),
+        report.add(R.Row(row_id, subject, what, "symbolic execution", R.ERROR, _names_unsupported(e),
                          seconds=time.perf_counter() - t0))
         return
     except Exception as e:  # noqa: BLE001 - never a traceback
-        report.add(R.Row(KV_ROW, subject, what, "symbolic execution", R.ERROR, f"{type(e).__name__}: {e}",
+        report.add(R.Row(row_id, subject, what, "symbolic execution", R.ERROR, f"{type(e).__name__}: {e}",
                          seconds=time.perf_counter() - t0))
         return
-    parts = [f"{len(done[0])} properties ({', '.join(M.PROPERTIES)}) proved for {len(done)} specialization(s): "
-             + "; ".join(times), sizing,
-             "host contract: " + ", ".join(_preconditions([r for rs in done for r in rs]))]
+    props = [r.id.split("[")[0] for r in done[0]]
+    parts = [f"{len(props)} properties ({', '.join(props)}) proved for {len(done)} specialization(s): "
+             + "; ".join(times), "contract: " + ", ".join(_preconditions([r for rs in done for r in rs]))]
     cex = replay = None
-    for name, ref in refutations.items():
-        text = M.UNCHECKED[name]
+    for name, (text, ref) in refutations.items():
         if ref.status == "refuted":
             parts.append(f"NOT CHECKED BY SGLANG: {text}; without it: refuted ({ref.obligation}), replayed on "
                          f"sglang's kernel as {ref.verdict}: {ref.detail[:220]}")
@@ -172,57 +153,57 @@ def check_kv(index: SourceIndex, report: R.AuditReport, full: bool) -> None:
                 cex, replay = _cex_fields(ref)
         else:
             parts.append(f"NOT CHECKED BY SGLANG: {text}; without it: {ref.detail[:220]}")
-    report.add(R.Row(KV_ROW, subject, what, "symbolic execution (z3)", R.PROVED, "; ".join(parts), cex, replay,
+    report.add(R.Row(row_id, subject, what, "symbolic execution (z3)", R.PROVED, "; ".join(parts), cex, replay,
                      seconds=time.perf_counter() - t0))
+
+
+def _find(index, report, row_id, kernel, files, what):
+    """The kernel's definition, or None after a ``not present`` row."""
+    found = index.find(kernel, files)
+    if found is None:
+        report.add(R.Row(row_id, kernel, what, "-", R.NOT_PRESENT, f"no `{kernel}` in this sglang"))
+    return found
+
+
+def check_kv(index: SourceIndex, report: R.AuditReport, full: bool) -> None:
+    from specbound.proofs.symexec import sglang_draft_kv as M
+
+    what = ("in bounds, race free, exact spec footprint (values included), no int32 wrap, no truncated copy, for "
+            "every input sglang's host contract allows, per launched specialization")
+    found = _find(index, report, KV_ROW, M.KERNEL, KV_FILES, what)
+    if found is None:
+        return
+    path = str(found.path)
+    try:
+        width_fn, width_src = sglang_width(index)
+    except Exception as e:  # noqa: BLE001 - the helper rows report the helper itself
+        width_fn, width_src = None, f"sglang's width helper failed: {type(e).__name__}: {e}"
+    host = M.Host(width_fn=width_fn) if width_fn is not None else M.Host()
+    sizing = (f"row width: sglang's {width_src} on Z3 terms" if width_fn is not None else
+              f"row width: spec.draft_kv_indices_buffer_width ({width_src})")
+    params = M.kernel_params(path)
+    specs = [sp for sp in kv_specs(full) if not sp.NUM_STEPS or "NUM_STEPS" in params]
+    unchecked = {name: (text, lambda name=name: M.refute_without(specs[0], path, name, host))
+                 for name, text in M.UNCHECKED.items()}
+    _prove_row(report, KV_ROW, f"{M.KERNEL} ({found.where}); {sizing}", what, specs,
+               lambda sp: M.prove(sp, path, host), lambda sp: M.refute_without(sp, path, host=host), unchecked)
 
 
 def check_tree(index: SourceIndex, report: R.AuditReport, full: bool) -> None:
     from specbound.proofs.symexec import sglang_tree as M
-    from specbound.proofs.symexec.values import Unsupported
 
-    t0 = time.perf_counter()
     what = ("well-formed trees: in bounds, race free, exact footprint of tree_mask/positions/retrive_index "
-            "(links inside their rows), no int32 wrap, walk bounded; per (K, D, n, mode, batch size) specialization")
-    found = index.find(M.KERNEL, TREE_FILES)
+            "(links inside their rows), no int32 wrap, walk bounded; per (K, D, n, mode, batch size) "
+            "specialization (batch_size is a constexpr: the listed ones, not every batch size)")
+    found = _find(index, report, TREE_ROW, M.KERNEL, TREE_FILES, what)
     if found is None:
-        report.add(R.Row(TREE_ROW, M.KERNEL, what, "-", R.NOT_PRESENT, f"no `{M.KERNEL}` in this sglang"))
         return
-    subject = f"{M.KERNEL} ({found.where})"
-    done, times = [], []
+    path = str(found.path)
     specs = tree_specs(full)
-    try:
-        for sp in specs:
-            start = time.perf_counter()
-            results = M.prove(sp, str(found.path))
-            _ok, bad = _theorem_summary(results)
-            if bad:
-                report.add(_failed_row(TREE_ROW, subject, what, bad, lambda: M.refute_run(sp, str(found.path)),
-                                       t0, sp))
-                return
-            done.append(results)
-            times.append(f"{sp.label}: {time.perf_counter() - start:.1f} s")
-        malformed = M.refute_malformed(specs[0], str(found.path))
-    except Unsupported as e:
-        report.add(R.Row(TREE_ROW, subject, what, "symbolic execution", R.ERROR, _names_unsupported(e),
-                         seconds=time.perf_counter() - t0))
-        return
-    except Exception as e:  # noqa: BLE001
-        report.add(R.Row(TREE_ROW, subject, what, "symbolic execution", R.ERROR, f"{type(e).__name__}: {e}",
-                         seconds=time.perf_counter() - t0))
-        return
-    parts = [f"{len(done[0])} properties ({', '.join(M.PROPERTIES)}) proved per specialization, for "
-             f"{len(done)} specialization(s) (batch_size is a constexpr: these, not every batch size): "
-             + "; ".join(times)]
-    cex = replay = None
-    if malformed.status == "refuted":
-        parts.append(f"NOT CHECKED BY SGLANG: well-formed trees (every selected_index entry names the root or a "
-                     f"parent_list slot); on malformed ones: refuted ({malformed.obligation}), replayed on sglang's "
-                     f"kernel as {malformed.verdict}: {malformed.detail[:220]}")
-        cex, replay = _cex_fields(malformed)
-    else:
-        parts.append(f"malformed trees: not refuted ({malformed.detail[:200]})")
-    report.add(R.Row(TREE_ROW, subject, what, "symbolic execution (z3)", R.PROVED, "; ".join(parts), cex, replay,
-                     seconds=time.perf_counter() - t0))
+    unchecked = {"well_formed_tree": ("well-formed trees (every selected_index entry names the root or a "
+                                      "parent_list slot)", lambda: M.refute_malformed(specs[0], path))}
+    _prove_row(report, TREE_ROW, f"{M.KERNEL} ({found.where})", what, specs, lambda sp: M.prove(sp, path),
+               lambda sp: M.refute_run(sp, path), unchecked)
 
 
 def _failed_row(row_id, subject, what, bad, refute, t0, sp) -> R.Row:
