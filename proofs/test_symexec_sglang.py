@@ -233,3 +233,47 @@ def test_older_release_without_token_blocks(kv_path, tmp_path):
     src.write_text(text)
     with pytest.raises(Unsupported, match="no token-block launch"):
         KV.run_kernel(KV.KvSpec(2, False, 4, 2, 16), str(src))
+
+
+@pytest.mark.parametrize("paths", [{"window_size": 6, "sink_size": 2}, {"ENTRY_PAGE_SIZE": 2},
+                                   {"TRANSLATE": True}, {"window_size": 5, "ENTRY_PAGE_SIZE": 4, "TRANSLATE": True}],
+                         ids=str)
+def test_kv_read_plan_paths_match_the_interpreter(kv_path, paths):
+    """The paths the optional arguments switch on (draft window, page-granular read table,
+    v2p translation) run in the executor as in the interpreter (they are not proved: the spec
+    describes the identity plan only, and ``prove`` refuses them)."""
+    from specbound.proofs.symexec.sglang_common import load_jit
+
+    rng = random.Random(5)
+    sp = KV.KvSpec(0, True, 4, 4, 16)
+    ns, k, d, page = 3, 2, 3, 2
+    eps = paths.get("ENTRY_PAGE_SIZE", 1)
+    seq = [rng.randint(0, 20) for _ in range(ns)]
+    c = max(seq) + d + 2
+    width, stride = ns * k * c, ns * k + 1
+    span = -(-max(spec.kv_req_to_token_span(s, k, d, page) for s in seq) // eps)
+    pool = ns + 1
+    rows = rng.sample(range(pool), ns)
+    r2t = torch.tensor([rng.randint(0, 30) for _ in range(pool * span)], dtype=torch.int32).reshape(pool, span)
+    v2p = torch.tensor([rng.randint(0, 50) for _ in range(64)], dtype=torch.int64)
+    kv_i, kv_p = torch.zeros((d, width), dtype=torch.int32), torch.zeros((d, stride), dtype=torch.int32)
+    seq_t = torch.tensor(seq, dtype=torch.int64)
+    kernel = load_jit(kv_path, KV.KERNEL)
+    extra = dict(paths)
+    if paths.get("TRANSLATE"):
+        extra["v2p"] = v2p
+    window, sink = paths.get("window_size", 0), paths.get("sink_size", 0)
+    _interpreted(lambda: kernel[(d, ns, k)](torch.tensor(rows), r2t, seq_t, kv_i, kv_p, seq_t.repeat_interleave(k),
+                                            span, width, stride, sp.bs_upper, sp.iter_upper, sp.num_tokens_upper,
+                                            page, **{"window_size": window, "sink_size": sink, **extra}))
+    run = KV.run_kernel(sp, kv_path, KV.Host(paths=paths))
+    scalars = {"num_seqs": ns, "K": k, "D": d, "page_size": page, "C": c, "width": width, "alloc_bs": ns,
+               "indptr_stride": stride, "row_stride": span, "pool_rows": pool, "grid0": d, "v2p_len": 64}
+    tables = {"seq_len": seq, "P": spec.prefix_sums(seq), "pool_row": rows, "req_to_token": r2t.reshape(-1).tolist(),
+              "Q": [sum(seq[z // k] for z in range(j)) for j in range(ns * k + 1)], "v2p": v2p.tolist()}
+    writes = selfcheck.concrete_writes(run, scalars, tables, (d, ns, k))
+    mem = selfcheck.final_memory(writes, {"kv_indices": [0] * (d * width), "kv_indptr": [0] * (d * stride)})
+    assert mem["kv_indices"] == kv_i.reshape(-1).tolist()
+    assert mem["kv_indptr"] == kv_p.reshape(-1).tolist()
+    with pytest.raises(ValueError, match="identity plan"):
+        KV.prove(sp, kv_path, KV.Host(paths=paths))

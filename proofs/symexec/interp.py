@@ -885,6 +885,9 @@ class Executor:
             return V(to_result(e), rest_shape, x.dtype, x.arith)
         if kind == "sum" and axis == 0:
             exact = memory.prefix_sum(self, x, size, line)   # sum of a masked prefix load
+            if exact is None and x.rank == 1 and size <= UNROLLED_SUM_LANES:
+                # a short rank-1 sum of anything else: the sum of its lanes, written out
+                exact = z3.Sum([z3.substitute(as_int(e), (lk, z3.IntVal(i))) for i in range(size)])
             if exact is not None:
                 return V(exact, rest_shape, x.dtype, True)
         if kind == "sum":
@@ -997,6 +1000,8 @@ class Executor:
             raise Unsupported(f"tl.cast options {sorted(kw)}", line)
         return self.cast(x, dtype, line)
 
+
+UNROLLED_SUM_LANES = 64   # rank-1 sums up to this many lanes are exact sums of their lanes
 
 _TL_FUNCS = {"program_id", "num_programs", "arange", "load", "store", "where", "max", "min", "sum",
              "zeros", "full", "broadcast_to", "device_assert", "static_range", "range", "cdiv", "constexpr",

@@ -115,6 +115,10 @@ class Host:
     width_fn: Callable = default_width
     extents: dict = field(default_factory=dict)
     drop: tuple = ()
+    # the read-plan constexprs (window_size, sink_size, ENTRY_PAGE_SIZE, TRANSLATE): only their
+    # identity settings are proved (the spec has no model of the others); the executor runs
+    # any, for the checks against the interpreter
+    paths: dict = field(default_factory=dict)
 
 
 def _positions_schema(app):
@@ -231,6 +235,11 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
                   "kv_indices_stride": V(width, (), INT32), "kv_indptr_stride": V(indptr_stride, (), INT32),
                   "bs_upper": sp.bs_upper, "iter_upper": sp.iter_upper, "num_tokens_upper": sp.num_tokens_upper,
                   "page_size": 1 if not sp.paged else V(page, (), INT32), "NUM_STEPS": sp.NUM_STEPS}
+    constexprs.update(host.paths)
+    if host.paths.get("TRANSLATE"):
+        v2p = z3.Function("v2p", z3.IntSort(), z3.IntSort())
+        _register(functions, v2p, lambda app: {})
+        tensors["v2p"] = TensorModel("v2p", z3.Int("v2p_len"), INT64, v2p)
     ex = Executor(path, KERNEL, constexprs=constexprs, scalars=scalars, tensors=tensors,
                   grid=[G0, num_seqs, K], oracle=make_oracle(hyps, functions))
     res = ex.run()
@@ -346,10 +355,16 @@ WRAP_LIMITS = {"num_seqs": (1, 1), "topk": (1, 1), "num_steps": (1, 3), "page_si
 BIG_BUFFER = 1 << 24   # cells: above this a replay buffer is allocated untouched (torch.empty)
 
 
+IDENTITY_PATHS = {"window_size": 0, "sink_size": 0, "ENTRY_PAGE_SIZE": 1, "TRANSLATE": False}
+
+
 def prove(sp: KvSpec, path: str, host: Host | None = None, progress=None) -> list:
     from .sglang_common import prove as prove_run
     from .sglang_draft_kv_obligations import obligations
 
+    if host is not None and any(host.paths.get(k, d) != d for k, d in IDENTITY_PATHS.items()):
+        raise ValueError(f"read-plan settings {host.paths}: the spec describes the identity plan only "
+                         f"({IDENTITY_PATHS})")
     run = run_kernel(sp, path, host)
     return prove_run(run, obligations, PROPERTIES, progress)
 
