@@ -885,9 +885,6 @@ class Executor:
             return V(to_result(e), rest_shape, x.dtype, x.arith)
         if kind == "sum" and axis == 0:
             exact = memory.prefix_sum(self, x, size, line)   # sum of a masked prefix load
-            if exact is None and x.rank == 1 and size <= UNROLLED_SUM_LANES:
-                # a short rank-1 sum of anything else: the sum of its lanes, written out
-                exact = z3.Sum([z3.substitute(as_int(e), (lk, z3.IntVal(i))) for i in range(size)])
             if exact is not None:
                 return V(exact, rest_shape, x.dtype, True)
         if kind == "sum":
@@ -904,6 +901,12 @@ class Executor:
                     self.observe(V(f, x.shape, x.dtype, True), line, "one-hot selected value", active=rest_cond)
                     arith = False
                 return V(to_result(self.define(r, f"onehot@{line}")), rest_shape, x.dtype, arith)
+            if x.rank == 1 and size <= UNROLLED_SUM_LANES:
+                # a short rank-1 sum of anything else: the sum of its lanes, written out (each
+                # lane must fit first; the sum is then exact modulo 2^bits, so it fits iff observed)
+                self.observe(x, line, "summed value")
+                return V(z3.Sum([z3.substitute(as_int(e), (lk, z3.IntVal(i))) for i in range(size)]), (),
+                         x.dtype, True)
         if kind in ("min", "max"):
             self.observe(x, line, f"{kind} operand")
         # Abstract: R(pid, loop indices, remaining lanes) with valid lemmas only.
