@@ -1,19 +1,31 @@
-"""A bounds-checked Triton interpreter.
+"""A bounds-checked Triton interpreter that knows which tensor each pointer belongs to.
 
 Triton's interpreter (``TRITON_INTERPRET=1``) executes every load and store with raw
 host addresses and never checks them: a store just past a tensor silently corrupts its
 neighbour, a far one kills the process.  :func:`checked_interpreter` closes that gap.
-While it is active, every memory access of every *interpreted* launch is checked against
-the tensors passed to that launch **before** the access happens, and an access outside
-all of them raises :class:`OutOfBoundsAccess` naming the kernel, program id, lane,
-address, the nearest tensor argument and how far past its end (or before its start) the
-access lands ("nearest" is by address distance: for a far-away address it is whichever
-argument lies closest in memory, so compare ``address`` there).  Optionally it records, per launch and per tensor argument, the element
-indices each store/atomic wrote (the write footprint compared with the spec's).
+While it is active, every memory access of every *interpreted* launch is checked
+**before** it happens against the tensor argument its pointer was derived from (its
+*provenance*, :mod:`._provenance`): a load, store or atomic whose lane address leaves
+that argument raises :class:`OutOfBoundsAccess`, also when the address lands inside
+another argument (an overrun into a neighbouring allocation, the usual case on a GPU).
+The report names the kernel, program id, lane, address, the argument and how far past
+its end (or before its start) the access lands, the argument it lands in if any, and
+the kernel source line (file:line and its text).  Optionally the session records, per
+launch and per tensor argument, the element indices each store/atomic wrote, each cell
+attributed to the argument its pointer came from (the write footprint compared with
+the spec's; :meth:`CheckedSession.conflicting_writes` finds races on it).
 
-How: the interpreter funnels all memory traffic through a single builder object
-(``triton.runtime.interpreter.interpreter_builder``); we shadow its load/store/atomic
-methods on the instance for the duration of the context, and wrap
+Where provenance is genuinely lost (an integer cast back to a pointer, an address the
+interpreter holds as a plain integer, a pointer made by an operation we do not follow)
+the lane is checked as before, against *every* argument, and this is never silent: the
+launch record counts such lanes by reason and source line
+(:attr:`LaunchRecord.provenance_lost`, :attr:`CheckedSession.accesses_without_provenance`)
+and a report on such a lane says that provenance was lost and why.
+
+How: the interpreter funnels all memory traffic and pointer arithmetic through one
+builder object (``triton.runtime.interpreter.interpreter_builder``); we shadow its
+methods on the instance for the duration of the context, tag argument pointers where
+the interpreter materialises them (``_implicit_cvt``), and wrap
 ``GridExecutor.__call__`` to learn which kernel runs with which tensors.  Method
 signatures differ between triton 3.6 and 3.9, so the wrappers take ``*args, **kwargs``
 and find the pointer and mask by parameter name (with a positional fallback).
@@ -23,10 +35,11 @@ fires (and Triton's own int32 overflow sanitizer on ``+ - *`` becomes active).
 
 Not checked: accesses by compiled (GPU) launches (use guard bands); builder calls made
 outside a launch (a @triton.jit helper called directly from Python); gaps inside a
-strided view's span and aliasing between arguments (an access anywhere inside any
-argument's span passes); data races between programs (the interpreter runs programs one
-at a time, in order); alignment; reads of memory the kernel was not meant to read but
-that lies inside some argument; int64 wrap-around of addresses.
+strided view's span (an access anywhere inside its own argument's span passes); memory
+the kernel was not meant to touch inside its own argument (that is the footprint's
+job); data races other than two programs storing one cell (the interpreter runs
+programs one at a time, in order, so a read racing a write goes unseen); alignment;
+int64 wrap-around of addresses.
 """
 
 from __future__ import annotations
@@ -34,111 +47,21 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import linecache
+import os
+import sys
 import threading
-from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import numpy as np
+
+from . import _provenance as P
+from ._records import CheckedSession, LaunchRecord, OutOfBoundsAccess, TensorArg
 
 __all__ = [
     "OutOfBoundsAccess", "CheckedSession", "LaunchRecord", "TensorArg",
     "checked_interpreter", "interpreter_active",
 ]
-
-
-class OutOfBoundsAccess(IndexError):
-    """An interpreted load/store/atomic addressed memory outside every tensor argument."""
-
-    def __init__(self, *, kernel: str, op: str, program_id: tuple, lane: tuple, flat_lane: int,
-                 address: int, nbytes: int, nearest: str | None, past_end: int | None,
-                 before_start: int | None, num_bad_lanes: int):
-        self.kernel = kernel
-        self.op = op
-        self.program_id = program_id
-        self.lane = lane
-        self.flat_lane = flat_lane
-        self.address = address
-        self.nbytes = nbytes
-        self.nearest = nearest
-        # Elements past the nearest tensor's end (0 = the first element after it), or
-        # elements before its start; exactly one of the two is set when a tensor exists.
-        self.past_end = past_end
-        self.before_start = before_start
-        self.num_bad_lanes = num_bad_lanes
-        if nearest is None:
-            where = "no tensor argument"
-        elif past_end is not None:
-            where = f"{past_end} element(s) past the end of {nearest!r}"
-        else:
-            where = f"{before_start} element(s) before the start of {nearest!r}"
-        super().__init__(
-            f"{kernel}: out-of-bounds {op} by program {program_id}, lane {lane} "
-            f"(flat {flat_lane}; {num_bad_lanes} bad lane(s)) at address {address:#x} "
-            f"({nbytes} byte(s)): {where}")
-
-
-@dataclass(frozen=True)
-class TensorArg:
-    """A tensor argument of one launch: the byte range the kernel may touch."""
-    name: str
-    base: int          # address of element 0 of the view
-    nbytes: int        # bytes spanned by the view (0 for an empty tensor)
-    itemsize: int
-
-    @property
-    def end(self) -> int:
-        return self.base + self.nbytes
-
-
-@dataclass
-class LaunchRecord:
-    kernel: str
-    grid: tuple | None
-    tensors: dict[str, TensorArg]
-    # tensor argument name -> element indices written (only with record_footprint)
-    writes: dict[str, set[int]] = field(default_factory=dict)
-    # program id -> the same, per program (only with record_footprint): what a race check
-    # compares, since the interpreter runs the programs one after the other
-    writes_by_program: dict[tuple, dict[str, set[int]]] = field(default_factory=dict)
-    loads: int = 0
-    stores: int = 0
-
-
-@dataclass
-class CheckedSession:
-    """Handle yielded by :func:`checked_interpreter`."""
-    record_footprint: bool
-    launches: list[LaunchRecord] = field(default_factory=list)
-    accesses_checked: int = 0
-
-    def written(self, kernel: str | None = None) -> dict[str, set[int]]:
-        """Union over launches (optionally of one kernel) of the element indices written
-        per tensor argument name."""
-        out: dict[str, set[int]] = {}
-        for rec in self.launches:
-            if kernel is not None and rec.kernel != kernel:
-                continue
-            for name, cells in rec.writes.items():
-                out.setdefault(name, set()).update(cells)
-        return out
-
-    def conflicting_writes(self) -> str | None:
-        """The first cell two programs of one launch both stored (a race on a GPU, where
-        programs run concurrently), described; None when there is none.  Needs
-        ``record_footprint``."""
-        for rec in self.launches:
-            owner: dict = {}
-            for pid, tensors in sorted(rec.writes_by_program.items()):
-                for name, cells in sorted(tensors.items()):
-                    for c in sorted(cells):
-                        prev = owner.setdefault((name, c), pid)
-                        if prev != pid:
-                            return f"{rec.kernel}: {name}[{c}] stored by programs {prev} and {pid}"
-        return None
-
-    def clear(self) -> None:
-        self.launches.clear()
-        self.accesses_checked = 0
 
 
 # --- module state --------------------------------------------------------------------
@@ -148,11 +71,15 @@ _sessions: list[CheckedSession] = []
 _current: LaunchRecord | None = None
 _undo: list[tuple[Any, str, Any]] = []
 _MISSING = object()
+_builder = None           # the interpreter builder whose grid_idx names the program
+_mem_depth = 0            # >0 inside a wrapped memory op (create_load calls create_masked_load)
+# Library code between a kernel line and our wrappers (skipped when naming the line).
+_skip_dirs: tuple[str, ...] = ()
+_skip_files: frozenset[str] = frozenset()
 
 
 def interpreter_active() -> bool:
     """Whether Triton kernels defined now would run under the interpreter."""
-    import os
     return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
 
 
@@ -199,6 +126,27 @@ def _restore_all():
             setattr(obj, name, old)
 
 
+def _program_id() -> tuple:
+    return tuple(getattr(_builder, "grid_idx", None) or ())
+
+
+def _launch_args() -> tuple:
+    rec = _current
+    return tuple(rec.tensors.values()) if rec is not None else ()
+
+
+def _kernel_site() -> tuple[str, int, str] | None:
+    """(file, line, text) of the innermost frame outside Triton, NumPy and this package's
+    checker: the kernel (or @triton.jit helper) line being interpreted."""
+    f = sys._getframe(1)
+    while f is not None:
+        path = f.f_code.co_filename
+        if path not in _skip_files and not path.startswith(_skip_dirs):
+            return path, f.f_lineno, linecache.getline(path, f.f_lineno).strip()
+        f = f.f_back
+    return None
+
+
 # --- describing the tensors of a launch ------------------------------------------------
 
 def _tensor_span(t) -> tuple[int, int, int]:
@@ -211,19 +159,24 @@ def _tensor_span(t) -> tuple[int, int, int]:
     return t.data_ptr() + lo * itemsize, (last - lo + 1) * itemsize, itemsize
 
 
-def _collect_tensors(fn, args, kwargs) -> dict[str, TensorArg]:
+def _collect_tensors(fn, args, kwargs) -> tuple[dict[str, TensorArg], dict[int, TensorArg]]:
+    """The tensor arguments by name, and by ``id`` of the objects the interpreter will
+    turn into pointers (a TensorWrapper and its base both map to the argument)."""
     try:
         names = list(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
         names = []
     out: dict[str, TensorArg] = {}
+    by_id: dict[int, TensorArg] = {}
 
     def add(name, value):
         base_t = getattr(value, "base", None) if type(value).__name__ == "TensorWrapper" else None
         t = base_t if base_t is not None else value
         if hasattr(t, "data_ptr") and hasattr(t, "element_size"):
             base, nbytes, itemsize = _tensor_span(t)
-            out[name] = TensorArg(name, base, nbytes, itemsize)
+            arg = TensorArg(name, base, nbytes, itemsize, index=len(out))
+            out[name] = arg
+            by_id[id(value)] = by_id[id(t)] = arg
         elif isinstance(value, tuple):
             for i, v in enumerate(value):
                 add(f"{name}[{i}]", v)
@@ -234,7 +187,7 @@ def _collect_tensors(fn, args, kwargs) -> dict[str, TensorArg]:
         add(names[i] if i < len(names) else f"arg{i}", a)
     for k, v in kwargs.items():
         add(k, v)
-    return out
+    return out, by_id
 
 
 # --- the checks --------------------------------------------------------------------------
@@ -252,118 +205,222 @@ def _elem_bytes(ptr_handle) -> int:
     return max(1, bits // 8)
 
 
-def _bind(orig, args, kwargs) -> dict[str, Any]:
-    try:
-        return dict(inspect.signature(orig).bind_partial(*args, **kwargs).arguments)
-    except (TypeError, ValueError):
-        return {}
+def _inside(flat_addr: np.ndarray, t: TensorArg, nb: int) -> np.ndarray:
+    if t.nbytes < nb:
+        return np.zeros(flat_addr.shape, dtype=bool)
+    return (flat_addr >= np.uint64(t.base)) & (flat_addr <= np.uint64(t.end - nb))
 
 
-def _find_ptr_mask(kind: str, orig, args, kwargs):
-    """Locate the pointer handle and the mask handle of a memory op, by name if the
-    signature allows it, else by position among the handles."""
-    bound = _bind(orig, args, kwargs)
-    ptr = next((bound[n] for n in ("ptrs", "ptr", "pointer", "pointers") if n in bound), None)
-    mask = next((bound[n] for n in ("mask", "masks") if n in bound), None)
-    if ptr is None or not _is_pointer_handle(ptr):
-        handles = [a for a in list(args) + list(kwargs.values()) if _is_pointer_handle(a)]
-        if not handles:
-            return None, None
-        ptr = handles[0]
-        if mask is None:
-            bools = [a for a in list(args) + list(kwargs.values())
-                     if a is not ptr and hasattr(a, "data") and isinstance(a.data, np.ndarray)
-                     and a.data.dtype == np.bool_]
-            # load(ptrs, mask, other): the mask is the first bool handle; store(ptrs, value,
-            # mask) and rmw(op, ptr, val, mask): the last.
-            if bools:
-                mask = bools[0] if kind == "load" else bools[-1]
-    return ptr, mask
+def _inside_any(flat_addr: np.ndarray, tensors, nb: int) -> np.ndarray:
+    ok = np.zeros(flat_addr.shape, dtype=bool)
+    for t in tensors:
+        ok |= _inside(flat_addr, t, nb)
+    return ok
 
 
-def _describe(addr: int, nbytes: int, tensors: dict[str, TensorArg]):
+def _relative(addr: int, t: TensorArg) -> tuple[int | None, int | None]:
+    """(past_end, before_start) of an access relative to ``t``."""
+    if addr >= t.base:
+        return ((addr - t.end) // t.itemsize if addr >= t.end else 0), None
+    return None, -((addr - t.base) // t.itemsize)
+
+
+def _nearest(addr: int, nb: int, tensors) -> TensorArg | None:
     best = None
-    for t in tensors.values():
+    for t in tensors:
         if addr < t.base:
             dist = t.base - addr
-        elif addr + nbytes > t.end:
-            dist = addr + nbytes - t.end
+        elif addr + nb > t.end:
+            dist = addr + nb - t.end
         else:
             dist = 0
         if best is None or dist < best[0]:
             best = (dist, t)
-    if best is None:
-        return None, None, None
-    t = best[1]
-    if addr >= t.base:
-        return t.name, (addr - t.end) // t.itemsize if addr >= t.end else 0, None
-    return t.name, None, -((addr - t.base) // t.itemsize)
+    return None if best is None else best[1]
 
 
-def _check(kind: str, op: str, ptr, mask, *, write: bool):
+def _owners(prov, shape) -> tuple[TensorArg | None, np.ndarray | None]:
+    """(the one owner of every lane, None) or (None, per-lane argument indices, -1 = lost)."""
+    if isinstance(prov, TensorArg):
+        return prov, None
+    if isinstance(prov, P.Lanes):
+        return None, np.broadcast_to(prov.owners, shape).reshape(-1)
+    return None, np.full(int(np.prod(shape, dtype=np.int64)), -1, dtype=np.int16)
+
+
+def _lost_reason(ptr, prov) -> str:
+    if not _is_pointer_handle(ptr):
+        # Triton's interpreter reads a pointer stored in memory back as a plain integer.
+        return f"address held as {getattr(ptr, 'dtype', '?')}, not a pointer (e.g. read from memory)"
+    return P.reason_of(prov)
+
+
+def _check(op: str, ptr, mask, *, write: bool):
     rec = _current
     if rec is None:  # a builder call outside any launch we saw: nothing to check against
         return
     addrs = np.asarray(ptr.data)
     if addrs.dtype != np.uint64:
         addrs = addrs.astype(np.uint64)
-    if mask is not None:
-        m = np.broadcast_to(np.asarray(mask.data, dtype=bool), addrs.shape)
-    else:
-        m = np.ones(addrs.shape, dtype=bool)
-    nb = _elem_bytes(ptr)
     flat_addr = addrs.reshape(-1)
-    flat_m = m.reshape(-1)
-    ok = np.zeros(flat_addr.shape, dtype=bool)
-    owners = []
-    for t in rec.tensors.values():
-        if t.nbytes == 0:
-            continue
-        inside = (flat_addr >= np.uint64(t.base)) & (flat_addr <= np.uint64(t.end - nb)) \
-            if t.nbytes >= nb else np.zeros(flat_addr.shape, dtype=bool)
-        ok |= inside
-        owners.append((t, inside))
+    if mask is not None:
+        flat_m = np.broadcast_to(np.asarray(mask.data, dtype=bool), addrs.shape).reshape(-1)
+    else:
+        flat_m = np.ones(flat_addr.shape, dtype=bool)
+    nb = _elem_bytes(ptr)
+    prov = P.get(ptr) if _is_pointer_handle(ptr) else None
+    args = tuple(rec.tensors.values())
+    owner, lane_owner = _owners(prov, addrs.shape)
+    if owner is not None:                               # the common case: one argument
+        ok = _inside(flat_addr, owner, nb)
+    else:
+        ok = np.zeros(flat_addr.shape, dtype=bool)
+        for t in args:
+            sel = lane_owner == t.index
+            if sel.any():
+                ok[sel] = _inside(flat_addr[sel], t, nb)
+        lost = lane_owner < 0
+        if lost.any():
+            ok[lost] = _inside_any(flat_addr[lost], args, nb)
+            _note_lost(rec, int((lost & flat_m).sum()), _lost_reason(ptr, prov))
     bad = flat_m & ~ok
     for s in _sessions:
         s.accesses_checked += int(flat_m.sum())
     if bad.any():
-        idx = np.flatnonzero(bad)
-        lane_flat = int(idx[0])
-        addr = int(flat_addr[lane_flat])
-        lane = tuple(int(i) for i in np.unravel_index(lane_flat, addrs.shape)) if addrs.ndim else ()
-        name, past, before = _describe(addr, nb, rec.tensors)
-        pid = tuple(getattr(_builders(_interp_module())[0], "grid_idx", None) or ())
-        raise OutOfBoundsAccess(kernel=rec.kernel, op=op, program_id=pid, lane=lane,
-                                flat_lane=lane_flat, address=addr, nbytes=nb, nearest=name,
-                                past_end=past, before_start=before, num_bad_lanes=int(idx.size))
+        _raise(rec, op, ptr, prov, addrs, flat_addr, bad, nb, owner, lane_owner, args)
     if write:
         rec.stores += 1
         if any(s.record_footprint for s in _sessions):
-            pid = tuple(getattr(_builders(_interp_module())[0], "grid_idx", None) or ())
-            mine = rec.writes_by_program.setdefault(pid, {})
-            for t, inside in owners:
-                sel = flat_m & inside
-                if sel.any():
-                    cells = {int(c) for c in np.unique((flat_addr[sel] - np.uint64(t.base)) // np.uint64(t.itemsize))}
-                    rec.writes.setdefault(t.name, set()).update(cells)
-                    mine.setdefault(t.name, set()).update(cells)
+            _record_writes(rec, flat_addr, flat_m, nb, owner, lane_owner, args)
     else:
         rec.loads += 1
+
+
+def _note_lost(rec: LaunchRecord, lanes: int, reason: str) -> None:
+    if not lanes:
+        return
+    site = _kernel_site()
+    key = reason + (f" at {site[0]}:{site[1]}" if site else "")
+    rec.provenance_lost[key] = rec.provenance_lost.get(key, 0) + lanes
+    for s in _sessions:
+        s.accesses_without_provenance += lanes
+
+
+def _raise(rec, op, ptr, prov, addrs, flat_addr, bad, nb, owner, lane_owner, args):
+    idx = np.flatnonzero(bad)
+    lane_flat = int(idx[0])
+    addr = int(flat_addr[lane_flat])
+    lane = tuple(int(i) for i in np.unravel_index(lane_flat, addrs.shape)) if addrs.ndim else ()
+    if owner is None and lane_owner[lane_flat] >= 0:
+        owner = args[int(lane_owner[lane_flat])]
+    if owner is not None:
+        target, reason = owner, None
+        landed = next((t for t in args if t is not owner and t.base <= addr and addr + nb <= t.end), None)
+    else:
+        target, reason, landed = _nearest(addr, nb, args), _lost_reason(ptr, prov), None
+    past, before = _relative(addr, target) if target is not None else (None, None)
+    site = _kernel_site() or (None, None, None)
+    raise OutOfBoundsAccess(
+        kernel=rec.kernel, op=op, program_id=_program_id(), lane=lane, flat_lane=lane_flat, address=addr,
+        nbytes=nb, nearest=target.name if target is not None else None, past_end=past, before_start=before,
+        num_bad_lanes=int(idx.size), argument=owner.name if owner is not None else None,
+        landed_in=landed.name if landed is not None else None,
+        landed_element=(addr - landed.base) // landed.itemsize if landed is not None else None,
+        provenance_lost=reason, source_file=site[0], source_line=site[1], source_text=site[2])
+
+
+def _record_writes(rec, flat_addr, flat_m, nb, owner, lane_owner, args):
+    """Each written cell goes to the argument its pointer came from; lanes without
+    provenance go to every argument whose span holds them (the best that is known)."""
+    pid = _program_id()
+
+    def add(t: TensorArg, addr: np.ndarray):
+        if addr.size:
+            rec.footprint.add(pid, t, ((addr - np.uint64(t.base)) // np.uint64(t.itemsize)).astype(np.int64))
+
+    if owner is not None:
+        add(owner, flat_addr[flat_m])
+        return
+    for t in args:
+        add(t, flat_addr[flat_m & (lane_owner == t.index)])
+    lost = flat_m & (lane_owner < 0)
+    if lost.any():
+        for t in args:
+            add(t, flat_addr[lost][_inside(flat_addr[lost], t, nb)])
+
+
+def _locate(params: list[str], names: tuple[str, ...]) -> tuple[str | None, int | None]:
+    for n in names:
+        if n in params:
+            return n, params.index(n)
+    return None, None
 
 
 def _wrap_mem(builder, meth: str, kind: str, write: bool):
     orig = getattr(builder, meth, None)
     if orig is None:
         return
+    try:
+        params = list(inspect.signature(orig).parameters)
+    except (TypeError, ValueError):
+        params = []
+    ptr_name, ptr_pos = _locate(params, ("ptrs", "ptr", "pointer", "pointers"))
+    mask_name, mask_pos = _locate(params, ("mask", "masks"))
+    op = f"{kind} ({meth})"
+
+    def find(args, kwargs):
+        """The pointer and mask handles, by parameter name, else by position among the
+        handles (an unknown signature)."""
+        ptr = kwargs.get(ptr_name, args[ptr_pos] if ptr_pos is not None and ptr_pos < len(args) else None)
+        mask = kwargs.get(mask_name, args[mask_pos] if mask_pos is not None and mask_pos < len(args) else None)
+        if ptr is not None and hasattr(ptr, "data"):
+            return ptr, mask
+        values = list(args) + list(kwargs.values())
+        handles = [a for a in values if _is_pointer_handle(a)]
+        if not handles:
+            return None, None
+        ptr = handles[0]
+        bools = [a for a in values if a is not ptr and hasattr(a, "data") and isinstance(a.data, np.ndarray)
+                 and a.data.dtype == np.bool_]
+        # load(ptrs, mask, other): the mask is the first bool handle; store(ptrs, value,
+        # mask) and rmw(op, ptr, val, mask): the last.
+        return ptr, (bools[0] if kind == "load" else bools[-1]) if bools else None
 
     def wrapped(*args, **kwargs):
-        ptr, mask = _find_ptr_mask(kind, orig, args, kwargs)
+        global _mem_depth
+        if _mem_depth:       # an inner call of an op already checked (create_load -> masked)
+            return orig(*args, **kwargs)
+        ptr, mask = find(args, kwargs)
         if ptr is not None:
-            _check(kind, f"{kind} ({meth})", ptr, mask, write=write)
-        return orig(*args, **kwargs)
+            _check(op, ptr, mask, write=write)
+        _mem_depth += 1
+        try:
+            res = orig(*args, **kwargs)
+        finally:
+            _mem_depth -= 1
+        if kind == "load" and _is_pointer_handle(res):
+            P.put(res, P.Lost("pointer loaded from memory"))
+        return res
 
     wrapped.__wrapped__ = orig
     _set(builder, meth, wrapped)
+
+
+def _wrap_implicit_cvt(mod):
+    """Tag the pointer the interpreter makes of each tensor argument with that argument."""
+    orig = getattr(mod, "_implicit_cvt", None)
+    if orig is None:
+        return
+
+    def cvt(arg):
+        res = orig(arg)
+        rec = _current
+        if rec is not None and hasattr(arg, "data_ptr"):
+            P.put(getattr(res, "handle", None), rec.by_id.get(id(arg)) or P.Lost(P.UNKNOWN_ARG))
+        return res
+
+    cvt.__wrapped__ = orig
+    _set(mod, "_implicit_cvt", cvt)
 
 
 def _wrap_launch(mod):
@@ -377,8 +434,9 @@ def _wrap_launch(mod):
         global _current
         fn = self.fn
         name = getattr(fn, "__name__", repr(fn))
+        tensors, by_id = _collect_tensors(fn, args_dev, kwargs)
         rec = LaunchRecord(kernel=name, grid=self.grid if isinstance(self.grid, tuple) else None,
-                           tensors=_collect_tensors(fn, args_dev, kwargs))
+                           tensors=tensors, by_id=by_id)
         self._specbound_record = rec
         prev, _current = _current, rec
         for s in _sessions:
@@ -394,6 +452,7 @@ def _wrap_launch(mod):
             raise
         finally:
             _current = prev
+            rec.by_id = {}   # ids of the host copies are meaningless after the launch
 
     def init_hst(self, *a, **k):
         # Device tensors are copied to host storages before the run: check against the
@@ -402,7 +461,7 @@ def _wrap_launch(mod):
         rec = getattr(self, "_specbound_record", None)
         if rec is not None and isinstance(res, tuple) and len(res) == 2:
             args_hst, kwargs_hst = res
-            rec.tensors = _collect_tensors(self.fn, args_hst, kwargs_hst)
+            rec.tensors, rec.by_id = _collect_tensors(self.fn, args_hst, kwargs_hst)
         return res
 
     _set(ge, "__call__", call)
@@ -411,17 +470,28 @@ def _wrap_launch(mod):
 
 
 def _install():
+    global _builder, _skip_dirs, _skip_files
+    import triton
+
     mod = _interp_module()
-    for b in _builders(mod):
+    _skip_dirs = (os.path.dirname(triton.__file__) + os.sep, os.path.dirname(np.__file__) + os.sep)
+    _skip_files = frozenset({__file__, P.__file__})
+    follower = P.Follower(mod.TensorHandle, _launch_args)
+    builders = _builders(mod)
+    _builder = builders[0]
+    for b in builders:
         for meth in ("create_masked_load", "create_load"):
             _wrap_mem(b, meth, "load", False)
         for meth in ("create_masked_store", "create_store"):
             _wrap_mem(b, meth, "store", True)
         for meth in ("create_atomic_rmw", "create_atomic_cas"):
             _wrap_mem(b, meth, "store", True)
+        follower.install(b, _set)
         opts = getattr(b, "options", None)
         if opts is not None and dataclasses.is_dataclass(opts) and hasattr(opts, "debug"):
             _set(b, "options", dataclasses.replace(opts, debug=True))
+    follower.install_materialize(mod, _set)
+    _wrap_implicit_cvt(mod)
     _wrap_launch(mod)
 
 

@@ -6,7 +6,9 @@
   ``from specbound.kernels.testing import checked, cuda_device  # noqa: F401`` or
   ``pytest_plugins = ["specbound.kernels.testing"]`` in a conftest.
 * generators of valid (and deliberately malformed) draft trees and kv batches;
-* guard-band buffers for compiled launches (sentinel regions before and after).
+* guard-band buffers for compiled launches (sentinel regions before and after);
+* :func:`adjacent_views`: tensors laid back to back in one allocation, so that an
+  overrun of one provably lands in the next (what the checked interpreter must catch).
 """
 
 from __future__ import annotations
@@ -139,6 +141,26 @@ def guarded(numel: int, dtype: torch.dtype, *, device, pad: int = 4096, sentinel
     whole = torch.full((numel + 2 * pad,), sentinel, dtype=_SIGNED.get(dtype, dtype), device=device)
     whole = whole.view(dtype)
     return whole, whole[pad:pad + numel]
+
+
+def adjacent_views(*parts: tuple[tuple[int, ...], torch.dtype, object], slack: int = 64) -> list[torch.Tensor]:
+    """Contiguous tensors, one per ``(shape, dtype, fill)``, that are views of one byte
+    buffer, each starting exactly where the previous one ends (checked: a layout that
+    would need padding for alignment is refused), followed by ``slack`` zero bytes."""
+    sizes = [torch.Size(shape).numel() * torch.empty(0, dtype=dtype).element_size() for shape, dtype, _ in parts]
+    raw = torch.zeros(sum(sizes) + slack + 16, dtype=torch.uint8)
+    start = (-raw.data_ptr()) % 16          # aligned for every dtype
+    views = []
+    for (shape, dtype, fill), size in zip(parts, sizes):
+        itemsize = torch.empty(0, dtype=dtype).element_size()
+        if (raw.data_ptr() + start) % itemsize:
+            raise ValueError(f"adjacent_views: part {len(views)} ({dtype}) would start unaligned; "
+                             "reorder the parts (widest items first)")
+        view = raw[start:start + size].view(dtype).view(shape)
+        view.fill_(fill)
+        views.append(view)
+        start += size
+    return views
 
 
 def changed_cells(before: torch.Tensor, after: torch.Tensor) -> set[int]:

@@ -14,8 +14,8 @@ from specbound import spec
 from . import kernel
 from . import lemmas as L
 from .model import (
-    C, D, K, P, Q, b, bs, e, in_batch, iters, kv_params, labelled, max_bs, num_seqs, page,
-    per_request, positions_definition, prefix_definition, seq_len, seq_len_conds, t, width,
+    C, D, K, P, POSITIONS_ZERO, PREFIX_ZERO, Q, b, draft_room_conds, e, in_batch, iters, kv_params,
+    labelled, max_bs, num_seqs, page, per_request, prefix_at, seq_len, seq_len_conds, t, width,
 )
 from .theorem import Mutant, Theorem
 
@@ -30,17 +30,18 @@ def _report(*extra):
     return lambda: base
 
 
-def _same_batch():
-    """The lemmas speak of ``bs``; here the batch is ``num_seqs`` requests."""
-    return {"batch_is_num_seqs": bs == num_seqs}
-
-
-def _branch(i=b, ti=t, at="b"):
-    hyps = {f"request_in_batch@{at}": in_batch(i, num_seqs),
-            f"branch_in_request@{at}": z3.And(0 <= ti, ti < K)}
-    hyps.update(per_request(seq_len_conds, i, at, num_seqs))
-    hyps.update(prefix_definition(i, at))
+def _requests(*conds):
+    """Every request's seq_len is in [0, C] (and satisfies ``conds``): the lemmas' batch is
+    ``num_seqs`` requests."""
+    hyps = per_request(seq_len_conds, num_seqs)
+    for more in conds:
+        hyps.update(per_request(more, num_seqs))
     return hyps
+
+
+def _branch(i=b, ti=t):
+    return {f"request_in_batch[{i}]": in_batch(i, num_seqs), f"branch_in_request[{i}]": z3.And(0 <= ti, ti < K),
+            **_requests()}
 
 
 def _row():
@@ -54,7 +55,7 @@ def _segment(d, i, ti):
 
 def kv_tiling() -> Theorem:
     def hyps(d):
-        h = {**kv_params(), **_same_batch(), **_row(), **_branch(b, t, "b"), **_branch(b2, t2, "b2")}
+        h = {**kv_params(), **_row(), **_branch(b, t), **_branch(b2, t2)}
         h["branches_ordered"] = z3.Or(b < b2, z3.And(b == b2, t < t2))
         return h
 
@@ -75,11 +76,11 @@ def kv_tiling() -> Theorem:
         id="KV-TILING", family=FAMILY,
         statement=("at every step, branch segments are non-empty, ordered ones are disjoint, and they tile "
                    "[0, used_len(S, K, bs_d, iters)) with no gap"),
-        hyps=hyps, claim=claim,
+        hyps=hyps, claim=claim, at=(b, b2),
         report=_report(("b2", b2), ("t2", t2), ("seq_len[b2]", seq_len(b2)), ("P[b2]", P(b2))),
-        lemmas=lambda: [kernel.instantiate(L.prefix_bound(), b),
-                        kernel.instantiate(L.prefix_bound(), num_seqs),
-                        kernel.instantiate(L.prefix_monotone(), b2, b + 1),
+        lemmas=lambda: [prefix_at(b), prefix_at(b2), kernel.instantiate(L.prefix_bound(num_seqs), b),
+                        kernel.instantiate(L.prefix_bound(num_seqs), num_seqs),
+                        kernel.instantiate(L.prefix_monotone(num_seqs), b2, b + 1),
                         kernel.instantiate(L.mul_le_mono(), P(b + 1), P(b2), K),
                         kernel.instantiate(L.mul_le_mono(), b + 1, b2, iters * K),
                         kernel.instantiate(L.mul_le_mono(), t + 1, t2, seq_len(b) + iters),
@@ -97,7 +98,7 @@ def kv_capacity() -> Theorem:
     S = P(num_seqs)
 
     def hyps(d):
-        return {**kv_params(), **_same_batch()}
+        return {**kv_params(), **_requests(draft_room_conds)}
 
     def claim(d):
         used = d.draft_kv_indices_used_len(S, K, d.draft_branches(num_seqs, K), D)
@@ -110,15 +111,16 @@ def kv_capacity() -> Theorem:
         hyps=hyps, claim=claim,
         report=lambda: {"num_seqs": num_seqs, "K": K, "D": D, "C": C, "S": S,
                         "seq_len[0]": seq_len(0)},
-        lemmas=lambda: [kernel.instantiate(L.prefix_room(), num_seqs)],
+        lemmas=lambda: [kernel.instantiate(L.prefix_room(num_seqs), num_seqs),
+                        kernel.instantiate(L.prefix_monotone(num_seqs), num_seqs, 1)],  # S >= seq_len[0]
+        search_indices=1,  # the first request is shown: S = seq_len[0] for a single request
         mutants=(
             Mutant("MUT-27338-MISSING-TOPK", "row width num_seqs*C, without the factor K (sglang #27338)",
                    overrides={"draft_kv_indices_buffer_width": lambda ns, kk, cc: ns * cc}),
             Mutant("MUT-NO-DRAFT-ROOM",
                    "a request without room for its draft tokens (seq_len + D > C): the check fails",
-                   drop=("L-PREFIX-ROOM",),
-                   shape=lambda d: [num_seqs == 1, P(1) == P(0) + seq_len(0), P(0) == 0,
-                                    seq_len(0) + D > C, seq_len(0) <= C, seq_len(0) >= 0]),
+                   drop=("draft_room", "L-PREFIX-ROOM"),
+                   shape=lambda d: [num_seqs == 1, seq_len(0) + D > C]),
         ),
     )
 
@@ -136,7 +138,7 @@ def kv_steps_monotone() -> Theorem:
         id="KV-STEPS-MONOTONE", family=FAMILY,
         statement=("used_len at any row iters <= D is <= used_len at D, so the host check at D covers every "
                    "row the grid writes"),
-        hyps=lambda d: {**kv_params(), **_same_batch(), **_row(), "seq_lens_sum_nonneg": S >= 0,
+        hyps=lambda d: {**kv_params(), **_row(), "seq_lens_sum_nonneg": S >= 0,
                         "row_width_nonneg": width >= 0},
         claim=claim,
         report=lambda: {"num_seqs": num_seqs, "K": K, "D": D, "S": S, "iters": iters, "width": width},
@@ -152,9 +154,7 @@ def kv_indptr_matches_offsets() -> Theorem:
     z = b * K + t
 
     def hyps(d):
-        h = {**kv_params(), **_same_batch(), **_row(), **_branch()}
-        h.update(positions_definition(z, "z"))
-        return h
+        return {**kv_params(), **_row(), **_branch()}
 
     def claim(d):
         bs_d = d.draft_branches(num_seqs, K)
@@ -169,9 +169,9 @@ def kv_indptr_matches_offsets() -> Theorem:
         statement=("the positions prefix of branch z = b*K + t is kv_positions_prefix(P[b], t, K, seq_len[b]); "
                    "kv_indptr[z] computed from it (plus z*iters) equals the start of segment z; "
                    "entry bs_d equals used_len; entry 0 is 0"),
-        hyps=hyps, claim=claim,
+        hyps=hyps, claim=claim, at=(b,),
         report=_report(("Q[z]", Q(z))),
-        lemmas=lambda: [kernel.instantiate(L.positions_within_request(), t, b),
+        lemmas=lambda: [PREFIX_ZERO, POSITIONS_ZERO, kernel.instantiate(L.positions_within_request(), t, b),
                         kernel.instantiate(L.positions_prefix(), b),
                         kernel.instantiate(L.positions_prefix(), num_seqs)],
         mutants=(Mutant("MUT-INDPTR-NO-EXTENSION", "kv_indptr without the z*iters extension slots",
@@ -183,7 +183,7 @@ def kv_indptr_matches_offsets() -> Theorem:
 
 def kv_cuda_graph_covers() -> Theorem:
     def hyps(d):
-        h = {**kv_params(), **_same_batch(), **labelled(spec.max_bs_ok(max_bs))}
+        h = {**kv_params(), **_requests(draft_room_conds), **labelled(spec.max_bs_ok(max_bs))}
         h["captured_batch_fits"] = num_seqs <= max_bs
         return h
 
@@ -196,7 +196,7 @@ def kv_cuda_graph_covers() -> Theorem:
                    "has room for its draft tokens (KV-CAPACITY's precondition)"),
         hyps=hyps, claim=claim,
         report=lambda: {"num_seqs": num_seqs, "max_bs": max_bs, "K": K, "D": D, "C": C, "S": P(num_seqs)},
-        lemmas=lambda: [kernel.instantiate(L.prefix_room(), num_seqs),
+        lemmas=lambda: [kernel.instantiate(L.prefix_room(num_seqs), num_seqs),
                         kernel.instantiate(L.mul_le_mono(), num_seqs, max_bs, K * C)],
         mutants=(Mutant("MUT-27338-MISSING-TOPK", "CUDA-graph row max_bs*C, without the factor K (#27338)",
                         overrides={"draft_kv_indices_buffer_width": lambda ns, kk, cc: ns * cc}),),
@@ -240,7 +240,7 @@ def kv_int32_safe() -> Theorem:
     s = seq_len(b)
 
     def hyps(d):
-        h = {**kv_params(), **_same_batch(), **_row(), **_branch(),
+        h = {**kv_params(), **_row(), **_branch(),
              "offset_in_segment": z3.And(0 <= off, off < d.kv_segment_len(s, iters))}
         h["capacity_checked"] = d.draft_kv_capacity_ok(P(num_seqs), K, num_seqs, D, width)
         h.update(labelled(spec.int32_alloc_ok(width, name="width")))
@@ -256,10 +256,10 @@ def kv_int32_safe() -> Theorem:
         id="KV-INT32-SAFE", family=FAMILY,
         statement=("width < 2^31 and the host capacity check passed => every kv_indices offset the kernel "
                    "computes (each partial sum, in its order) stays in [0, 2^31)"),
-        hyps=hyps, claim=claim,
+        hyps=hyps, claim=claim, at=(b,),
         report=_report(("width", width), ("offset", off)),
-        lemmas=lambda: [kernel.instantiate(L.prefix_bound(), b),
-                        kernel.instantiate(L.prefix_monotone(), num_seqs, b + 1),
+        lemmas=lambda: [prefix_at(b), kernel.instantiate(L.prefix_bound(num_seqs), b),
+                        kernel.instantiate(L.prefix_monotone(num_seqs), num_seqs, b + 1),
                         kernel.instantiate(L.mul_le_mono(), P(b + 1), P(num_seqs), K),
                         kernel.instantiate(L.mul_le_mono(), b + 1, num_seqs, iters * K),
                         kernel.instantiate(L.mul_le_mono(), t + 1, K, s + iters),

@@ -1,61 +1,82 @@
-"""The trusted core: the only code that can make a :class:`Proof`.
+"""The trusted core: the only code that makes a :class:`Proof`.
 
-Modelled on the LCF style of Knuckledragger's kernel: a ``Proof`` can only be
-constructed here, and only by :func:`check` after Z3 answered ``unsat`` for the
-negated goal together with the named hypotheses and cited lemmas.  Everything
-else (theorem definitions, reports, the CLI) is untrusted and merely asks.
+A ``Proof`` is a sequent ``hyps |- goal``: ``hyps`` maps labels to formulas, and the proof
+says that ``And(hyps) => goal`` holds in every interpretation of the free constants and
+uninterpreted functions that satisfies the axioms the proof rests on (``Proof.axioms``,
+collected through every cited lemma).  Labels are names for reports; the core never reads
+meaning into them.  Everything outside this module (theorems, reports, the symbolic
+executor, the CLI) is untrusted and can only ask.
 
-Rules:
+The rules, and why each is sound:
 
-* :func:`check`  - SMT: ``hyps /\\ lemmas /\\ not goal`` is ``unsat``  =>  ``goal``
-  (free constants and uninterpreted functions are implicitly universal).
-* :func:`induct` - integer induction: ``phi(0)`` and ``k >= 0 /\\ phi(k) => phi(k+1)``,
-  both by :func:`check`  =>  ``forall v >= 0. phi(v)``.
-* :func:`instantiate` - ``forall v. body``  =>  ``body[v := term]``.
+* :func:`axiom` ``(name, formula, reason)``:  ``|- formula``, resting on the axiom ``name``.
+  Not checked: an axiom is assumed, and every proof that uses it lists it.
+* :func:`assume` ``(label, formula)``:  ``{label: formula} |- formula``.
+* :func:`check`: ``H' |- goal`` when Z3 answers ``unsat`` for ``H /\\ lemmas /\\ not goal``,
+  where ``H'`` is the part of ``H`` in the unsat core.  A cited lemma ``G |- g`` enters as
+  ``And(G_rest) => g``, where ``G_rest`` are its hypotheses that are not (syntactically)
+  hypotheses of this check; the others are discharged by this check's hypotheses of the
+  same formula, which join ``H'`` when the lemma is in the core.  So no hypothesis is ever
+  dropped.  Hypotheses whose formula is a ``ForAll`` are not sent to Z3 (the query stays
+  quantifier free); they discharge lemma hypotheses, typically instances made by
+  ``instantiate(assume(label, forall), term)``.  The goal must be in the unsat core:
+  contradictory hypotheses or lemmas never prove anything (with nothing else asserted, the
+  negated goal alone is the query).
+* :func:`instantiate`: from ``H |- forall vs. body`` derive ``H |- body[vs := terms]``.
+* :func:`generalise`: from ``H |- phi`` derive ``H |- forall cs. phi`` when no constant of
+  ``cs`` is free in a hypothesis of ``H`` or in an axiom the proof rests on.
+* :func:`check_forall`: :func:`check` at fresh constants, then :func:`generalise`.
+* :func:`induct`: from ``H_b |- phi(0)`` and ``H_s, k >= 0, phi(k) |- phi(k + 1)`` (both by
+  :func:`check`; the core computes ``phi(0)``, ``phi(k)``, ``phi(k + 1)`` from one formula)
+  derive ``H_b, H_s |- forall v, ps. v >= 0 => phi(v, ps)`` when ``k`` and the parameters
+  ``ps`` are free in no hypothesis of ``H_b, H_s`` and in no axiom.  A per-index fact (a
+  recurrence, a per-request precondition) is therefore a quantified hypothesis or an axiom,
+  instantiated by the core at ``k``; a label convention can no longer smuggle one in.
 
-A hypothesis is either a parameter condition (``bs >= 0``) or one instance of a
-schema that holds for every index (``seq_len(i) <= C`` for ``0 <= i < bs``); a
-schema instance is tracked under ``name@index`` and reported under ``name``.
-Verdicts are deterministic: every check runs under a fixed Z3 ``rlimit``; ``sat``
-and ``unknown`` (including a resource-out) never yield a proof.
+Solver settings are fixed here: every query runs in a fresh Z3 context (its verdict and cost
+then depend on the query alone), with the rlimit and seed the caller names (both recorded
+in the Proof) and the core's own timeout backstop.  A global Z3 parameter that bears on
+verdicts (timeout, rlimit, seeds, arithmetic solver, ...), changed outside the core
+(``z3.set_param``), is an error at the next core call, as it would leak into the fresh
+contexts; every other global parameter is reset to its default before a query.  ``sat`` yields :class:`Refuted` with a model, ``unknown`` :class:`Unknown`;
+neither ever yields a Proof.
+
+:func:`satisfy` is the one function here that is not a rule: it searches a model (a
+witness or a counterexample), never makes a Proof, and is here only to build its query
+exactly as :func:`check` would.
 """
 
 from __future__ import annotations
 
+import secrets
 import time
-from dataclasses import dataclass, field
+import weakref
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Mapping, Sequence
 
 import z3
 
 DEFAULT_RLIMIT = 2_000_000
+MAX_RLIMIT = 400_000_000
+SEEDS = range(16)  # the random seeds a caller may name (a portfolio of deterministic attempts)
+SAFETY_TIMEOUT_MS = 60_000  # wall-clock backstop: it can only turn a verdict into "unknown"
 
-_KERNEL_TOKEN = object()
-_rlimit_seen = 0  # total rlimit of every check so far (each runs in its own context)
-
-
-@dataclass(frozen=True, eq=False)
-class Proof:
-    """A checked fact.  ``assumptions``: hypothesis names it depends on; ``cited``: lemma names."""
-
-    name: str
-    formula: z3.BoolRef
-    assumptions: frozenset
-    cited: tuple
-    seconds: float
-    rlimit: int
-    _token: object = field(repr=False, default=None)
-
-    def __post_init__(self):
-        if self._token is not _KERNEL_TOKEN:
-            raise TypeError("Proof objects are made only by specbound.proofs.kernel")
+# Global Z3 parameters that change verdicts or costs, at the values the core requires.  A
+# query runs only while each has this value; any other global parameter is reset to its
+# default before the query's context is made.
+_REQUIRED_GLOBALS = {
+    "timeout": "4294967295", "rlimit": "0", "memory_max_size": "0", "auto_config": "true",
+    "smt.random_seed": "0", "sat.random_seed": "0", "nlsat.seed": "0", "smt.arith.solver": "6",
+    "smt.mbqi": "true", "smt.relevancy": "2", "smt.phase_selection": "3", "smt.restart_strategy": "1",
+}
 
 
 class Refuted(Exception):
     """The goal is false under the hypotheses: ``model`` is a counterexample."""
 
-    def __init__(self, name: str, model: z3.ModelRef, seconds: float, rlimit: int):
-        super().__init__(f"{name}: refuted (counterexample found)")
+    def __init__(self, name: str, model: z3.ModelRef, seconds: float, rlimit: int, note: str = ""):
+        super().__init__(f"{name}: refuted (counterexample found){note}")
         self.name, self.model, self.seconds, self.rlimit = name, model, seconds, rlimit
 
 
@@ -67,52 +88,205 @@ class Unknown(Exception):
         self.name, self.reason, self.seconds, self.rlimit = name, reason, seconds, rlimit
 
 
-def rlimit_consumed() -> int:
-    """Z3 resource units consumed by every check so far (a deterministic effort measure)."""
-    return _rlimit_seen
+class RuleError(ValueError):
+    """An inference rule was asked for a step its side condition forbids."""
 
 
-def base_name(label: str) -> str:
-    """Report name of a tracked hypothesis (``seq_len_le_context@b`` -> ``seq_len_le_context``)."""
-    return label.split("@", 1)[0]
+class SettingsError(RuntimeError):
+    """A global Z3 parameter was changed outside the core."""
 
 
-def _solve(hyps: Mapping[str, z3.BoolRef], lemmas: Sequence[Proof], extra: Sequence[z3.BoolRef],
-           rlimit: int, goal: z3.BoolRef | None = None):
-    """One Z3 check with every hypothesis, lemma and (negated) goal tracked.
+@dataclass(frozen=True)
+class Axiom:
+    name: str
+    formula: z3.BoolRef
+    reason: str
 
-    The query is translated into a fresh Z3 context: its terms then get the same internal
-    ids whatever ran before in the process, so a verdict and its cost (time, rlimit) depend
-    on the query alone (in the shared context the same query took 0.3 s or ran out of
-    10M rlimit depending on the process's history)."""
-    global _rlimit_seen
+
+_ISSUED = weakref.WeakSet()  # every Proof this module made; a copy made elsewhere is not in it
+
+
+class Proof:
+    """``hyps |- goal``, resting on ``axioms``.  Made only by the rules of this module."""
+
+    __slots__ = ("name", "hyps", "goal", "axioms", "cited", "kind", "seconds", "rlimit", "__weakref__")
+
+    def __init__(self, *_args, **_kwargs):
+        raise TypeError("Proof objects are made only by the rules of specbound.proofs.kernel")
+
+    def __setattr__(self, key, value):
+        raise AttributeError("a Proof is immutable")
+
+    @property
+    def formula(self) -> z3.BoolRef:
+        """The sequent as one formula: ``And(hyps) => goal``."""
+        if not self.hyps:
+            return self.goal
+        return z3.Implies(z3.And(*self.hyps.values()), self.goal)
+
+    @property
+    def assumptions(self) -> frozenset:
+        """Labels of the hypotheses."""
+        return frozenset(self.hyps)
+
+    def __repr__(self):
+        return f"Proof({self.name}: {len(self.hyps)} hypotheses |- {self.goal})"
+
+
+def is_proof(obj) -> bool:
+    """Whether ``obj`` is a Proof made by this module (not a copy)."""
+    return isinstance(obj, Proof) and obj in _ISSUED
+
+
+def _issue(name, hyps, goal, axioms, cited, kind, seconds, rlimit) -> Proof:
+    proof = object.__new__(Proof)
+    for key, value in (("name", name), ("hyps", MappingProxyType(dict(hyps))), ("goal", goal),
+                       ("axioms", MappingProxyType(dict(axioms))), ("cited", tuple(cited)), ("kind", kind),
+                       ("seconds", seconds), ("rlimit", rlimit)):
+        object.__setattr__(proof, key, value)
+    _ISSUED.add(proof)
+    return proof
+
+
+# --- argument checks -----------------------------------------------------------------------
+
+def _in_main(expr) -> bool:
+    return expr.ctx_ref() == z3.main_ctx().ref()
+
+
+def _formula(value, what: str) -> z3.BoolRef:
+    if isinstance(value, bool):
+        return z3.BoolVal(value)
+    if not (z3.is_expr(value) and z3.is_bool(value)):
+        raise TypeError(f"{what} must be a Z3 Bool formula, got {value!r}")
+    if not _in_main(value):
+        raise TypeError(f"{what} must live in Z3's main context")
+    return value
+
+
+def _hyp_map(hyps, what: str = "hyps") -> dict:
+    if hyps is None:
+        return {}
+    if not isinstance(hyps, Mapping):
+        raise TypeError(f"{what} must map labels to formulas, got {type(hyps).__name__}")
+    out = {}
+    for label, formula in hyps.items():
+        if not isinstance(label, str) or not label:
+            raise TypeError(f"{what}: a hypothesis label must be a non-empty str, got {label!r}")
+        out[label] = _formula(formula, f"{what}[{label!r}]")
+    return out
+
+
+def _proofs(by, what: str = "by") -> list:
+    if isinstance(by, Proof):
+        by = [by]
+    out = list(by)
+    for p in out:
+        if not is_proof(p):
+            raise TypeError(f"{what}: {p!r} is not a Proof made by the core")
+    return out
+
+
+def _check_limits(rlimit, seed):
+    if not isinstance(rlimit, int) or isinstance(rlimit, bool) or not 1 <= rlimit <= MAX_RLIMIT:
+        raise ValueError(f"rlimit must be an int in [1, {MAX_RLIMIT}], got {rlimit!r}")
+    if seed not in SEEDS or isinstance(seed, bool):
+        raise ValueError(f"seed must be an int in [{SEEDS.start}, {SEEDS.stop}), got {seed!r}")
+
+
+def _merge(maps, what: str) -> dict:
+    """Union of label -> value maps; one label naming two different formulas is an error."""
+    out = {}
+    for m in maps:
+        for key, value in m.items():
+            prev = out.get(key)
+            if prev is None:
+                out[key] = value
+            elif not _same(prev, value):
+                raise RuleError(f"{what} {key!r} names two different formulas")
+    return out
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, Axiom):
+        return isinstance(b, Axiom) and a.formula.eq(b.formula)
+    return a.eq(b)
+
+
+def _occurs(const, formula) -> bool:
+    """Whether ``const`` occurs free in ``formula`` (Z3 constants are never bound: a bound
+    variable is a de Bruijn index, so substitution changes the term exactly when it occurs)."""
+    return not z3.substitute(formula, (const, z3.FreshConst(const.sort()))).eq(formula)
+
+
+# --- the solver --------------------------------------------------------------------------------
+
+def _require_settings():
+    for name, value in _REQUIRED_GLOBALS.items():
+        current = z3.get_param(name)
+        if current != value:
+            raise SettingsError(
+                f"global Z3 parameter {name!r} is {current!r} (required {value!r}): solver settings are "
+                f"fixed inside specbound.proofs.kernel; undo the z3.set_param call (z3.reset_params())")
+    z3.reset_params()  # any other global parameter goes back to its default
+
+
+_TAG = f"core!{secrets.token_hex(8)}!"  # tracking literals; Z3 names a translated constant by its name alone
+
+
+def _solve(hyps: dict, lemmas: list, extra: Sequence, rlimit: int, seed: int, goal=None):
+    """One query in a fresh context: hypotheses (quantified ones only for discharge), cited
+    lemmas (their undischarged hypotheses as antecedents) and the negated goal, each tracked
+    by a Boolean whose name carries this process's random nonce (a formula that named one
+    would change which hypotheses the core reports).  Returns the
+    verdict, the solver, the tags (AST id -> what it tracks) and the goal's tag (None when
+    nothing else is asserted: the negated goal is then the whole query, left untracked)."""
+    _require_settings()
     ctx = z3.Context()
-
-    def local(formula):
-        return z3.BoolVal(formula, ctx) if isinstance(formula, bool) else formula.translate(ctx)
     solver = z3.Solver(ctx=ctx)
     solver.set("rlimit", rlimit)
-    labels: dict[str, object] = {}
+    solver.set("random_seed", seed)
+    solver.set("timeout", SAFETY_TIMEOUT_MS)
+    tags: dict[str, tuple] = {}
+    known: dict[int, str] = {}  # AST id of a hypothesis formula -> its label
     for label, formula in hyps.items():
-        tag = z3.Bool(f"hyp!{label}", ctx)
-        solver.assert_and_track(local(formula), tag)
-        labels[str(tag)] = ("hyp", label)
+        known.setdefault(formula.get_id(), label)
+        if z3.is_quantifier(formula):
+            continue
+        tag = z3.Bool(f"{_TAG}hyp{len(tags)}", ctx)
+        solver.assert_and_track(formula.translate(ctx), tag)
+        tags[tag.get_id()] = ("hyp", label)
+    open_hyps = []  # (lemma name, labels of its hypotheses this query does not have)
     for lemma in lemmas:
-        if not isinstance(lemma, Proof):
-            raise TypeError(f"cited lemma {lemma!r} is not a Proof")
-        tag = z3.Bool(f"lemma!{lemma.name}!{len(labels)}", ctx)
-        solver.assert_and_track(local(lemma.formula), tag)
-        labels[str(tag)] = ("lemma", lemma)
-    if goal is not None:
-        solver.assert_and_track(z3.Not(local(goal)), z3.Bool(_GOAL_TAG, ctx))
+        discharged, rest, rest_labels = [], [], []
+        for label, formula in lemma.hyps.items():
+            mine = known.get(formula.get_id())
+            if mine is not None and hyps[mine].eq(formula):
+                discharged.append(mine)
+            else:
+                rest.append(formula)
+                rest_labels.append(label)
+        fact = lemma.goal if not rest else z3.Implies(z3.And(*rest), lemma.goal)
+        if rest:
+            open_hyps.append((lemma.name, rest_labels))
+        tag = z3.Bool(f"{_TAG}lemma{len(tags)}", ctx)
+        solver.assert_and_track(fact.translate(ctx), tag)
+        tags[tag.get_id()] = ("lemma", lemma, tuple(discharged))
+    goal_tag = None
+    if goal is not None and tags:
+        goal_tag = z3.Bool(f"{_TAG}goal", ctx)
+        solver.assert_and_track(z3.Not(goal).translate(ctx), goal_tag)
+    elif goal is not None:
+        # Nothing else is asserted, so unsat can only come from the goal: left untracked, the
+        # negated goal's conjuncts are units Z3's preprocessing can propagate.
+        solver.add(z3.Not(goal).translate(ctx))
     for formula in extra:
-        solver.add(local(formula))
+        solver.add(_formula(formula, "extra constraint").translate(ctx))
     start = time.perf_counter()
     result = solver.check()
     seconds = time.perf_counter() - start
     used = int(solver.statistics().get_key_value("rlimit count"))
-    _rlimit_seen += used
-    return result, solver, labels, seconds, used
+    return result, solver, tags, goal_tag, seconds, used, open_hyps
 
 
 def _model(solver) -> z3.ModelRef:
@@ -120,167 +294,157 @@ def _model(solver) -> z3.ModelRef:
     return solver.model().translate(z3.main_ctx())
 
 
-_GOAL_TAG = "goal!negated"
+# --- the rules -----------------------------------------------------------------------------------
+
+def axiom(name: str, formula, reason: str) -> Proof:
+    """``|- formula``, assumed: a definition (``P(0) = 0``) or a launch contract
+    (``grid = cdiv(bs, BLOCK_B)``).  Every proof that uses it lists it under ``axioms``."""
+    if not isinstance(name, str) or not name:
+        raise TypeError("axiom: name must be a non-empty str")
+    if not isinstance(reason, str) or not reason.strip():
+        raise TypeError(f"axiom {name}: give the reason it may be assumed")
+    formula = _formula(formula, f"axiom {name}")
+    return _issue(name, {}, formula, {name: Axiom(name, formula, reason)}, (), "axiom", 0.0, 0)
 
 
-def _conjuncts(formula) -> list:
-    if z3.is_and(formula):
-        return [c for child in formula.children() for c in _conjuncts(child)]
-    return [formula]
+def assume(label: str, formula) -> Proof:
+    """``{label: formula} |- formula``: a hypothesis as a fact, e.g. to instantiate a
+    quantified precondition at a term (the instance keeps the hypothesis)."""
+    hyps = _hyp_map({label: formula}, "assume")
+    return _issue(label, hyps, hyps[label], {}, (), "assumption", 0.0, 0)
 
 
-def _resolve_ifs(goal: z3.BoolRef, hyps: Mapping[str, z3.BoolRef]):
-    """``goal`` with every ``If(c, x, y)`` whose condition ``c`` is a conjunct of a hypothesis
-    (or a conjunction of such) replaced by ``x``, and the labels of the hypotheses that
-    justified it.  In every model of the hypotheses ``c`` holds, so the rewritten goal is
-    equivalent there."""
-    reason = {}
-    for label, formula in hyps.items():
-        if z3.is_expr(formula):
-            for c in _conjuncts(formula):
-                reason.setdefault(c.get_id(), label)
-    used: set[str] = set()
-    for _ in range(8):  # nested Ifs surface one level per round
-        pairs = []
-        for e in subterms(goal):
-            if z3.is_app(e) and e.decl().kind() == z3.Z3_OP_ITE:
-                parts = _conjuncts(e.arg(0))  # a conjunction is known when each conjunct is
-                if all(c.get_id() in reason for c in parts):
-                    pairs.append((e, e.arg(1)))
-                    used.update(reason[c.get_id()] for c in parts)
-        if not pairs:
-            break
-        goal = z3.substitute(goal, *pairs)
-    return goal, used
-
-
-def check(name: str, goal: z3.BoolRef, *, hyps: Mapping[str, z3.BoolRef] | None = None,
-          by: Sequence[Proof] = (), rlimit: int = DEFAULT_RLIMIT, resolve_ifs: bool = False) -> Proof:
+def check(name: str, goal, *, hyps: Mapping[str, z3.BoolRef] | None = None, by: Sequence[Proof] = (),
+          rlimit: int = DEFAULT_RLIMIT, seed: int = 0) -> Proof:
     """Prove ``goal`` from ``hyps`` and the lemmas ``by``; raise Refuted/Unknown otherwise.
-
-    With ``resolve_ifs`` the goal's ``If``s whose condition is a hypothesis conjunct are
-    resolved first (a masked load's ``If(mask, value, other)`` under that same mask): the
-    query then holds one term where Z3 would otherwise relate ``If(..)*K`` and ``value*K``
-    by nonlinear search.  The Proof is of the original goal, and the hypotheses used for
-    the rewrite are among its assumptions."""
-    hyps = dict(hyps or {})
-    asked, rewrote = (_resolve_ifs(goal, hyps) if resolve_ifs else (goal, set()))
-    result, solver, labels, seconds, used = _solve(hyps, by, [], rlimit, asked)
+    The Proof's hypotheses are those of ``hyps`` the unsat core needed (directly, or to
+    discharge a cited lemma's hypotheses)."""
+    goal = _formula(goal, f"{name}: goal")
+    hyps = _hyp_map(hyps)
+    lemmas = _proofs(by)
+    _check_limits(rlimit, seed)
+    result, solver, tags, goal_tag, seconds, used, open_hyps = _solve(hyps, lemmas, (), rlimit, seed, goal)
     if result == z3.sat:
-        raise Refuted(name, _model(solver), seconds, used)
+        note = "".join(f"; cited {lemma} holds only under {', '.join(labels)}, not hypotheses of this check"
+                       for lemma, labels in open_hyps)
+        raise Refuted(name, _model(solver), seconds, used, note)
     if result != z3.unsat:
         raise Unknown(name, solver.reason_unknown(), seconds, used)
-    core = {str(c) for c in solver.unsat_core()}
-    if _GOAL_TAG not in core:
-        # The hypotheses alone are contradictory: such a "proof" would be vacuous.
+    core_ids = {c.get_id() for c in solver.unsat_core()}
+    if goal_tag is not None and goal_tag.get_id() not in core_ids:
+        # The hypotheses and lemmas alone are contradictory: such a "proof" would be vacuous.
         raise Unknown(name, "hypotheses are inconsistent (goal not in unsat core)", seconds, used)
-    assumptions: set[str] = {base_name(label) for label in rewrote}
-    cited: list[str] = []
-    for tag in core:
-        kind = labels.get(tag)
-        if kind is None:
+    used_hyps, axioms, cited = {}, [], []
+    for tag_id in sorted(core_ids):
+        entry = tags.get(tag_id)
+        if entry is None:
             continue
-        if kind[0] == "hyp":
-            assumptions.add(base_name(kind[1]))
-        else:
-            lemma = kind[1]
-            assumptions |= lemma.assumptions
-            if lemma.name not in cited:
-                cited.append(lemma.name)
-    return Proof(name, goal, frozenset(assumptions), tuple(sorted(cited)), seconds, used, _KERNEL_TOKEN)
-
-
-def subterms(*exprs):
-    """Every distinct subterm of ``exprs``, each shared one once (a walk of the term DAG),
-    quantifier bodies included; non-terms are skipped."""
-    todo, seen = list(exprs), set()
-    while todo:
-        e = todo.pop()
-        if not z3.is_expr(e) or e.get_id() in seen:
+        if entry[0] == "hyp":
+            used_hyps[entry[1]] = hyps[entry[1]]
             continue
-        seen.add(e.get_id())
-        yield e
-        if z3.is_quantifier(e):
-            todo.append(e.body())
-        elif z3.is_app(e):
-            todo.extend(e.children())
-
-
-def _mentions(formula: z3.ExprRef, consts: Sequence[z3.ExprRef]) -> bool:
-    ids = {c.get_id() for c in consts}
-    return any(z3.is_const(e) and e.get_id() in ids for e in subterms(formula))
-
-
-def check_forall(name: str, body, arity: int, *, by: Sequence[Proof] = (), by_at=None,
-                 rlimit: int = DEFAULT_RLIMIT) -> Proof:
-    """Prove ``forall x1..xn. body(x1..xn)`` with no hypotheses: fresh constants stand for
-    the bound variables, so generalising them afterwards is sound.  ``by_at(*xs)`` may
-    supply lemma instances at those constants, but only of lemmas without assumptions
-    (valid formulas stay valid at any term, so they constrain nothing)."""
-    xs = [z3.FreshInt("x") for _ in range(arity)]
-    if any(_mentions(lemma.formula, xs) for lemma in by):
-        raise TypeError("cited lemmas may not mention the generalised variables")
-    at = list(by_at(*xs)) if by_at else []
-    for lemma in at:
-        if not isinstance(lemma, Proof) or lemma.assumptions:
-            raise TypeError(f"{name}: an instance at the generalised variables must be an "
-                            "assumption-free Proof")
-    inner = check(name, body(*xs), by=list(by) + at, rlimit=rlimit)
-    vs = [z3.Int(f"x{i}") for i in range(arity)]
-    return Proof(name, z3.ForAll(vs, body(*vs)), inner.assumptions, inner.cited, inner.seconds,
-                 inner.rlimit, _KERNEL_TOKEN)
-
-
-def is_schema_instance(label: str) -> bool:
-    """Labels ``name@index`` are instances of schemas that hold at every index (built by
-    :mod:`.model` from per-request conditions and definitions); they may mention any term."""
-    return "@" in label
-
-
-def induct(name: str, phi, *, arity: int = 0, base_hyps=None, step_hyps=None,
-           base_by=None, step_by=None, rlimit: int = DEFAULT_RLIMIT) -> Proof:
-    """Integer induction on the first argument of ``phi(v, *params)``.
-
-    Proves ``phi(0, ps)`` and ``k >= 0 /\\ phi(k, ps) => phi(k + 1, ps)`` by :func:`check`
-    for fresh ``k`` and fresh parameters ``ps`` (``arity`` of them), then concludes
-    ``forall v, ps. v >= 0 => phi(v, ps)``.  ``base_hyps(*ps)`` / ``step_hyps(k, *ps)``
-    supply hypotheses, ``base_by(*ps)`` / ``step_by(k, *ps)`` lemma instances.  A
-    parameter condition (a label without ``@``) may not mention the fresh parameters:
-    that is what makes the generalisation sound.
-    """
-    ps = [z3.FreshInt("p") for _ in range(arity)]
-    k = z3.FreshInt("k")
-    base_hyp_map = dict(base_hyps(*ps)) if base_hyps else {}
-    step_hyp_map = dict(step_hyps(k, *ps)) if step_hyps else {}
-    for label, formula in list(base_hyp_map.items()) + list(step_hyp_map.items()):
-        if not is_schema_instance(label) and _mentions(formula, ps):
-            raise TypeError(f"{name}: parameter condition {label} mentions a generalised parameter")
-    base = check(f"{name}/base", phi(z3.IntVal(0), *ps), hyps=base_hyp_map,
-                 by=list(base_by(*ps)) if base_by else [], rlimit=rlimit)
-    step_hyp_map["induction_index_nonneg"] = k >= 0
-    step_hyp_map["induction_hypothesis"] = phi(k, *ps)
-    step = check(f"{name}/step", phi(k + 1, *ps), hyps=step_hyp_map,
-                 by=list(step_by(k, *ps)) if step_by else [], rlimit=rlimit)
-    vs = [z3.Int("v")] + [z3.Int(f"q{i}") for i in range(arity)]
-    formula = z3.ForAll(vs, z3.Implies(vs[0] >= 0, phi(*vs)))
-    assumptions = (base.assumptions | step.assumptions) - {"induction_index_nonneg", "induction_hypothesis"}
-    cited = tuple(sorted(set(base.cited) | set(step.cited)))
-    return Proof(name, formula, frozenset(assumptions), cited, base.seconds + step.seconds,
-                 base.rlimit + step.rlimit, _KERNEL_TOKEN)
+        lemma, discharged = entry[1], entry[2]
+        used_hyps.update((label, hyps[label]) for label in discharged)
+        axioms.append(lemma.axioms)
+        cited += list(lemma.cited) + ([lemma.name] if lemma.kind == "lemma" else [])
+    return _issue(name, used_hyps, goal, _merge(axioms, "axiom"), sorted(set(cited)), "lemma", seconds, used)
 
 
 def instantiate(proof: Proof, *terms) -> Proof:
-    """From ``forall vs. body`` derive ``body[vs := terms]`` (a quantifier-free fact)."""
-    formula = proof.formula
+    """From ``H |- forall vs. body`` derive ``H |- body[vs := terms]``."""
+    _proofs([proof], "instantiate")
+    formula = proof.goal
     if not (z3.is_quantifier(formula) and formula.is_forall()):
-        raise TypeError(f"{proof.name} is not a universally quantified proof")
+        raise RuleError(f"instantiate: {proof.name} does not conclude a universally quantified formula")
     if formula.num_vars() != len(terms):
-        raise TypeError(f"{proof.name} binds {formula.num_vars()} variables, got {len(terms)} terms")
+        raise RuleError(f"instantiate: {proof.name} binds {formula.num_vars()} variables, got {len(terms)} terms")
+    values = []
+    for i, term in enumerate(terms):
+        value = z3.IntVal(term) if isinstance(term, int) and not isinstance(term, bool) else term
+        if not z3.is_expr(value) or not _in_main(value) or value.sort() != formula.var_sort(i):
+            raise TypeError(f"instantiate: term {i} of {proof.name} must be a main-context term of sort "
+                            f"{formula.var_sort(i)}, got {term!r}")
+        values.append(value)
     # De Bruijn indices count from the innermost binder, hence the reversal.
-    body = z3.substitute_vars(formula.body(), *reversed([z3.IntVal(t) if isinstance(t, int) else t
-                                                          for t in terms]))
-    return Proof(proof.name, body, proof.assumptions, proof.cited, 0.0, 0, _KERNEL_TOKEN)
+    body = z3.substitute_vars(formula.body(), *reversed(values))
+    return _issue(proof.name, proof.hyps, body, proof.axioms, proof.cited, proof.kind, 0.0, 0)
 
+
+def generalise(proof: Proof, *consts, name: str | None = None) -> Proof:
+    """From ``H |- phi`` derive ``H |- forall consts. phi``; each constant must be free in no
+    hypothesis of ``H`` and in no axiom the proof rests on."""
+    _proofs([proof], "generalise")
+    if not consts:
+        raise RuleError("generalise: name at least one constant")
+    for c in consts:
+        if not (z3.is_const(c) and c.decl().kind() == z3.Z3_OP_UNINTERPRETED and _in_main(c)):
+            raise TypeError(f"generalise: {c!r} is not an uninterpreted constant")
+    if len({c.get_id() for c in consts}) != len(consts):
+        raise RuleError("generalise: a constant is named twice")
+    for c in consts:
+        for label, formula in proof.hyps.items():
+            if _occurs(c, formula):
+                raise RuleError(f"{proof.name}: cannot generalise {c}: it is free in hypothesis {label!r}")
+        for ax in proof.axioms.values():
+            if _occurs(c, ax.formula):
+                raise RuleError(f"{proof.name}: cannot generalise {c}: it is free in axiom {ax.name!r}")
+    return _issue(name or proof.name, proof.hyps, z3.ForAll(list(consts), proof.goal), proof.axioms,
+                  proof.cited, proof.kind, proof.seconds, proof.rlimit)
+
+
+def check_forall(name: str, body, arity: int, *, by: Sequence[Proof] = (), by_at=None,
+                 rlimit: int = DEFAULT_RLIMIT, seed: int = 0) -> Proof:
+    """Prove ``forall x1..xn. body(x1..xn)`` without hypotheses: :func:`check` at fresh
+    constants (``by_at(*xs)`` may add lemma instances at them), then :func:`generalise`."""
+    xs = [z3.FreshInt("x") for _ in range(arity)]
+    at = list(by_at(*xs)) if by_at else []
+    inner = check(name, _formula(body(*xs), f"{name}: body"), by=[*_proofs(by), *_proofs(at, "by_at")],
+                  rlimit=rlimit, seed=seed)
+    return generalise(inner, *xs)
+
+
+INDEX_NONNEG, INDUCTION_HYPOTHESIS = "induction_index_nonneg", "induction_hypothesis"
+
+
+def induct(name: str, phi, *, arity: int = 0, base_hyps=None, step_hyps=None,
+           base_by=None, step_by=None, rlimit: int = DEFAULT_RLIMIT, seed: int = 0) -> Proof:
+    """Integer induction on the first argument of ``phi(v, *params)``: proves ``phi(0, ps)``
+    and ``k >= 0 /\\ phi(k, ps) => phi(k + 1, ps)`` by :func:`check` for fresh ``k`` and
+    parameters ``ps``, then concludes ``forall v, ps. v >= 0 => phi(v, ps)`` under the
+    hypotheses both checks used.  ``base_hyps(*ps)`` / ``step_hyps(k, *ps)`` supply
+    hypotheses, ``base_by(*ps)`` / ``step_by(k, *ps)`` lemma instances; no hypothesis the
+    checks use may mention ``k`` or ``ps`` (a per-index fact enters as an instance of a
+    quantified hypothesis or axiom: see :func:`assume`, :func:`instantiate`)."""
+    v, k = z3.FreshInt("v"), z3.FreshInt("k")
+    ps = [z3.FreshInt("p") for _ in range(arity)]
+    shape = _formula(phi(v, *ps), f"{name}: phi")
+    base_h = _hyp_map(base_hyps(*ps) if base_hyps else {}, f"{name}: base_hyps")
+    step_h = _hyp_map(step_hyps(k, *ps) if step_hyps else {}, f"{name}: step_hyps")
+    for label in (INDEX_NONNEG, INDUCTION_HYPOTHESIS):
+        if label in step_h:
+            raise RuleError(f"{name}: the label {label!r} is the core's own")
+    step_h[INDEX_NONNEG] = k >= 0
+    step_h[INDUCTION_HYPOTHESIS] = z3.substitute(shape, (v, k))
+    base = check(f"{name}/base", z3.substitute(shape, (v, z3.IntVal(0))), hyps=base_h,
+                 by=list(base_by(*ps)) if base_by else [], rlimit=rlimit, seed=seed)
+    step = check(f"{name}/step", z3.substitute(shape, (v, k + 1)), hyps=step_h,
+                 by=list(step_by(k, *ps)) if step_by else [], rlimit=rlimit, seed=seed)
+    rest = {label: f for label, f in step.hyps.items() if label not in (INDEX_NONNEG, INDUCTION_HYPOTHESIS)}
+    hyps = _merge([base.hyps, rest], f"{name}: hypothesis")
+    axioms = _merge([base.axioms, step.axioms], "axiom")
+    for c in [k, v, *ps]:
+        for label, formula in hyps.items():
+            if _occurs(c, formula):
+                raise RuleError(f"{name}: cannot generalise {c}: it is free in hypothesis {label!r} "
+                                "(a per-index fact must be a quantified hypothesis or an axiom, instantiated by the core)")
+        for ax in axioms.values():
+            if _occurs(c, ax.formula):
+                raise RuleError(f"{name}: cannot generalise {c}: it is free in axiom {ax.name!r}")
+    conclusion = z3.ForAll([v, *ps], z3.Implies(v >= 0, shape))
+    return _issue(name, hyps, conclusion, axioms, sorted(set(base.cited) | set(step.cited)), "lemma",
+                  base.seconds + step.seconds, base.rlimit + step.rlimit)
+
+
+# --- model search (untrusted: never makes a Proof) ------------------------------------------------
 
 @dataclass
 class Model:
@@ -292,11 +456,13 @@ class Model:
 
 
 def satisfy(name: str, constraints: Mapping[str, z3.BoolRef], *, by: Sequence[Proof] = (),
-            extra: Sequence[z3.BoolRef] = (), rlimit: int = DEFAULT_RLIMIT) -> Model | None:
-    """Find a model of ``constraints`` (and the lemmas, and ``extra`` shaping constraints).
-
+            extra: Sequence[z3.BoolRef] = (), rlimit: int = DEFAULT_RLIMIT, seed: int = 0) -> Model | None:
+    """A model of ``constraints`` (quantified ones are not sent, as in :func:`check`), the
+    lemmas ``by`` (hypotheses discharged the same way) and ``extra`` shaping constraints.
     Returns None when unsat; raises Unknown when Z3 gives no verdict."""
-    result, solver, _labels, seconds, used = _solve(dict(constraints), by, list(extra), rlimit)
+    _check_limits(rlimit, seed)
+    result, solver, _tags, _goal, seconds, used, _open = _solve(_hyp_map(constraints, "constraints"),
+                                                                _proofs(by), list(extra), rlimit, seed)
     if result == z3.sat:
         return Model(_model(solver), seconds, used)
     if result == z3.unsat:

@@ -2,7 +2,10 @@
 arithmetic facts that Z3 proves alone but not always inside a larger goal.
 
 Each lemma is proved once per process (cached) and used through
-:func:`kernel.instantiate`, so every theorem's own query stays quantifier free.
+:func:`kernel.instantiate`, so every theorem's own query stays quantifier free.  The
+prefix-sum lemmas are sequents: their hypotheses are the per-request preconditions of a
+batch of ``size`` requests (quantified), discharged by a citing check that has the same
+ones.
 """
 
 from __future__ import annotations
@@ -11,11 +14,13 @@ from functools import cache
 
 import z3
 
-from specbound.spec import Condition, batch_size_ok, context_ok
+from specbound.spec import batch_size_ok, context_ok
 
 from . import kernel
-from .model import C, D, K, P, Q, bs, draft_room_conds, labelled, per_request, positions_definition
-from .model import prefix_definition, seq_len, seq_len_conds
+from .model import (
+    C, D, K, P, PREFIX_ZERO, POSITIONS_ZERO, Q, at_context_conds, bs, draft_room_conds, instances,
+    labelled, per_request, positions_at, prefix_at, seq_len, seq_len_conds,
+)
 
 # --- arithmetic ------------------------------------------------------------------------
 
@@ -52,95 +57,86 @@ def succ_times():
 
 # --- prefix sums (induction over the request index) ------------------------------------
 
-def _step_hyps(k, *per_request_conds):
-    hyps = labelled(batch_size_ok(bs))
+def batch_hyps(size=bs, *per_request_conds) -> dict:
+    """The preconditions the prefix lemmas assume for a batch of ``size`` requests."""
+    hyps = labelled(batch_size_ok(size, name=str(size)))
     hyps.update(labelled(context_ok(C)))
-    hyps.update(prefix_definition(k, "k"))
-    hyps.pop("prefix_zero")
     for conds in (seq_len_conds, *per_request_conds):
-        hyps.update(per_request(conds, k, "k"))
+        hyps.update(per_request(conds, size))
     return hyps
 
 
-_BASE = {"prefix_zero": P(0) == 0}
+def _prefix_induct(lemma_id, phi, size, *per_request_conds, arity=0):
+    hyps = batch_hyps(size, *per_request_conds)
+    return kernel.induct(lemma_id, phi, arity=arity,
+                         base_hyps=lambda *ps: hyps, base_by=lambda *ps: [PREFIX_ZERO],
+                         step_hyps=lambda k, *ps: hyps,
+                         step_by=lambda k, *ps: [prefix_at(k), *instances(hyps, k)])
 
 
-@cache
-def prefix_bound():
-    """VM-PREFIX-BOUND: ``forall v. 0 <= v <= bs => 0 <= P(v) <= v*C``."""
-    return kernel.induct(
-        "VM-PREFIX-BOUND", prefix_bound_phi, base_hyps=lambda: _BASE,
-        step_hyps=lambda k: _step_hyps(k))
+_PROVED: dict = {}
 
 
-def prefix_bound_phi(v):
-    return z3.Implies(v <= bs, z3.And(0 <= P(v), P(v) <= v * C))
+def _per_size(lemma_id, size, build):
+    """Each prefix lemma once per batch-size symbol (``bs`` for the tree, ``num_seqs`` for kv)."""
+    key = (lemma_id, size.sexpr())
+    if key not in _PROVED:
+        _PROVED[key] = build()
+    return _PROVED[key]
 
 
-@cache
-def prefix_monotone():
-    """``forall v, a. 0 <= a <= v <= bs => P(a) <= P(v)`` (every seq_len >= 0)."""
+def prefix_bound_phi(v, size=bs):
+    return z3.Implies(v <= size, z3.And(0 <= P(v), P(v) <= v * C))
+
+
+def prefix_bound(size=bs):
+    """VM-PREFIX-BOUND: ``forall v >= 0. v <= size => 0 <= P(v) <= v*C``."""
+    return _per_size("VM-PREFIX-BOUND", size, lambda: _prefix_induct(
+        "VM-PREFIX-BOUND", lambda v: prefix_bound_phi(v, size), size))
+
+
+def prefix_monotone(size=bs):
+    """``forall v, a. 0 <= a <= v <= size => P(a) <= P(v)`` (every seq_len >= 0)."""
     def phi(v, a):
-        return z3.Implies(z3.And(0 <= a, a <= v, v <= bs), P(a) <= P(v))
-    return kernel.induct("L-PREFIX-MONOTONE", phi, arity=1,
-                         step_hyps=lambda k, a: _step_hyps(k))
+        return z3.Implies(z3.And(0 <= a, a <= v, v <= size), P(a) <= P(v))
+    return _per_size("L-PREFIX-MONOTONE", size, lambda: _prefix_induct("L-PREFIX-MONOTONE", phi, size, arity=1))
 
 
-@cache
-def prefix_room():
-    """``forall v. 0 <= v <= bs => P(v) + v*D <= v*C`` when every request has room for its
-    D draft tokens (``seq_len[b] + D <= C``)."""
+def prefix_room(size=bs):
+    """``forall v >= 0. v <= size => P(v) + v*D <= v*C`` when every request has room for
+    its D draft tokens (``seq_len[b] + D <= C``)."""
     def phi(v):
-        return z3.Implies(v <= bs, P(v) + v * D <= v * C)
-    return kernel.induct("L-PREFIX-ROOM", phi, base_hyps=lambda: _BASE,
-                         step_hyps=lambda k: _step_hyps(k, draft_room_conds))
+        return z3.Implies(v <= size, P(v) + v * D <= v * C)
+    return _per_size("L-PREFIX-ROOM", size, lambda: _prefix_induct("L-PREFIX-ROOM", phi, size, draft_room_conds))
 
 
-def at_context_conds(i):
-    """The worst-case batch: every request at the full context."""
-    return (Condition("seq_len_at_context", "seq_len[b] = max_context_len (worst case)",
-                      seq_len(i) == C, "seq_len[b]"),)
-
-
-@cache
-def prefix_at_context():
-    """``forall v. 0 <= v <= bs => P(v) = v*C`` when every ``seq_len = C``."""
+def prefix_at_context(size=bs):
+    """``forall v >= 0. v <= size => P(v) = v*C`` when every ``seq_len = C``."""
     def phi(v):
-        return z3.Implies(v <= bs, P(v) == v * C)
-    return kernel.induct("L-PREFIX-AT-CONTEXT", phi, base_hyps=lambda: _BASE,
-                         step_hyps=lambda k: _step_hyps(k, at_context_conds))
+        return z3.Implies(v <= size, P(v) == v * C)
+    return _per_size("L-PREFIX-AT-CONTEXT", size,
+                     lambda: _prefix_induct("L-PREFIX-AT-CONTEXT", phi, size, at_context_conds))
+
+
+TOPK_POSITIVE = {"topk_positive": K >= 1}
 
 
 @cache
 def positions_within_request():
-    """``forall t, r. 0 <= t <= K /\\ r >= 0 => Q(r*K + t) = Q(r*K) + t*seq_len(r)``:
+    """``forall t >= 0, r. t <= K /\\ r >= 0 => Q(r*K + t) = Q(r*K) + t*seq_len(r)``:
     each of request r's K branches adds ``seq_len(r)`` to the positions prefix."""
     def phi(tt, r):
         return z3.Implies(z3.And(tt <= K, r >= 0), Q(r * K + tt) == Q(r * K) + tt * seq_len(r))
-
-    def step_hyps(k, r):
-        hyps = positions_definition(r * K + k, "rK+k")
-        hyps.pop("positions_zero")
-        hyps["topk_positive"] = K >= 1
-        return hyps
-    return kernel.induct("L-POSITIONS-WITHIN-REQUEST", phi, arity=1, step_hyps=step_hyps,
-                         step_by=lambda k, r: [kernel.instantiate(div_of_row(), r, K, k)])
+    return kernel.induct("L-POSITIONS-WITHIN-REQUEST", phi, arity=1, step_hyps=lambda k, r: TOPK_POSITIVE,
+                         step_by=lambda k, r: [positions_at(r * K + k), kernel.instantiate(div_of_row(), r, K, k)])
 
 
 @cache
 def positions_prefix():
-    """``forall v. 0 <= v <= bs => Q(v*K) = K*P(v)``."""
-    def phi(v):
-        return z3.Implies(v <= bs, Q(v * K) == K * P(v))
-
-    def step_hyps(k):
-        hyps = prefix_definition(k, "k")
-        hyps.pop("prefix_zero")
-        hyps["topk_positive"] = K >= 1
-        return hyps
+    """``forall v >= 0. Q(v*K) = K*P(v)``."""
     return kernel.induct(
-        "L-POSITIONS-PREFIX", phi,
-        base_hyps=lambda: {"prefix_zero": P(0) == 0, "positions_zero": Q(0) == 0},
-        step_hyps=step_hyps,
-        step_by=lambda k: [kernel.instantiate(positions_within_request(), K, k),
+        "L-POSITIONS-PREFIX", lambda v: Q(v * K) == K * P(v),
+        base_by=lambda: [PREFIX_ZERO, POSITIONS_ZERO],
+        step_hyps=lambda k: TOPK_POSITIVE,
+        step_by=lambda k: [prefix_at(k), kernel.instantiate(positions_within_request(), K, k),
                            kernel.instantiate(succ_times(), k, K)])

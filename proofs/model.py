@@ -1,14 +1,15 @@
-"""The symbolic batch the theorems quantify over, and its hypotheses.
+"""The symbolic batch the theorems quantify over, its hypotheses and its definitions.
 
-Every parameter is an unbounded Z3 integer; ``seq_len`` is an uninterpreted
-function of the request index and ``P`` its prefix sum, tied together only by the
-recurrence ``P(0) = 0, P(i+1) = P(i) + seq_len(i)`` (so no batch size is ever
-fixed).  Hypotheses come from :mod:`specbound.spec.conditions`, so a theorem's
-preconditions are literally the checks the reference performs at run time.
+Every parameter is an unbounded Z3 integer; ``seq_len`` is an uninterpreted function of
+the request index and ``P`` its prefix sum, tied together only by the axioms
+``P(0) = 0`` and ``P(i+1) = P(i) + seq_len(i)`` (so no batch size is ever fixed).
+Hypotheses come from :mod:`specbound.spec.conditions`, so a theorem's preconditions are
+literally the checks the reference performs at run time.
 
-Labels: a parameter condition is tracked under its spec name
-(``draft_tokens_fit_scores``); an instance of a per-request schema under
-``name@index`` (``seq_len_le_context@b``).
+A parameter condition is a hypothesis under its spec name (``draft_tokens_fit_scores``);
+a per-request condition is one quantified hypothesis (``seq_len_le_context``:
+``forall i. 0 <= i < bs => seq_len(i) <= C``), used at a request index only through an
+instance the core derives (:func:`instances`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import z3
 
 from specbound import spec
+
+from . import kernel
 
 IntSort = z3.IntSort()
 
@@ -29,16 +32,42 @@ width = z3.Int("width")  # a kv_indices row width handed in by the caller
 # Indices
 b, t, j, c, e = z3.Ints("b t j c e")
 iters = z3.Int("iters")
+_i = z3.Int("i")  # the bound index of every per-index formula
 
 # Per-request data
 seq_len = z3.Function("seq_len", IntSort, IntSort)
 P = z3.Function("P", IntSort, IntSort)  # P(b) = sum_{i<b} seq_len(i)
 Q = z3.Function("Q", IntSort, IntSort)  # Q(z) = sum_{z'<z} positions(z'), positions(z) = seq_len(z div K)
 
+# Definitions of P and Q (fresh function symbols, so the axioms only name them)
+PREFIX_ZERO = kernel.axiom("prefix_zero", P(0) == 0, "definition of P, the prefix sum of seq_len: P[0] = 0")
+PREFIX_STEP = kernel.axiom(
+    "prefix_step", z3.ForAll([_i], z3.Implies(_i >= 0, P(_i + 1) == P(_i) + seq_len(_i))),
+    "definition of P, the prefix sum of seq_len: P[i+1] = P[i] + seq_len[i]")
+POSITIONS_ZERO = kernel.axiom("positions_zero", Q(0) == 0,
+                              "definition of Q, the prefix sum of the per-branch positions: Q[0] = 0")
+POSITIONS_STEP = kernel.axiom(
+    "positions_step", z3.ForAll([_i], z3.Implies(_i >= 0, Q(_i + 1) == Q(_i) + seq_len(_i / K))),
+    "definition of Q: branch z of request z div K has seq_len[z div K] positions")
 
-def labelled(conditions, at: str | None = None) -> dict:
-    """Spec conditions as tracked hypotheses."""
-    return {(c.name if at is None else f"{c.name}@{at}"): c.holds for c in conditions}
+
+def prefix_at(i) -> kernel.Proof:
+    """``i >= 0 => P(i+1) = P(i) + seq_len(i)``."""
+    return kernel.instantiate(PREFIX_STEP, i)
+
+
+def positions_at(z) -> kernel.Proof:
+    return kernel.instantiate(POSITIONS_STEP, z)
+
+
+def forall_index(body) -> z3.BoolRef:
+    """``forall i. body(i)`` over the request (or element) index."""
+    return z3.ForAll([_i], body(_i))
+
+
+def labelled(conditions) -> dict:
+    """Spec conditions as hypotheses, under their names."""
+    return {cond.name: cond.holds for cond in conditions}
 
 
 def in_batch(i, size=None):
@@ -46,27 +75,18 @@ def in_batch(i, size=None):
     return z3.And(0 <= i, i < size)
 
 
-def per_request(conditions_at, i, at: str, size=None) -> dict:
-    """Schema instance: the conditions of request ``i``, guarded by ``0 <= i < size``
-    (true for every index, so any instance may be assumed)."""
-    guard = in_batch(i, size)
-    return {f"{c.name}@{at}": z3.Implies(guard, c.holds) for c in conditions_at(i)}
+def per_request(conditions_at, size=None) -> dict:
+    """The conditions of every request of a batch of ``size``, one quantified hypothesis each:
+    ``forall i. 0 <= i < size => cond(i)``."""
+    guard = in_batch(_i, size)
+    return {cond.name: z3.ForAll([_i], z3.Implies(guard, cond.holds)) for cond in conditions_at(_i)}
 
 
-def prefix_definition(i, at: str) -> dict:
-    """``P(0) = 0`` and the recurrence at ``i`` (a definition: true for every ``i >= 0``)."""
-    return {
-        "prefix_zero": P(0) == 0,
-        f"prefix_step@{at}": z3.Implies(i >= 0, P(i + 1) == P(i) + seq_len(i)),
-    }
-
-
-def positions_definition(z, at: str) -> dict:
-    """``Q``: prefix sums of the per-branch positions (seq_len repeated K times)."""
-    return {
-        "positions_zero": Q(0) == 0,
-        f"positions_step@{at}": z3.Implies(z >= 0, Q(z + 1) == Q(z) + seq_len(z / K)),
-    }
+def instances(hyps: dict, *terms) -> list:
+    """The core's instances at ``terms`` of every quantified hypothesis in ``hyps`` that binds
+    ``len(terms)`` variables (each keeps its quantified hypothesis)."""
+    return [kernel.instantiate(kernel.assume(label, f), *terms) for label, f in hyps.items()
+            if z3.is_quantifier(f) and f.is_forall() and f.num_vars() == len(terms)]
 
 
 def seq_len_conds(i):
@@ -75,6 +95,12 @@ def seq_len_conds(i):
 
 def draft_room_conds(i):
     return spec.draft_room_ok(seq_len(i), D, C, name="seq_len[b]")
+
+
+def at_context_conds(i):
+    """The worst-case batch: every request at the full context."""
+    return (spec.Condition("seq_len_at_context", "seq_len[b] = max_context_len (worst case)",
+                           seq_len(i) == C, "seq_len[b]"),)
 
 
 def tree_params(bitpack: bool = False) -> dict:

@@ -55,6 +55,7 @@ def to_json(results: list[TheoremResult], seconds: float) -> dict:
                 "rlimit": r.rlimit,
                 "rlimit_limit": r.rlimit_limit,
                 "hypotheses_used": r.hypotheses_used,
+                "axioms_used": r.axioms_used,
                 "lemmas_cited": r.lemmas_cited,
                 "preconditions": r.preconditions,
                 "witness": r.witness,

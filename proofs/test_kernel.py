@@ -12,12 +12,12 @@ x, y = z3.Ints("x y")
 
 def test_proof_cannot_be_forged():
     with pytest.raises(TypeError):
-        kernel.Proof("fake", z3.BoolVal(False), frozenset(), (), 0.0, 0)
+        kernel.Proof("fake", {}, z3.BoolVal(False), {}, (), "lemma", 0.0, 0)
 
 
 def test_valid_goal_is_proved_and_reports_its_core():
     proof = kernel.check("ok", x + 1 > x, hyps={"unused": y > 0})
-    assert proof.formula.eq(x + 1 > x)
+    assert proof.goal.eq(x + 1 > x) and proof.formula.eq(x + 1 > x)
     assert "unused" not in proof.assumptions
 
 
@@ -44,32 +44,35 @@ def test_contradictory_hypotheses_are_not_a_proof():
 
 
 def test_induction_and_instantiation():
-    f = z3.Function("f", z3.IntSort(), z3.IntSort())
+    """A recurrence is a quantified hypothesis; the core makes its instance at k."""
+    f, i = z3.Function("f", z3.IntSort(), z3.IntSort()), z3.Int("i")
+    hyps = {"f0": f(0) == 0, "f_step": z3.ForAll([i], z3.Implies(i >= 0, f(i + 1) == f(i) + 2))}
     proof = kernel.induct(
-        "f-nonneg", lambda v: f(v) >= 0,
-        base_hyps=lambda: {"f0": f(0) == 0},
-        step_hyps=lambda k: {f"f_step@{k}": z3.Implies(k >= 0, f(k + 1) == f(k) + 2)})
+        "f-nonneg", lambda v: f(v) >= 0, base_hyps=lambda: hyps, step_hyps=lambda k: hyps,
+        step_by=lambda k: [kernel.instantiate(kernel.assume("f_step", hyps["f_step"]), k)])
+    assert dict(proof.hyps).keys() == {"f0", "f_step"}  # the conclusion keeps both
     inst = kernel.instantiate(proof, 5)
-    assert inst.formula.eq(z3.Implies(z3.IntVal(5) >= 0, f(5) >= 0))
+    assert inst.goal.eq(z3.Implies(z3.IntVal(5) >= 0, f(5) >= 0))
+    assert inst.formula.eq(z3.Implies(z3.And(*proof.hyps.values()), inst.goal))
 
 
 def test_induction_rejects_a_false_step():
-    f = z3.Function("g", z3.IntSort(), z3.IntSort())
+    g, i = z3.Function("g", z3.IntSort(), z3.IntSort()), z3.Int("i")
+    step = kernel.axiom("g_step", z3.ForAll([i], g(i + 1) == g(i) - 1), "a test definition")
     with pytest.raises(kernel.Refuted):
-        kernel.induct("g-bad", lambda v: f(v) >= 0, base_hyps=lambda: {"g0": f(0) == 0},
-                      step_hyps=lambda k: {f"g_step@{k}": f(k + 1) == f(k) - 1})
+        kernel.induct("g-bad", lambda v: g(v) >= 0, base_hyps=lambda: {"g0": g(0) == 0},
+                      step_by=lambda k: [kernel.instantiate(step, k)])
 
 
 def test_induction_rejects_conditions_on_generalised_parameters():
-    f = z3.Function("h", z3.IntSort(), z3.IntSort())
-    with pytest.raises(TypeError, match="generalised"):
-        kernel.induct("h", lambda v, a: f(v) >= a, arity=1,
-                      base_hyps=lambda a: {"a_small": a <= 0})
+    with pytest.raises(kernel.RuleError, match="free in hypothesis 'a_small'"):
+        kernel.induct("h", lambda v, a: a <= 0, arity=1, base_hyps=lambda a: {"a_small": a <= 0},
+                      step_hyps=lambda k, a: {"a_small": a <= 0})
 
 
 def test_instantiate_checks_arity():
     proof = kernel.check_forall("mono", lambda a, b: z3.Implies(a <= b, a + 1 <= b + 1), 2)
-    with pytest.raises(TypeError):
+    with pytest.raises(kernel.RuleError, match="binds 2 variables"):
         kernel.instantiate(proof, 1)
 
 
@@ -80,14 +83,14 @@ def test_unknown_theorem_id_is_a_clear_error():
         registry.select(["VM-NOPE"])
 
 
-def test_check_forall_accepts_only_assumption_free_instances():
+def test_check_forall_cites_conditional_instances_only_as_implications():
     mono = kernel.check_forall("mono", lambda a, b: z3.Implies(a <= b, a + 1 <= b + 1), 2)
     proof = kernel.check_forall("chain", lambda a, b: z3.Implies(a <= b, a + 2 <= b + 2), 2,
                                 by_at=lambda a, b: [kernel.instantiate(mono, a, b)])
-    assert z3.is_quantifier(proof.formula) and proof.formula.num_vars() == 2
-    # A fact proved under a hypothesis about a constant would constrain the generalised variable.
+    assert z3.is_quantifier(proof.goal) and proof.goal.num_vars() == 2 and not proof.hyps
+    # A fact proved under a hypothesis enters as "hypothesis => fact": it constrains nothing.
     local = kernel.check("local", x >= 1, hyps={"x_positive": x >= 1})
-    with pytest.raises(TypeError, match="assumption-free"):
+    with pytest.raises(kernel.Refuted, match="x_positive"):
         kernel.check_forall("bad", lambda a: a >= 1, 1, by_at=lambda a: [local])
 
 
@@ -102,20 +105,25 @@ def test_verdict_and_cost_do_not_depend_on_earlier_queries():
 
 
 def test_resolve_ifs_uses_only_hypothesis_conjuncts():
+    from specbound.proofs.terms import prove_rewritten, resolve_ifs
+
     mask, k = z3.Bool("mask"), z3.Int("k")
     value = z3.If(mask, x, 0) * k  # a masked load's value inside a product
     hyps = {"active": z3.And(mask, y >= 0), "x_small": z3.And(0 <= x, x <= 3), "k_small": z3.And(0 <= k, k <= 3)}
-    proof = kernel.check("masked", value <= 9, hyps=hyps, resolve_ifs=True)
-    assert proof.formula.eq(value <= 9)  # the Proof is of the goal as asked
+    asked, used = resolve_ifs(value <= 9, hyps)
+    assert asked.eq(x * k <= 9) and used == {"active"}
+    proof, used = prove_rewritten("masked", value <= 9, hyps=hyps, rlimit=kernel.DEFAULT_RLIMIT)
+    assert used > proof.rlimit  # three core checks
+    assert proof.goal.eq(value <= 9)  # the Proof is of the goal as asked, re-derived by the core
     assert "active" in proof.assumptions  # the rewrite's justification is recorded
     # Without the mask among the hypotheses nothing is rewritten, and the goal is still
     # decided on its own (here: false, since If(mask, x, 0) = 0 when mask is false).
     with pytest.raises(kernel.Refuted):
-        kernel.check("unmasked", value >= 1, hyps={k2: v for k2, v in hyps.items() if k2 != "active"},
-                     resolve_ifs=True)
+        prove_rewritten("unmasked", value >= 1, hyps={k2: v for k2, v in hyps.items() if k2 != "active"},
+                        rlimit=kernel.DEFAULT_RLIMIT)
     with pytest.raises(kernel.Refuted):  # resolving the If does not make a false goal true
-        kernel.check("false", value >= 1, hyps=hyps, resolve_ifs=True)
+        prove_rewritten("false", value >= 1, hyps=hyps, rlimit=kernel.DEFAULT_RLIMIT)
     # A condition that is a conjunction of known conjuncts (a load mask inside a store mask).
     both = z3.If(z3.And(mask, y >= 0), x, 0) * k
-    proof = kernel.check("conj", both <= 9, hyps=hyps, resolve_ifs=True)
+    proof, _ = prove_rewritten("conj", both <= 9, hyps=hyps, rlimit=kernel.DEFAULT_RLIMIT)
     assert "active" in proof.assumptions

@@ -33,16 +33,40 @@ def test_kernel_specialization(kind, sp):
         assert r.hypotheses_used, f"{r.id}: empty unsat cores"
         for m in r.mutants:
             assert m.status == "refuted", f"{r.id}/{m.id} survived: {m.note}"
-            assert m.counterexample.get("replay") in ("oob", "race", "output"), m.counterexample
+            assert m.counterexample.get("replay") in ("oob", "race", "output", "assert"), m.counterexample
 
 
 REQUIRED_MUTANTS = {
     "kv": {"MUT-27338-HOST-WIDTH-NO-TOPK": "oob", "MUT-KV-TAIL-NO-MASK": "oob",
            "MUT-KV-STEPS-LANES-BELOW-BATCH": "race", "MUT-KV-INDPTR-ENTRY-VALUE": "output",
-           "MUT-KV-EXTENSION-READ-STRIDE": "output"},
-    "tree": {"MUT-WALK-UNBOUNDED": "output", "MUT-SEARCH-PAST-ROW": "oob", "MUT-MASK-ROW-STRIDE": "output"},
-    "fill": {"MUT-FILL-TAIL-NO-MASK": "oob", "MUT-FILL-TAIL-SHORT": "output", "MUT-FILL-STORES-FALSE": "output"},
+           "MUT-KV-EXTENSION-READ-STRIDE": "output", "MUT-KV-COPY-STOPS-EARLY": "output",
+           "MUT-KV-TOKENS-INT32": "output"},
+    "tree": {"MUT-WALK-UNBOUNDED": "output", "MUT-SEARCH-PAST-ROW": "oob", "MUT-MASK-ROW-STRIDE": "output",
+             "MUT-POSITIONS-INT32": "assert", "MUT-NODES-LANES-BELOW-N": "output", "MUT-TREE-PROGRAM-STRIDE": "race"},
+    "fill": {"MUT-FILL-TAIL-NO-MASK": "oob", "MUT-FILL-TAIL-SHORT": "output", "MUT-FILL-STORES-FALSE": "output",
+             "MUT-FILL-STOPS-EARLY": "output", "MUT-FILL-PROGRAM-STRIDE": "race"},
 }
+
+
+@pytest.mark.parametrize("kind", sorted(REQUIRED_MUTANTS))
+def test_every_property_of_the_first_specialization_refutes_a_mutant(kind):
+    sp = T.selected_specs()[kind][0]
+    for r in _results(kind, sp):
+        prop = r.id.split("[")[0][len(T.kernel_name(r.id)) + 1:]
+        if (kind, prop) in T.WITHOUT_MUTANT:
+            assert not r.mutants, r.id
+            continue
+        assert r.mutants and all(m.status == "refuted" for m in r.mutants), f"{r.id}: {len(r.mutants)} mutants"
+
+
+def test_kernel_theorems_list_their_launch_contracts():
+    """Launch contracts are core axioms, listed per theorem from its proofs."""
+    results = {r.id.split("[")[0]: r for r in _results("tree", T.selected_specs()["tree"][0])}
+    assert "grid_is_cdiv" in results["KERNEL-BUILD-TREE-FULL-FOOTPRINT"].axioms_used  # coverage: enough programs
+    assert "DEPTH_is_walk_max_steps" in results["KERNEL-BUILD-TREE-FULL-WALK-BOUNDED"].axioms_used
+    kv = {r.id.split("[")[0]: r for r in _results("kv", T.selected_specs()["kv"][0])}
+    assert "req_to_token_contiguous" in kv["KERNEL-KV-IN-BOUNDS"].axioms_used
+    assert "draft_kv_capacity_ok" in kv["KERNEL-KV-IN-BOUNDS"].hypotheses_used
 
 
 @pytest.mark.parametrize("kind", sorted(REQUIRED_MUTANTS))

@@ -4,13 +4,22 @@ A :class:`Theorem` states a claim over the symbolic batch of :mod:`.model` throu
 a definitions namespace ``d`` (the spec module, or the spec with some functions
 swapped for a mutant).  Running it:
 
-1. proves ``hyps(spec) /\\ lemmas => claim(spec)`` through :func:`kernel.check`
-   (or through a custom ``prove`` such as an induction);
-2. finds a **witness**: a model of the hypotheses and lemma instances, showing the
-   preconditions are satisfiable (the theorem is not vacuous);
-3. **refutes each mutant**: under the mutant's definitions (or with some
-   hypotheses dropped) the negated claim must be satisfiable; the model is the
-   counterexample, searched first in a small box so it reads as a real batch.
+1. proves the claim through the core: ``kernel.check(claim, hyps, lemmas)`` with the core's
+   instances of the quantified hypotheses at ``at``, or a custom ``prove`` (an induction);
+2. ties the proof to the statement: its conclusion must be the claim (syntactically, up to
+   the names of bound variables), or one more core check derives the claim from it; and
+   every hypothesis the proof rests on must be one of the declared preconditions;
+3. reports the preconditions and axioms the proof used, read from the Proof;
+4. finds a **witness**: a model of the hypotheses, showing the preconditions are
+   satisfiable (the theorem is not vacuous);
+5. **refutes each mutant**: under the mutant's definitions (or with some hypotheses
+   dropped) the negated claim must be satisfiable; the model is the counterexample,
+   searched first in a small box so it reads as a real batch.
+
+Quantified hypotheses enter a model search as their instances at ``at`` and, with the
+quantified axioms the proof rests on, at the first ``search_indices`` indices; a quantified
+claim is refuted at ``counter_at``, kept inside those indices, so its counterexample is a
+model of every instance it depends on.
 """
 
 from __future__ import annotations
@@ -25,10 +34,12 @@ import z3
 from specbound import spec
 
 from . import kernel
+from .model import instances
 
 SMALL_BOX = 40  # counterexamples are searched first with every reported value in [-SMALL_BOX, SMALL_BOX]
 MINIMISE_ROUNDS = 6  # then shrunk a few times, so they read as small concrete batches
 MINIMISE_RLIMIT = 150_000  # a shrink round that needs more simply stops the shrinking
+SEARCH_INDICES = 3  # a quantified claim's counterexample lies at an index below this
 
 
 class Defs(SimpleNamespace):
@@ -49,7 +60,7 @@ class Mutant:
     id: str
     description: str
     overrides: Mapping[str, Callable] = field(default_factory=dict)
-    drop: tuple = ()              # hypothesis names (labels without @index) or lemma names removed
+    drop: tuple = ()              # hypothesis labels or lemma names removed
     shape: Callable | None = None  # d -> extra constraints that make the counterexample readable
 
 
@@ -67,12 +78,15 @@ class MutantResult:
 class Theorem:
     id: str
     statement: str
-    hyps: Callable                # d -> {label: BoolRef}
+    hyps: Callable                # d -> {label: BoolRef}: the declared preconditions
     claim: Callable               # d -> BoolRef
     report: Callable              # () -> {name: term}: values shown in witnesses/counterexamples
     lemmas: Callable = lambda: []  # () -> [Proof]
     mutants: tuple = ()
     prove: Callable | None = None  # () -> Proof, for theorems proved by another rule (induction)
+    at: tuple = ()                # index terms: the quantified hypotheses are instantiated there
+    counter_at: tuple = ()        # for a quantified claim: where witnesses of its negation are sought
+    search_indices: int = 0       # model searches instantiate quantified facts at 0..search_indices-1
     rlimit: int = kernel.DEFAULT_RLIMIT
     family: str = ""
 
@@ -92,11 +106,16 @@ class TheoremResult:
     witness: dict
     mutants: list
     detail: str = ""
+    axioms_used: dict = field(default_factory=dict)  # name -> {"formula", "reason"}
 
     @property
     def ok(self) -> bool:
         return (self.status == "proved" and bool(self.witness)
                 and bool(self.mutants) and all(m.status == "refuted" for m in self.mutants))
+
+
+class NotTheClaim(Exception):
+    """The proof offered for a theorem does not establish its claim under its preconditions."""
 
 
 def _evaluate(model: z3.ModelRef, report: Mapping[str, z3.ExprRef]) -> dict:
@@ -153,30 +172,118 @@ def _search(name, constraints, lemmas, extra, report, rlimit, shrink_rounds=MINI
     return found
 
 
+def _alpha_equal(a, b) -> bool:
+    """Syntactic identity up to the names of bound variables (a quantifier's body is kept
+    with de Bruijn indices, so equal bodies and sorts mean the same formula)."""
+    if a.eq(b):
+        return True
+    if not (z3.is_quantifier(a) and z3.is_quantifier(b)) or a.is_forall() != b.is_forall():
+        return False
+    if a.num_vars() != b.num_vars() or any(a.var_sort(i) != b.var_sort(i) for i in range(a.num_vars())):
+        return False
+    return a.body().eq(b.body())
+
+
+def conclude(theorem_id: str, proof, claim, rlimit: int):
+    """``proof`` as a Proof of ``claim``: itself when it concludes the claim, else one core
+    check deriving the claim from its conclusion (under the proof's own hypotheses only, so
+    the claim cannot come from elsewhere)."""
+    if not kernel.is_proof(proof):
+        raise NotTheClaim(f"{theorem_id}: prove() returned {proof!r}, not a Proof made by the core")
+    if _alpha_equal(proof.goal, claim):
+        return proof
+    try:
+        return kernel.check(theorem_id, claim, hyps=dict(proof.hyps), by=[proof], rlimit=rlimit)
+    except (kernel.Refuted, kernel.Unknown) as exc:
+        raise NotTheClaim(f"{theorem_id}: the proof ({proof.name}) concludes {_short(proof.goal)}, from which "
+                          f"the claim does not follow ({exc})") from None
+
+
+def _short(formula, limit: int = 160) -> str:
+    text = " ".join(str(formula).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def undeclared(proof, hyps: Mapping[str, z3.BoolRef]) -> list:
+    """Labels of the proof's hypotheses whose formula is none of ``hyps``."""
+    declared = {f.get_id() for f in hyps.values()}
+    return sorted(label for label, f in proof.hyps.items() if f.get_id() not in declared)
+
+
+def declared_labels(proof, hyps: Mapping[str, z3.BoolRef]) -> list:
+    """The declared labels of the proof's hypotheses (matched by formula)."""
+    label_of = {f.get_id(): label for label, f in hyps.items()}
+    return sorted({label_of.get(f.get_id(), label) for label, f in proof.hyps.items()})
+
+
+def axioms_of(proof) -> dict:
+    return {name: {"formula": " ".join(str(ax.formula).split()), "reason": ax.reason}
+            for name, ax in sorted(proof.axioms.items())}
+
+
+def _axiom_instances(axioms: Mapping, terms) -> list:
+    """Instances of the quantified axioms a proof rested on, for model searches."""
+    out = []
+    for ax in axioms.values():
+        fact = kernel.axiom(ax.name, ax.formula, ax.reason)
+        if z3.is_quantifier(ax.formula) and ax.formula.num_vars() == 1:
+            out += [kernel.instantiate(fact, term) for term in terms]
+        elif not z3.is_quantifier(ax.formula):
+            out.append(fact)
+    return out
+
+
+def _search_facts(theorem: Theorem, hyps, lemmas, axioms) -> list:
+    """The lemmas, the instances of the quantified hypotheses at ``at`` and at the first
+    ``search_indices`` indices, and the axioms (the quantified ones at those indices)."""
+    first = [z3.IntVal(i) for i in range(theorem.search_indices)]
+    facts = list(lemmas)
+    for term in first + list(theorem.at):
+        facts += instances(hyps, term)
+    return facts + _axiom_instances(axioms, first)
+
+
+def _negated_claim(theorem: Theorem, claim):
+    """``not claim``; for a quantified claim its body at ``counter_at`` (a violation there is
+    a violation of the claim), with those indices kept where the search instantiates."""
+    if not (z3.is_quantifier(claim) and claim.is_forall() and theorem.counter_at):
+        return z3.Not(claim), []
+    body = z3.substitute_vars(claim.body(), *reversed(theorem.counter_at))
+    keep = [z3.And(0 <= term, term < theorem.search_indices) for term in theorem.counter_at]
+    return z3.Not(body), keep
+
+
 def run(theorem: Theorem) -> TheoremResult:
     start = time.perf_counter()
     lemmas = theorem.lemmas()
     hyps = theorem.hyps(SPEC)
+    claim = theorem.claim(SPEC)
     report = theorem.report()
     status, detail, proof = "failed", "", None
-    effort_before = kernel.rlimit_consumed()
     try:
         if theorem.prove is not None:
-            proof = theorem.prove()
+            offered = theorem.prove()
         else:
-            proof = kernel.check(theorem.id, theorem.claim(SPEC), hyps=hyps, by=lemmas,
-                                 rlimit=theorem.rlimit)
-        status = "proved"
+            at = [fact for term in theorem.at for fact in instances(hyps, term)]
+            offered = kernel.check(theorem.id, claim, hyps=hyps, by=lemmas + at, rlimit=theorem.rlimit)
+        proof = conclude(theorem.id, offered, claim, theorem.rlimit)
+        outside = undeclared(proof, hyps)
+        if outside:
+            detail = f"the proof uses hypotheses outside the declared preconditions: {', '.join(outside)}"
+        else:
+            status = "proved"
     except kernel.Refuted as exc:
         detail = f"counterexample: {_evaluate(exc.model, report)}"
     except kernel.Unknown as exc:
         status, detail = "unknown", exc.reason
+    except (NotTheClaim, kernel.RuleError) as exc:
+        detail = str(exc)
 
-    effort = kernel.rlimit_consumed() - effort_before  # includes lemmas proved for the first time
+    axioms = proof.axioms if proof is not None else {}
     witness = {}
     try:
-        found = _search(f"{theorem.id}/witness", hyps, lemmas, [], report, theorem.rlimit,
-                        shrink_rounds=3, nontrivial=True)
+        found = _search(f"{theorem.id}/witness", hyps, _search_facts(theorem, hyps, lemmas, axioms), [],
+                        report, theorem.rlimit, shrink_rounds=3, nontrivial=True)
         if found is None:
             status, detail = "failed", "preconditions unsatisfiable: the theorem would be vacuous"
         else:
@@ -184,29 +291,29 @@ def run(theorem: Theorem) -> TheoremResult:
     except kernel.Unknown as exc:
         status, detail = "unknown", f"witness search: {exc.reason}"
 
-    mutants = [refute(theorem, m, lemmas, report) for m in theorem.mutants]
-    hyp_used = sorted(proof.assumptions) if proof else []
-    cited = list(proof.cited) if proof else []
+    mutants = [refute(theorem, m, lemmas, report, axioms) for m in theorem.mutants]
     return TheoremResult(
         id=theorem.id, statement=theorem.statement, family=theorem.family, status=status,
-        seconds=time.perf_counter() - start, rlimit=effort,
-        rlimit_limit=theorem.rlimit, hypotheses_used=hyp_used, lemmas_cited=cited,
-        preconditions=sorted(kernel.base_name(label) for label in hyps),
-        witness=witness, mutants=mutants, detail=detail)
+        seconds=time.perf_counter() - start, rlimit=proof.rlimit if proof is not None else 0,
+        rlimit_limit=theorem.rlimit, hypotheses_used=declared_labels(proof, hyps) if proof is not None else [],
+        lemmas_cited=list(proof.cited) if proof is not None else [], preconditions=sorted(hyps),
+        witness=witness, mutants=mutants, detail=detail,
+        axioms_used=axioms_of(proof) if proof is not None else {})
 
 
-def refute(theorem: Theorem, mutant: Mutant, lemmas, report) -> MutantResult:
+def refute(theorem: Theorem, mutant: Mutant, lemmas, report, axioms=None) -> MutantResult:
     start = time.perf_counter()
     defs = Defs(**mutant.overrides)
-    hyps = {label: f for label, f in theorem.hyps(defs).items()
-            if kernel.base_name(label) not in mutant.drop}
+    hyps = {label: f for label, f in theorem.hyps(defs).items() if label not in mutant.drop}
+    negated, keep = _negated_claim(theorem, theorem.claim(defs))
     constraints = dict(hyps)
-    constraints["goal!negated"] = z3.Not(theorem.claim(defs))
-    extra = mutant.shape(defs) if mutant.shape else []
-    lemmas = [lemma for lemma in lemmas if lemma.name not in mutant.drop]
+    constraints["goal!negated"] = negated
+    extra = (mutant.shape(defs) if mutant.shape else []) + keep
+    kept = [lemma for lemma in lemmas if lemma.name not in mutant.drop]
+    axioms = {name: ax for name, ax in (axioms or {}).items() if name not in mutant.drop}
     try:
-        found = _search(f"{theorem.id}/{mutant.id}", constraints, lemmas, extra, report,
-                        theorem.rlimit)
+        found = _search(f"{theorem.id}/{mutant.id}", constraints, _search_facts(theorem, hyps, kept, axioms),
+                        extra, report, theorem.rlimit)
     except kernel.Unknown as exc:
         return MutantResult(mutant.id, mutant.description, "survived", {},
                             time.perf_counter() - start, f"unknown: {exc.reason}")

@@ -14,10 +14,10 @@ from specbound.spec import TreeMaskMode
 from . import kernel
 from . import lemmas as L
 from .model import (
-    C, P, b, bs, c, in_batch, j, labelled, max_bs, n, per_request, prefix_definition,
+    C, P, at_context_conds, b, bs, c, in_batch, j, labelled, max_bs, n, per_request, prefix_at,
     seq_len, seq_len_conds, t, tree_params,
 )
-from .theorem import Mutant, Theorem
+from .theorem import SEARCH_INDICES, Mutant, Theorem
 
 FULL, QLEN, BITPACK = TreeMaskMode.FULL_MASK, TreeMaskMode.QLEN_ONLY, TreeMaskMode.QLEN_ONLY_BITPACKING
 FAMILY = "verify mask"
@@ -36,11 +36,10 @@ def _report(*extra, without=()):
     return lambda: base
 
 
-def _request(i=b, at="b"):
-    """Request ``i`` is in the batch, with its seq_len conditions and prefix recurrence."""
-    hyps = {f"request_in_batch@{at}": in_batch(i)}
-    hyps.update(per_request(seq_len_conds, i, at))
-    hyps.update(prefix_definition(i, at))
+def _request(*indices):
+    """Requests ``indices`` are in the batch, and every request's seq_len is in [0, C]."""
+    hyps = {f"request_in_batch[{i}]": in_batch(i) for i in indices}
+    hyps.update(per_request(seq_len_conds))
     return hyps
 
 
@@ -75,16 +74,15 @@ def _fits_off_by_one(bs_, max_bs_):
 
 
 def vm_prefix_bound() -> Theorem:
-    k = z3.Int("k")
+    k, v = z3.Ints("k v")
     return Theorem(
         id="VM-PREFIX-BOUND", family=FAMILY,
-        statement="0 <= P[b] <= b*C for every b <= bs (induction over b)",
-        hyps=lambda d: {**L._step_hyps(k), "induction_index_nonneg": k >= 0,
-                        "induction_hypothesis": L.prefix_bound_phi(k)},
-        claim=lambda d: L.prefix_bound_phi(k + 1),
+        statement="0 <= P[v] <= v*C for every 0 <= v <= bs (induction over v)",
+        hyps=lambda d: L.batch_hyps(bs),
+        claim=lambda d: z3.ForAll([v], z3.Implies(v >= 0, L.prefix_bound_phi(v))),
         report=lambda: {"k": k, "bs": bs, "C": C, "seq_len[k]": seq_len(k), "P[k]": P(k),
                         "P[k+1]": P(k + 1)},
-        prove=L.prefix_bound,
+        prove=L.prefix_bound, counter_at=(k + 1,), search_indices=SEARCH_INDICES,
         mutants=(Mutant("MUT-NO-CONTEXT-BOUND",
                         "seq_len not bounded by max_context_len (a request past its context)",
                         drop=("seq_len_le_context",)),
@@ -96,10 +94,10 @@ def vm_qlen_in_bounds() -> Theorem:
     return Theorem(
         id="VM-QLEN-IN-BOUNDS", family=FAMILY,
         statement="bs <= max_bs => every QLEN_ONLY write < tree_mask_numel(QLEN_ONLY, max_bs)",
-        hyps=lambda d: {**tree_params(), **_fits(d), **_request(), **_cell_ranges()},
+        hyps=lambda d: {**tree_params(), **_fits(d), **_request(b), **_cell_ranges()}, at=(b,),
         claim=lambda d: _writes_below(d, QLEN, d.tree_mask_numel(QLEN, max_bs, n, C)),
         report=_report(),
-        lemmas=lambda: [kernel.instantiate(L.mul_le_mono(), b + 1, max_bs, n * n),
+        lemmas=lambda: [prefix_at(b), kernel.instantiate(L.mul_le_mono(), b + 1, max_bs, n * n),
                         kernel.instantiate(L.mul_le_mono(), t + 1, n, n)],
         mutants=(Mutant("MUT-FITS-OFF-BY-ONE", "fits admits bs = max_bs + 1",
                         overrides={"fits": _fits_off_by_one}),),
@@ -111,10 +109,10 @@ def vm_full_in_bounds() -> Theorem:
         id="VM-FULL-IN-BOUNDS", family=FAMILY,
         statement=("bs <= max_bs and every seq_len[b] <= C => every FULL_MASK write (kernel tree "
                    "columns and the caller's prefix fill) < tree_mask_numel(FULL_MASK, max_bs)"),
-        hyps=lambda d: {**tree_params(), **_fits(d), **_request(), **_cell_ranges()},
+        hyps=lambda d: {**tree_params(), **_fits(d), **_request(b), **_cell_ranges()}, at=(b,),
         claim=lambda d: _writes_below(d, FULL, d.tree_mask_numel(FULL, max_bs, n, C)),
         report=_report(("c", c)),
-        lemmas=lambda: [kernel.instantiate(L.prefix_bound(), b),
+        lemmas=lambda: [prefix_at(b), kernel.instantiate(L.prefix_bound(), b),
                         kernel.instantiate(L.mul_le_mono(), P(b), b * C, n),
                         kernel.instantiate(L.mul_le_mono(), b + 1, max_bs, n * (C + n)),
                         kernel.instantiate(L.mul_le_mono(), t + 1, n, seq_len(b) + n),
@@ -141,10 +139,10 @@ def vm_bitpack_in_bounds() -> Theorem:
     return Theorem(
         id="VM-BITPACK-IN-BOUNDS", family=FAMILY,
         statement="n <= 32 and bs <= max_bs => every item < max_bs*n and every bit < the item width",
-        hyps=lambda d: {**tree_params(bitpack=True), **_fits(d), **_request(), **_cell_ranges()},
+        hyps=lambda d: {**tree_params(bitpack=True), **_fits(d), **_request(b), **_cell_ranges()}, at=(b,),
         claim=claim,
         report=_report(),
-        lemmas=lambda: [kernel.instantiate(L.mul_le_mono(), b + 1, max_bs, n)],
+        lemmas=lambda: [prefix_at(b), kernel.instantiate(L.mul_le_mono(), b + 1, max_bs, n)],
         mutants=(Mutant("MUT-BITPACK-ONE-BYTE", "items always 8 bits wide",
                         overrides={"bitpack_item_bits": lambda nn: 8}),),
     )
@@ -155,7 +153,8 @@ def vm_fits_tight() -> Theorem:
 
     def hyps(d):
         h = {**tree_params(), **labelled(spec.max_bs_ok(max_bs)), "batch_nonempty": bs >= 1}
-        h.update(per_request(L.at_context_conds, last, "last"))
+        h.update(per_request(seq_len_conds))
+        h.update(per_request(at_context_conds))
         return h
 
     def claim(d):
@@ -169,7 +168,7 @@ def vm_fits_tight() -> Theorem:
         statement=("for QLEN_ONLY and FULL_MASK and a worst-case batch (every seq_len = C): "
                    "fits(bs) holds exactly when the batch's highest write is inside the buffer; "
                    "bs = max_bs + 1 writes past it"),
-        hyps=hyps, claim=claim,
+        hyps=hyps, claim=claim, at=(last,),
         report=lambda: {"bs": bs, "max_bs": max_bs, "n": n, "C": C},
         lemmas=lambda: [kernel.instantiate(L.prefix_at_context(), last),
                         kernel.instantiate(L.mul_le_mono(), bs, max_bs, n * n),
@@ -192,7 +191,7 @@ def _row(d, mode, bi, ti, pi):
 
 def vm_rows_disjoint() -> Theorem:
     def hyps(d):
-        h = {**tree_params(), **_request(b, "b"), **_request(b2, "b2")}
+        h = {**tree_params(), **_request(b, b2)}
         h["rows_in_tree"] = z3.And(0 <= t, t < n, 0 <= t2, t2 < n)
         h["rows_ordered"] = z3.Or(b < b2, z3.And(b == b2, t < t2))
         return h
@@ -217,10 +216,10 @@ def vm_rows_disjoint() -> Theorem:
         id="VM-ROWS-DISJOINT", family=FAMILY,
         statement=("in every layout, rows (b, t) are non-empty, ordered rows are disjoint, and they tile "
                    "[0, exact size) with no gap: no two writers share a cell"),
-        hyps=hyps, claim=claim,
+        hyps=hyps, claim=claim, at=(b, b2),
         report=_report(("b2", b2), ("t2", t2), ("seq_len[b2]", seq_len(b2)), ("P[b2]", P(b2)),
                        without=("max_bs", "j")),
-        lemmas=lambda: [kernel.instantiate(L.prefix_bound(), b),
+        lemmas=lambda: [prefix_at(b), prefix_at(b2), kernel.instantiate(L.prefix_bound(), b),
                         kernel.instantiate(L.prefix_bound(), b2),
                         kernel.instantiate(L.prefix_monotone(), b2, b + 1),
                         kernel.instantiate(L.mul_le_mono(), P(b + 1), P(b2), n),
@@ -248,9 +247,7 @@ def vm_exact_extent() -> Theorem:
     last = bs - 1
 
     def hyps(d):
-        h = {**tree_params(), "batch_nonempty": bs >= 1}
-        h.update(_request(last, "last"))
-        return h
+        return {**tree_params(), "batch_nonempty": bs >= 1, **_request(last)}
 
     def claim(d):
         out = []
@@ -264,7 +261,7 @@ def vm_exact_extent() -> Theorem:
         id="VM-EXACT-EXTENT", family=FAMILY,
         statement=("highest written cell + 1 = the exact per-batch size in every layout; "
                    "trivial verify (n = 1) is S + bs"),
-        hyps=hyps, claim=claim,
+        hyps=hyps, claim=claim, at=(last,), lemmas=lambda: [prefix_at(last)],
         report=lambda: {"bs": bs, "n": n, "seq_len[bs-1]": seq_len(last), "P[bs-1]": P(last),
                         "S": P(bs)},
         mutants=(
@@ -284,10 +281,10 @@ def vm_fallback_covers() -> Theorem:
     return Theorem(
         id="VM-FALLBACK-COVERS", family=FAMILY,
         statement="for any bs (no max_bs), the per-batch fallback allocation covers every write",
-        hyps=lambda d: {**tree_params(), **_request(), **_cell_ranges()},
+        hyps=lambda d: {**tree_params(), **_request(b), **_cell_ranges()}, at=(b,),
         claim=claim,
         report=_report(("S", P(bs)), ("c", c), without=("max_bs",)),
-        lemmas=lambda: [kernel.instantiate(L.prefix_bound(), b),
+        lemmas=lambda: [prefix_at(b), kernel.instantiate(L.prefix_bound(), b),
                         kernel.instantiate(L.prefix_monotone(), bs, b + 1),
                         kernel.instantiate(L.mul_le_mono(), P(b + 1), P(bs), n),
                         kernel.instantiate(L.mul_le_mono(), b + 1, bs, n * n),
@@ -302,7 +299,7 @@ def vm_fallback_covers() -> Theorem:
 
 def vm_int32_safe() -> Theorem:
     def hyps(d):
-        h = {**tree_params(), **_request(), **_cell_ranges()}
+        h = {**tree_params(), **_request(b), **_cell_ranges()}
         h.update(labelled(spec.int32_alloc_ok(d.mask_batch_numel(FULL, bs, n, P(bs)),
                                               name="mask_batch_numel")))
         return h
@@ -318,9 +315,9 @@ def vm_int32_safe() -> Theorem:
         id="VM-INT32-SAFE", family=FAMILY,
         statement=("if the FULL_MASK allocation has < 2^31 cells, every offset the kernel computes "
                    "(each partial sum, in its order) stays in [0, 2^31)"),
-        hyps=hyps, claim=claim,
+        hyps=hyps, claim=claim, at=(b,),
         report=_report(("S", P(bs)), without=("max_bs",)),
-        lemmas=lambda: [kernel.instantiate(L.prefix_bound(), b),
+        lemmas=lambda: [prefix_at(b), kernel.instantiate(L.prefix_bound(), b),
                         kernel.instantiate(L.prefix_monotone(), bs, b + 1),
                         kernel.instantiate(L.mul_le_mono(), P(b + 1), P(bs), n),
                         kernel.instantiate(L.mul_le_mono(), P(b), P(bs), n),

@@ -7,7 +7,9 @@ with uninterpreted per-iteration data: ``sel(i)`` (the entry read), ``found(i)``
 constrains the data except the search contract (a found index lies in
 ``spec.parent_search_range``), so the theorems hold for every input.  ``alive(i)``
 says iteration ``i`` runs; the transition comes from ``spec.walk_step``.
-Both theorems are inductions over ``i``: unbounded walk length, no unrolling.
+The start and the transition are hypotheses of both theorems (the transition and the
+search contract as formulas quantified over ``i``, instantiated by the core); both theorems
+are inductions over ``i``: unbounded walk length, no unrolling.
 """
 
 from __future__ import annotations
@@ -18,11 +20,8 @@ from specbound import spec
 from specbound.spec import TreeMaskMode
 
 from . import kernel
-from .model import (
-    D, K, P, b, in_batch, n, per_request, prefix_definition, seq_len, seq_len_conds, t,
-    tree_params,
-)
-from .theorem import Mutant, SPEC, Theorem
+from .model import D, K, P, b, in_batch, instances, n, per_request, seq_len, seq_len_conds, t, tree_params
+from .theorem import SEARCH_INDICES, SPEC, Mutant, Theorem
 
 FAMILY = "tree walk"
 BoolSort, IntSort = z3.BoolSort(), z3.IntSort()
@@ -33,13 +32,13 @@ sel = z3.Function("walk_sel", IntSort, IntSort)
 fidx = z3.Function("walk_found_index", IntSort, IntSort)
 found = z3.Function("walk_found", IntSort, BoolSort)
 alive = z3.Function("walk_alive", IntSort, BoolSort)
-k = z3.Int("k")
+k, v = z3.Ints("k v")
+_i = z3.Int("i")
 
 
 def _row_hyps():
-    hyps = {**tree_params(), "request_in_batch@b": in_batch(b), "walking_row": z3.And(1 <= t, t < n)}
-    hyps.update(per_request(seq_len_conds, b, "b"))
-    hyps.update(prefix_definition(b, "b"))
+    hyps = {**tree_params(), "request_in_batch[b]": in_batch(b), "walking_row": z3.And(1 <= t, t < n)}
+    hyps.update(per_request(seq_len_conds))
     return hyps
 
 
@@ -47,20 +46,21 @@ def _start():
     return {"walk_start": z3.And(alive(0), cur(0) == t - 1, steps(0) == 0)}
 
 
-def _transition(d, i, at):
-    col, go, nxt, nsteps = d.walk_step(cur(i), steps(i), sel(i), found(i), fidx(i), K, D)
+def _transition(d):
+    """Iteration ``i + 1`` from iteration ``i`` (spec.walk_step), and what the parent search
+    returns, for every ``i``."""
+    col, go, nxt, nsteps = d.walk_step(cur(_i), steps(_i), sel(_i), found(_i), fidx(_i), K, D)
     lo, hi = d.parent_search_range(n)
     return {
-        f"walk_transition@{at}": z3.And(
-            alive(i + 1) == z3.And(alive(i), go),
-            z3.Implies(alive(i + 1), z3.And(cur(i + 1) == nxt, steps(i + 1) == nsteps))),
-        f"search_contract@{at}": z3.Implies(found(i), z3.And(lo <= fidx(i), fidx(i) < hi)),
+        "walk_transition": z3.ForAll([_i], z3.And(
+            alive(_i + 1) == z3.And(alive(_i), go),
+            z3.Implies(alive(_i + 1), z3.And(cur(_i + 1) == nxt, steps(_i + 1) == nsteps)))),
+        "search_contract": z3.ForAll([_i], z3.Implies(found(_i), z3.And(lo <= fidx(_i), fidx(_i) < hi))),
     }
 
 
-def _step_hyps(d, phi):
-    return {**_row_hyps(), **_transition(d, k, "k"), "induction_index_nonneg": k >= 0,
-            "induction_hypothesis": phi(d, k)}
+def _walk_hyps(d):
+    return {**_row_hyps(), **_start(), **_transition(d)}
 
 
 def _confined(d, i):
@@ -98,12 +98,17 @@ def _search_in_row(d):
     return z3.And(0 <= lo, hi <= d.selected_index_width(n))
 
 
+def _confined_claim(d):
+    return z3.ForAll([v], z3.Implies(v >= 0, z3.And(_confined_phi(d, v), _search_in_row(d))))
+
+
 def _prove_confined():
     invariant = _prove("VM-WALK-CONFINED/invariant", _confined_phi)
     search = kernel.check("VM-WALK-CONFINED/search", _search_in_row(SPEC), hyps=tree_params())
-    return kernel.check("VM-WALK-CONFINED", z3.And(_confined_phi(SPEC, k + 1), _search_in_row(SPEC)),
-                        hyps={"induction_index_nonneg": k >= 0},
-                        by=[kernel.instantiate(invariant, k + 1), search])
+    w = z3.FreshInt("w")
+    at_w = kernel.check("VM-WALK-CONFINED", z3.Implies(w >= 0, z3.And(_confined_phi(SPEC, w), _search_in_row(SPEC))),
+                        hyps=_walk_hyps(SPEC), by=[kernel.instantiate(invariant, w), search])
+    return kernel.generalise(at_w, w)
 
 
 def _bounded_phi(d, i):
@@ -111,10 +116,9 @@ def _bounded_phi(d, i):
 
 
 def _prove(name, phi):
-    return kernel.induct(
-        name, lambda i: phi(SPEC, i),
-        base_hyps=lambda: {**_row_hyps(), **_start()},
-        step_hyps=lambda kk: {**_row_hyps(), **_transition(SPEC, kk, "k")})
+    hyps = _walk_hyps(SPEC)
+    return kernel.induct(name, lambda i: phi(SPEC, i), base_hyps=lambda: hyps, base_by=lambda: instances(hyps, b),
+                         step_hyps=lambda kk: hyps, step_by=lambda kk: instances(hyps, kk) + instances(hyps, b))
 
 
 def _report():
@@ -139,8 +143,7 @@ def vm_walk_confined() -> Theorem:
         statement=("for ANY contents of selected_index and parent_list, every iteration of the bounded "
                    "walk of row (b, t) writes only inside mask row (b, t) and reads only inside row b of "
                    "selected_index and parent_list (induction over the iterations)"),
-        hyps=lambda d: _step_hyps(d, _confined_phi),
-        claim=lambda d: z3.And(_confined_phi(d, k + 1), _search_in_row(d)),
+        hyps=_walk_hyps, claim=_confined_claim, counter_at=(k + 1,), search_indices=SEARCH_INDICES,
         report=_report,
         prove=_prove_confined,
         mutants=(
@@ -158,9 +161,8 @@ def vm_walk_bounded() -> Theorem:
         id="VM-WALK-BOUNDED", family=FAMILY,
         statement=("for ANY contents, the walk runs at most D iterations (iteration i runs only if i < D), "
                    "so a cycle cannot hang it and positions <= seq_len + D"),
-        hyps=lambda d: _step_hyps(d, _bounded_phi),
-        claim=lambda d: _bounded_phi(d, k + 1),
-        report=_report,
+        hyps=_walk_hyps, claim=lambda d: z3.ForAll([v], z3.Implies(v >= 0, _bounded_phi(d, v))),
+        counter_at=(k + 1,), search_indices=SEARCH_INDICES, report=_report,
         prove=lambda: _prove("VM-WALK-BOUNDED", _bounded_phi),
         mutants=(
             Mutant("MUT-UNBOUNDED-WALK",

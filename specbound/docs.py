@@ -76,6 +76,8 @@ def render() -> str:
         f"Z3 {z3.get_version_string()}.  Every theorem below is proved for **unbounded** integer parameters:",
         "only `unsat` of the negated claim counts as proved; each has a witness (its preconditions are",
         "satisfiable) and kills at least one mutant, whose counterexample is shown in plain numbers.",
+        "The preconditions and axioms listed under a theorem are read from its proof object (through",
+        "every lemma it cites); a proof that used a hypothesis outside the declared preconditions fails.",
         "",
         "Convention: `seq_len[b]` is the verified prefix of request `b` and **excludes** the draft tokens;",
         "`P[b]` is the sum of `seq_len` over the requests before `b`, `S = P[bs]`; `n` = num_draft_tokens,",
@@ -90,8 +92,17 @@ def render() -> str:
     lines += [f"| `{name}` | `{value}` |".replace("\n", " ") for name, value in _formulas()]
     lines += ["", "## Preconditions (`specbound.spec.conditions`)", "", "| name | condition |", "|---|---|"]
     lines += [f"| `{c.name}` | `{c.text}` |" for c in _conditions()]
-    lines += ["", "Hypotheses written `name@index` in a proof are instances of a per-request condition or of",
-              "a definition (`prefix_step`: `P[i+1] = P[i] + seq_len[i]`) at that index.", ""]
+    lines += ["", "A per-request condition is one hypothesis over every request of the batch",
+              "(`seq_len_le_context`: `forall i. 0 <= i < bs => seq_len[i] <= C`); a proof uses it at a",
+              "request only through an instance the trusted core derives.", ""]
+    axioms: dict = {}
+    for r in results:
+        axioms.update(r.axioms_used)
+    lines += ["## Axioms (assumed, not proved)", "",
+              "Definitions of the model's symbols; every theorem below lists the ones its proof rests on.", "",
+              "| axiom | formula | why it may be assumed |", "|---|---|---|"]
+    lines += [f"| `{name}` | `{ax['formula']}` | {ax['reason']} |" for name, ax in sorted(axioms.items())]
+    lines.append("")
     family = None
     for r in results:
         if r.family != family:
@@ -102,8 +113,9 @@ def render() -> str:
             "",
             r.statement[0].upper() + r.statement[1:] + ".",
             "",
-            f"* preconditions: {', '.join(f'`{p}`' for p in sorted(set(r.preconditions)))}",
-            f"* hypotheses used (unsat core): {', '.join(f'`{h}`' for h in r.hypotheses_used) or '-'}",
+            f"* preconditions (declared): {', '.join(f'`{p}`' for p in sorted(set(r.preconditions)))}",
+            f"* preconditions the proof uses: {', '.join(f'`{h}`' for h in r.hypotheses_used) or '-'}",
+            f"* axioms the proof uses: {', '.join(f'`{a}`' for a in sorted(r.axioms_used)) or '-'}",
             f"* lemmas cited: {', '.join(f'`{h}`' for h in r.lemmas_cited) or '-'}",
             f"* witness: {_values(r.witness)}",
             "* mutants:",

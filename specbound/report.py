@@ -12,20 +12,25 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-HYPOTHESES_WIDTH = 70  # the full list is in --json and docs/invariants.md
+HYPOTHESES_WIDTH = 60  # the full lists are in --json and docs/invariants.md
+AXIOMS_WIDTH = 40
 
 
-def _hypotheses(names: list[str]) -> str:
+def _names(names: list[str], width: int) -> str:
     text = f"{len(names)}: " + ", ".join(names)
-    if len(text) <= HYPOTHESES_WIDTH:
+    if len(text) <= width:
         return text
-    return text[:HYPOTHESES_WIDTH - 3].rsplit(",", 1)[0] + ", ..."
+    return text[:width - 3].rsplit(",", 1)[0] + ", ..."
 
 
 def prove_table(results) -> str:
+    """One row per theorem: verdict, cost, the hypotheses (preconditions) and axioms its proof
+    rests on (read from the Proof), and the mutants it kills."""
     rows = []
     for r in results:
         killed = sum(m.status == "refuted" for m in r.mutants)
         rows.append([r.id, r.status if r.ok else f"{r.status} (NOT OK)", f"{r.seconds:.2f}",
-                     str(r.rlimit), _hypotheses(r.hypotheses_used), f"{killed}/{len(r.mutants)}"])
-    return table(["theorem", "verdict", "seconds", "rlimit", "hypotheses used", "mutants killed"], rows)
+                     str(r.rlimit), _names(r.hypotheses_used, HYPOTHESES_WIDTH),
+                     _names(sorted(r.axioms_used), AXIOMS_WIDTH), f"{killed}/{len(r.mutants)}"])
+    return table(["theorem", "verdict", "seconds", "rlimit", "hypotheses used", "axioms used", "mutants killed"],
+                 rows)

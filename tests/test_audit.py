@@ -15,6 +15,7 @@ import pytest
 from specbound.audit import report as R
 from specbound.audit.locate import NotInstalled, locate
 from specbound.audit.run import run_audit
+from specbound.audit.testing import write_sglang_package
 from specbound.cli import main
 
 WHEELS = "/tmp/sgl/sglang-0.5.23-*.whl"
@@ -88,6 +89,74 @@ def test_real_sglang_kernels(real_report):
     tree = _row(real_report, "kernel.symbolic_proof[tree]")
     assert tree.status == R.PROVED, tree.detail
     assert "well-formed" in tree.detail and "parent_list" in tree.detail and tree.replay
+
+
+def test_real_sglang_buffers_are_all_matched(real_report):
+    """sglang 0.5.23 sizes every kv_indices row with its width helper and every verify mask with
+    tree_mask_numel: each traced allocation is proved large enough."""
+    rows = [r for r in real_report.rows if r.allocation]
+    assert len(rows) >= 10
+    assert all(r.status == R.MATCHED for r in rows), [(r.id, r.status, r.detail[:120]) for r in rows
+                                                      if r.status != R.MATCHED]
+    ids = {r.id for r in rows}
+    for cls in ("FlashInferMultiStepDraftBackend", "FlashInferMLAMultiStepDraftBackend", "TritonMultiStepDraftBackend"):
+        assert f"buffer.draft_kv_indices[{cls}.cuda_graph_kv_indices]" in ids
+    assert "buffer.tree_mask[TritonAttnBackend._verify_mask/FULL_MASK]" in ids
+    assert not [r for r in real_report.rows if r.id.startswith("buffer.") and r.status == R.UNKNOWN]
+
+
+def _real_files(real_sglang, tmp_path, rels, plant=None):
+    """A package of a few real sglang files (copied into tmp, never into the repo), with one
+    planted replacement ``(rel, old, new)``."""
+    files = {}
+    for rel in rels:
+        src = real_sglang / rel
+        if not src.is_file():
+            pytest.skip(f"this sglang has no {rel}")
+        files[rel] = src.read_text()
+    if plant is not None:
+        rel, old, new = plant
+        if old not in files[rel]:
+            pytest.skip(f"this sglang spells {old!r} differently")
+        files[rel] = files[rel].replace(old, new)
+    return _package(tmp_path, files)
+
+
+KV_FILES = ("srt/layers/attention/flashinfer_backend.py", "srt/speculative/spec_utils.py",
+            "kernels/ops/speculative/cache_locs.py")
+KV_HELPER_CALL = "draft_kv_indices_buffer_width(\n            max_bs, self.topk, self.max_context_len\n        )"
+
+
+def test_real_backend_with_27338_planted_is_an_overrun(real_sglang, tmp_path):
+    """sglang 0.5.23's flashinfer backend with the CUDA-graph row put back to max_bs*C (#27338)."""
+    good = run_audit(str(_real_files(real_sglang, tmp_path / "good", KV_FILES)), kernels=False)
+    graph = "buffer.draft_kv_indices[FlashInferMultiStepDraftBackend.cuda_graph_kv_indices]"
+    assert _row(good, graph).status == R.MATCHED
+    pkg = _real_files(real_sglang, tmp_path / "bad", KV_FILES,
+                      ("srt/layers/attention/flashinfer_backend.py", KV_HELPER_CALL, "(max_bs * self.max_context_len)"))
+    rep = run_audit(str(pkg), examples=1)
+    row = _row(rep, graph)
+    assert row.status == R.OVERRUN and row.counterexample["topk"] >= 2
+    assert "out-of-bounds store" in row.detail and "cache_locs.py" in row.detail   # sglang's own kernel
+    assert rep.exit_code() == 1
+
+
+MASK_FILES = ("srt/layers/attention/triton_backend.py", "srt/layers/attention/verify_mask.py",
+              "srt/speculative/eagle_utils.py", "srt/speculative/eagle_worker_common.py",
+              "kernels/ops/speculative/spec_tree.py")
+
+
+def test_real_verify_mask_with_29450_planted_holds_only_with_draft_room(real_sglang, tmp_path):
+    """sglang 0.5.23's tree_mask_numel with the FULL_MASK draft-token term dropped (#29450)."""
+    pkg = _real_files(real_sglang, tmp_path, MASK_FILES,
+                      ("srt/layers/attention/verify_mask.py", "per_req = num_draft_tokens * (max_context_len + "
+                       "num_draft_tokens)", "per_req = num_draft_tokens * max_context_len"))
+    rep = run_audit(str(pkg), examples=1)
+    row = _row(rep, "buffer.tree_mask[TritonAttnBackend._verify_mask/FULL_MASK]")
+    assert row.status == R.HOLDS_ONLY_IF and "num_draft_tokens <= max_context_len" in row.detail, row.detail
+    # Replayed on sglang's own Triton tree build (0.5.23 ships one).
+    assert "sgl_build_tree_kernel_efficient_triton" in row.detail and "out-of-bounds store" in row.detail
+    assert _row(rep, "helper.tree_mask_numel[FULL_MASK]").status == R.DIVERGED
 
 
 def test_audit_never_imports_sglang(real_report):
@@ -170,15 +239,7 @@ def draft_kv_indices_used_len(seq_lens_sum: int, topk: int, bs: int, num_steps: 
 
 
 def _package(root: Path, files: dict[str, str]) -> Path:
-    pkg = root / "sglang"
-    (pkg / "srt").mkdir(parents=True, exist_ok=True)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "_version.py").write_text("__version__ = version = '0.0.0+fake'\n")
-    for rel, text in files.items():
-        path = pkg / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return pkg
+    return write_sglang_package(root, files, '0.0.0+fake')
 
 
 def _fake(tmp_path, *, full="(max_context_len + num_draft_tokens)", fits="return bs <= self.max_bs",
@@ -280,14 +341,15 @@ def test_unknown_kernel_signature(tmp_path):
     assert rep.exit_code() == 0
 
 
-def test_no_sglang(tmp_path, capsys):
+def test_no_sglang_at_an_explicit_path(tmp_path, capsys):
+    # A typo in a CI job's --sglang-path must not pass: an error row and exit 2.
     empty = tmp_path / "empty"
     empty.mkdir()
     rep = run_audit(str(empty))
-    assert [r.status for r in rep.rows] == [R.NOT_PRESENT]
+    assert [r.status for r in rep.rows] == [R.ERROR]
     assert "no sglang package folder" in rep.rows[0].detail
-    assert main(["audit", "sglang", "--sglang-path", str(empty)]) == 0
-    assert "not present" in capsys.readouterr().out
+    assert main(["audit", "sglang", "--sglang-path", str(empty)]) == 2
+    assert "ERROR" in capsys.readouterr().out
 
 
 def test_broken_helper_source_is_a_row(tmp_path):

@@ -133,9 +133,8 @@ def test_kv_width_without_topk_factor_is_reported(checked):
 def test_far_out_of_range_store_is_reported_with_its_64bit_offset(checked, prefix_value):
     """A FULL_MASK prefix sum far past the buffer: n*P[b] is 2^34 or 2^43 cells away.
     The report (not a segfault) gives the exact 64-bit address, so no offset wrapped to 32
-    bits (with 2^31, an int32 product n*P would wrap to 0 and land *inside* the buffer).
-    So far out, the nearest tensor by address is whichever argument happens to lie
-    closest in memory, so only the address is compared."""
+    bits (with 2^31, an int32 product n*P would wrap to 0 and land *inside* the buffer),
+    and names the argument the pointer came from however far away the address lies."""
     n, k, d = 8, 4, 5
     batch = random_tree_batch(random.Random(4), 1, k, d, n, max_seq_len=10)
     s = int(batch.seq_lens[0])
@@ -148,6 +147,8 @@ def test_far_out_of_range_store_is_reported_with_its_64bit_offset(checked, prefi
     assert err.kernel == "build_tree_kernel" and err.op.startswith("store")
     assert err.address == mask.data_ptr() + first_cell   # bool cells are one byte
     assert err.lane == (0, 0, 0)
+    assert (err.argument, err.past_end) == ("tree_mask_ptr", first_cell - mask.numel())
+    assert err.source_text == "tl.store(tree_mask_ptr + cell, marks, mask=ok3)"
     assert not mask.any()
 
 
@@ -198,8 +199,9 @@ def test_hooks_are_removed_and_nesting_works():
             _poke[(1,)](x, 1, 4, BLOCK=4)
     assert outer.written() == {"x_ptr": {0, 1, 2, 3}}
     if builder is not None:
-        assert "create_masked_store" not in vars(builder)
+        assert "create_masked_store" not in vars(builder) and "create_addptr" not in vars(builder)
         assert not builder.options.debug
+    assert not hasattr(interpreter._implicit_cvt, "__wrapped__")
 
 
 def test_lane_bound_smaller_than_the_tree_trips_the_host_contract_assert(checked):

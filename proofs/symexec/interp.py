@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import z3
 
-from specbound.proofs.kernel import subterms
+from specbound.proofs.terms import subterms
 
 from . import flow, memory
 from .values import (

@@ -16,8 +16,10 @@ import z3
 from specbound import spec
 from specbound.proofs import lemmas as L
 from specbound.proofs import kernel as K_
+from specbound.proofs import model as M
 from specbound.proofs.model import C, D, K, P, bs, labelled, num_seqs, page, seq_len, width
 from specbound.proofs.model import n as N
+from specbound.proofs.terms import subterms
 
 from .interp import Executor, ExecResult
 from .obligations import Obligation
@@ -79,6 +81,7 @@ class Run:
     program_hi: Any
     report: dict      # name -> term, for concretising counterexamples
     lemmas: list = field(default_factory=list)
+    axioms: list = field(default_factory=list)  # the launch contracts (core axioms), also among lemmas
 
     def base_hyps(self, path, shape, active=None) -> dict:
         h = dict(self.hyps)
@@ -141,14 +144,14 @@ class Run:
             if z3.is_app(x):
                 todo.extend(x.children())
         cases = [("", None)]
-        from specbound.proofs import kernel as K_
         for k, c in enumerate(conds[:limit]):
             nxt = []
             for label, prev in cases:
                 for tag, cc in ((f"c{k}", c), (f"!c{k}", z3.Not(c))):
                     full = cc if prev is None else z3.And(prev, cc)
                     try:   # drop a case only when the preconditions provably exclude it
-                        K_.check(f"case-excluded{label}[{tag}]", z3.Not(full), hyps=self.hyps, rlimit=500_000)
+                        K_.check(f"case-excluded{label}[{tag}]", z3.Not(full), hyps=self.hyps, by=self.axioms,
+                                 rlimit=500_000)
                         continue
                     except (K_.Refuted, K_.Unknown):
                         pass
@@ -206,7 +209,7 @@ class Run:
                                                         reg.lo(r, k) <= c, c < reg.hi(r, k),
                                                         reg.row_lo(k) <= c, c < reg.row_hi(k))
                     hyps[f"owner_in_batch_{side}"] = r < self.batch_size()
-                lem = reg.ordering_lemmas(ra, rb, ka) + reg.row_lemmas(ka, kb) + reg.row_lemmas(kb, ka)
+                lem = reg.ordering_lemmas(ra, rb, ka) + reg.row_lemmas(ka, kb) + reg.row_lemmas(kb, ka) + self.axioms
                 out.append(Obligation(f"race-{a.tensor.name}", "race", a.line,
                                       f"programs pA < pB never store the same {a.tensor.name} cell "
                                       f"(any two of the stores at lines {lines}, each proved in its own "
@@ -228,39 +231,55 @@ def _has_app_or_local(e, locals_) -> bool:
     """Whether ``e`` mentions an uninterpreted application (tensor contents, reductions) or a
     program-local constant (program id, loop index)."""
     return any(x.get_id() in locals_ or (z3.is_app(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED
-                                         and x.num_args() > 0) for x in K_.subterms(e))
+                                         and x.num_args() > 0) for x in subterms(e))
 
 
-def _prefix_schema(count, extra_lemmas=True):
-    """Contents of the host's prefix tensor: ``prefix[i] = P(i)`` with the prefix-sum
-    recurrence and the proved bound/monotonicity lemmas at ``i`` and ``i + 1``."""
+def _prefix_schema(count):
+    """Contents of the host's prefix tensor: ``prefix[i] = P(i)``, with the axioms defining P
+    and the proved bound/monotonicity lemmas at ``i`` and ``i + 1``."""
     def schema(app):
         i = app.arg(0)
-        out = {f"prefix_step@{i}": z3.Implies(i >= 0, P(i + 1) == P(i) + seq_len(i)),
-               "prefix_zero@0": P(0) == 0}
-        if extra_lemmas:
-            out[f"L-PREFIX-BOUND@{i}"] = K_.instantiate(L.prefix_bound(), i)
-            out[f"L-PREFIX-BOUND@{i}+1"] = K_.instantiate(L.prefix_bound(), i + 1)
-            out[f"L-PREFIX-MONOTONE@{i}+1"] = K_.instantiate(L.prefix_monotone(), count, i + 1)
-            out[f"L-PREFIX-MONOTONE@{i}"] = K_.instantiate(L.prefix_monotone(), count, i)
-        return out
+        return {"prefix_step": M.prefix_at(i), "prefix_zero": M.PREFIX_ZERO,
+                "L-PREFIX-BOUND": K_.instantiate(L.prefix_bound(count), i),
+                "L-PREFIX-BOUND+1": K_.instantiate(L.prefix_bound(count), i + 1),
+                "L-PREFIX-MONOTONE+1": K_.instantiate(L.prefix_monotone(count), count, i + 1),
+                "L-PREFIX-MONOTONE": K_.instantiate(L.prefix_monotone(count), count, i)}
     return schema
 
 
-def _seq_len_schema(count, extra=None):
+def _seq_len_schema(requests: dict):
+    """Contents of seq_lens: the core's instances of the per-request preconditions
+    ``requests`` (quantified hypotheses of the run) at each index read."""
     def schema(app):
-        i = app.arg(0)
-        out = {}
-        for c in spec.seq_len_ok(seq_len(i), C):
-            out[f"{c.name}@{i}"] = z3.Implies(z3.And(0 <= i, i < count), c.holds)
-        if extra is not None:
-            for name, f in extra(i).items():
-                out[f"{name}@{i}"] = z3.Implies(z3.And(0 <= i, i < count), f)
-        return out
+        return {f"{proof.name}": proof for proof in M.instances(requests, app.arg(0))}
     return schema
 
 
-def make_oracle(global_hyps: dict, functions: dict):
+def _requests(count, *extra):
+    """The per-request preconditions of a batch of ``count``: seq_len in [0, C] and ``extra``
+    (each ``i -> {name: formula}``), as quantified hypotheses."""
+    def conds(i):
+        out = list(M.seq_len_conds(i))
+        for more in extra:
+            out += [spec.Condition(name, name, f) for name, f in more(i).items()]
+        return tuple(out)
+    return M.per_request(conds, count)
+
+
+def _content(functions, decl, name: str, holds) -> dict:
+    """A precondition on a tensor's contents, ``forall i. holds(i, decl(i))``, as a quantified
+    hypothesis; each value read gets the core's instance (``decl``'s schema)."""
+    hyp = {name: M.forall_index(lambda i: holds(i, decl(i)))}
+    _register(functions, decl, lambda app: {name: M.instances(hyp, app.arg(0))[0]})
+    return hyp
+
+
+def _contracts(**named) -> list:
+    """Launch contracts: what the launch wrapper establishes by construction, as core axioms."""
+    return [K_.axiom(name, formula, reason) for name, (formula, reason) in named.items()]
+
+
+def make_oracle(global_hyps: dict, functions: dict, axioms: list):
     """Side facts for term simplification, each proved by the trusted core under the run's
     hypotheses (a failed or unknown check just leaves the general term)."""
     from .obligations import instantiate
@@ -268,7 +287,7 @@ def make_oracle(global_hyps: dict, functions: dict):
     def oracle(name, hyps, goal):
         h = dict(global_hyps)
         h.update(hyps)
-        h, lem = instantiate(h, goal, functions, [])
+        h, lem = instantiate(h, goal, functions, list(axioms))
         try:
             return K_.check(name, goal, hyps=h, by=lem, rlimit=200_000)
         except (K_.Refuted, K_.Unknown):
@@ -306,7 +325,8 @@ class KvSpec:
 
 def kv_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run:
     """Symbolic run of ``draft_kv_kernel``.  ``host`` overrides parts of the launch model
-    (a mutant's host): ``width_hyp`` (replaces the capacity check), ``steps_lanes``."""
+    (a mutant's host): ``width_hyp`` (replaces the capacity check), ``steps_lanes``,
+    ``room`` (every request also has room for its draft tokens)."""
     host = host or {}
     indptr_stride, r2t_width, pool_rows, G = z3.Ints("indptr_stride r2t_width pool_rows grid")
     r2t_s0, r2t_s1 = z3.Ints("r2t_stride0 r2t_stride1")
@@ -317,16 +337,19 @@ def kv_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run:
     functions: dict = {}
     pool_row = z3.Function("pool_row", z3.IntSort(), z3.IntSort())
     r2t = z3.Function("req_to_token", z3.IntSort(), z3.IntSort())
-    _register(functions, pool_row, lambda app: {
-        f"pool_row_in_req_to_token@{app.arg(0)}": z3.Implies(
-            z3.And(0 <= app.arg(0), app.arg(0) < num_seqs), z3.And(0 <= app, app < pool_rows))})
     r2t_dt = DTYPES["int32"] if sp.indices_dtype == "int32" else DTYPES[host.get("r2t_dtype", "int64")]
-
-    def r2t_schema(app):
-        return {f"req_to_token_value@{app.arg(0)}": z3.And(app >= r2t_dt.lo(), app < r2t_dt.hi())}
-    _register(functions, r2t, r2t_schema)
-    _register(functions, seq_len, _seq_len_schema(num_seqs, lambda i: {
-        "req_to_token_row_covers_reads": spec.kv_req_to_token_span(seq_len(i), K, D, page) <= r2t_width}))
+    per_request = [lambda i: {"req_to_token_row_covers_reads": spec.kv_req_to_token_span(seq_len(i), K, D, page)
+                              <= r2t_width}]
+    if host.get("room"):  # a mutant's host that also assumes room for the draft tokens
+        per_request.append(lambda i: {"draft_room": seq_len(i) + D <= C})
+    requests = _requests(num_seqs, *per_request)
+    hyps = labelled(spec.kv_shape_ok(K, D, page))
+    hyps.update(labelled(spec.context_ok(C)))
+    hyps.update(requests)
+    hyps.update(_content(functions, pool_row, "pool_row_in_req_to_token", lambda i, v: z3.Implies(
+        z3.And(0 <= i, i < num_seqs), z3.And(0 <= v, v < pool_rows))))
+    hyps.update(_content(functions, r2t, "req_to_token_value", lambda i, v: z3.And(v >= r2t_dt.lo(), v < r2t_dt.hi())))
+    _register(functions, seq_len, _seq_len_schema(requests))
     _register(functions, P, _prefix_schema(num_seqs))
     tensors = {
         "req_pool_indices_ptr": TensorModel("req_pool_indices", num_seqs, INT64, pool_row),
@@ -336,18 +359,18 @@ def kv_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run:
         "kv_indices_ptr": TensorModel("kv_indices", D * width, DTYPES[sp.indices_dtype], written=True),
         "kv_indptr_ptr": TensorModel("kv_indptr", D * indptr_stride, DTYPES[sp.indptr_dtype], written=True),
     }
-    hyps = labelled(spec.kv_shape_ok(K, D, page))
-    hyps.update(labelled(spec.context_ok(C)))
-    hyps["batch_nonempty"] = num_seqs >= 1          # the wrapper returns before launching otherwise
-    hyps["batch_is_num_seqs"] = bs == num_seqs      # the prefix lemmas speak of bs
-    hyps["grid_is_cdiv"] = G == spec.cdiv(num_seqs, sp.BLOCK_B)
-    # no int32 grid hypothesis: the kernels widen the program id (pid.to(tl.int64) * BLOCK)
+    # no int32 grid contract: the kernels widen the program id (pid.to(tl.int64) * BLOCK)
+    axioms = _contracts(
+        batch_nonempty=(num_seqs >= 1, "the launch wrapper returns before launching an empty batch"),
+        grid_is_cdiv=(G == spec.cdiv(num_seqs, sp.BLOCK_B), f"the wrapper launches cdiv(num_seqs, {sp.BLOCK_B}) programs"),
+        indptr_row_width=(indptr_stride >= spec.draft_branches(num_seqs, K) + 1,
+                          "the wrapper allocates kv_indptr rows of num_seqs*K + 1 entries"),
+        req_to_token_contiguous=(z3.And(r2t_s0 == r2t_width, r2t_s1 == 1, pool_rows >= 1),
+                                 "the wrapper passes req_to_token's strides (a contiguous, non-empty 2-D tensor)"))
     if "width_hyp" in host:
         hyps["host_width"] = host["width_hyp"](num_seqs, K, C, D, width)
     else:
         hyps["draft_kv_capacity_ok"] = spec.draft_kv_capacity_ok(P(num_seqs), K, num_seqs, D, width)
-    hyps["indptr_row_width"] = indptr_stride >= spec.draft_branches(num_seqs, K) + 1
-    hyps["req_to_token_contiguous"] = z3.And(r2t_s0 == r2t_width, r2t_s1 == 1, pool_rows >= 1)
     hyps.update(labelled(spec.lane_bound_ok(D * K, sp.PAIRS, "PAIRS")))
     steps_lanes = host.get("steps_lanes", lambda d, lanes: d <= lanes)
     hyps["lane_bound_STEPS"] = steps_lanes(D, sp.STEPS)
@@ -359,7 +382,7 @@ def kv_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run:
     ex = Executor(kernel_path("draft_kv"), "draft_kv_kernel",
                   constexprs={"BLOCK_B": sp.BLOCK_B, "PAIRS": sp.PAIRS, "STEPS": sp.STEPS, "BLOCK_C": sp.BLOCK_C},
                   scalars=scalars, tensors=tensors, grid=[G], transform=transform,
-                  oracle=make_oracle(hyps, functions))
+                  oracle=make_oracle(hyps, functions, axioms))
     res = ex.run()
     res.block, res.extra_owner, res.batch = sp.BLOCK_B, True, num_seqs
     functions.update(res.functions)
@@ -394,7 +417,7 @@ def kv_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run:
         "kv_indices": Region(
             owner_b, key_it, lambda r, k: seg(r, k), lambda r, k: seg(r + 1, k),
             lambda k: (k - 1) * width, lambda k: k * width,
-            lambda ra, rb, k: [K_.instantiate(L.prefix_monotone(), rb, ra + 1),
+            lambda ra, rb, k: [K_.instantiate(L.prefix_monotone(num_seqs), rb, ra + 1),
                                _mul_mono(P(ra + 1), P(rb), K), _mul_mono(ra + 1, rb, k * K)],
             lambda ka, kb: [_mul_mono(ka, kb - 1, width)], 0, lambda k: z3.And(1 <= k, k <= D)),
         "kv_indptr": Region(
@@ -415,7 +438,7 @@ def kv_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run:
               "pid": pid}
     run = Run("KV", sp.label, res, hyps, functions, tensors, regions,
               z3.If(pid == 0, z3.IntVal(-1), pid * sp.BLOCK_B), pid * sp.BLOCK_B + sp.BLOCK_B, report,
-              run_lemmas)
+              run_lemmas + axioms, axioms)
     run.spec = sp
     return run
 
@@ -426,7 +449,7 @@ def kv_lemmas(b, q):
     from . import lemmas as SL
     it, t, s = q / K + 1, q % K, seq_len(b)
     return [SL.at(SL.div_lt, q, K, D), SL.at(SL.div_mod_range, q, K),
-            _mul_mono(t, K - 1, s + it), K_.instantiate(L.prefix_monotone(), num_seqs, b + 1),
+            _mul_mono(t, K - 1, s + it), K_.instantiate(L.prefix_monotone(num_seqs), num_seqs, b + 1),
             _mul_mono(P(b + 1), P(num_seqs), K), _mul_mono(b + 1, num_seqs, it * K),
             _mul_mono(it, D, num_seqs * K), _mul_mono(it, D, width),
             SL.at(SL.kv_segment_in_row, P(b), P(num_seqs), b, num_seqs, t, it, s, K, D, width),
@@ -467,23 +490,26 @@ class FillSpec:
         return f"BLOCK_B={self.BLOCK_B},NODES={self.NODES},BLOCK_C={self.BLOCK_C}"
 
 
-def _tree_common(hyps, G, block, scalars, bitpack=False):
+def _tree_common(hyps, G, block, scalars, **contracts) -> list:
+    """Preconditions shared by the tree kernels (into ``hyps``); returns the launch contracts."""
     hyps.update(labelled(spec.tree_shape_ok(K, D, N)))
     hyps.update(labelled(spec.context_ok(C)))
-    hyps["batch_nonempty"] = bs >= 1               # the wrapper returns before launching otherwise
-    hyps["grid_is_cdiv"] = G == spec.cdiv(bs, block)
-    # no int32 grid hypothesis: the kernels widen the program id (pid.to(tl.int64) * BLOCK)
     hyps.update(labelled(spec.int32_arg_ok(C, "max_context_len")))
     hyps.update(_int32_args(scalars))
+    # no int32 grid contract: the kernels widen the program id (pid.to(tl.int64) * BLOCK)
+    return _contracts(batch_nonempty=(bs >= 1, "the launch wrapper returns before launching an empty batch"),
+                      grid_is_cdiv=(G == spec.cdiv(bs, block), f"the wrapper launches cdiv(bs, {block}) programs"),
+                      **contracts)
 
 
-def _tree_tensors(functions, mode, mask_dtype):
+def _tree_tensors(functions, hyps, mode, mask_dtype):
     sel = z3.Function("selected_index", z3.IntSort(), z3.IntSort())
     pl = z3.Function("parent_list", z3.IntSort(), z3.IntSort())
     for f in (sel, pl):
-        _register(functions, f, lambda app, nm=f.name(): {
-            f"{nm}_int64@{app.arg(0)}": z3.And(app >= INT64.lo(), app < INT64.hi())})
-    _register(functions, seq_len, _seq_len_schema(bs))
+        hyps.update(_content(functions, f, f"{f.name()}_int64", lambda i, v: z3.And(v >= INT64.lo(), v < INT64.hi())))
+    requests = _requests(bs)
+    hyps.update(requests)
+    _register(functions, seq_len, _seq_len_schema(requests))
     _register(functions, P, _prefix_schema(bs))
     pl_width, sel_width = z3.Ints("pl_width sel_width")
     return {
@@ -529,23 +555,30 @@ def tree_run(sp: TreeSpec, *, transform=None, host: dict | None = None) -> Run:
     host = host or {}
     mode = spec.TreeMaskMode(sp.MODE)
     functions: dict = {}
-    tensors, pl_width, sel_width = _tree_tensors(functions, mode, sp.mask_dtype)
+    hyps: dict = {}
+    tensors, pl_width, sel_width = _tree_tensors(functions, hyps, mode, sp.mask_dtype)
     G = z3.Int("grid")
     scalars = {"bs": _scalar("bs", bs), "topk": _scalar("topk", K), "pl_width": _scalar("pl_width", pl_width),
                "sel_width": _scalar("sel_width", sel_width), "n": _scalar("n", N)}
-    hyps: dict = {}
-    _tree_common(hyps, G, sp.BLOCK_B, scalars)
-    hyps["DEPTH_is_walk_max_steps"] = host.get("depth_hyp", lambda d: spec.walk_max_steps(d) == sp.DEPTH)(D)
-    hyps["pl_width_is_spec"] = pl_width == spec.parent_list_width(K, D)
-    hyps["sel_width_is_spec"] = sel_width == spec.selected_index_width(N)
-    hyps.update(labelled(spec.lane_bound_ok(N, sp.NODES, "NODES")))
+    contracts = {
+        "DEPTH_is_walk_max_steps": (host.get("depth_hyp", lambda d: spec.walk_max_steps(d) == sp.DEPTH)(D),
+                                    f"the wrapper specializes DEPTH = spec.walk_max_steps(D) (here {sp.DEPTH})"),
+        "pl_width_is_spec": (pl_width == spec.parent_list_width(K, D),
+                             "the wrapper passes pl_width = spec.parent_list_width(K, D)"),
+        "sel_width_is_spec": (sel_width == spec.selected_index_width(N),
+                              "the wrapper passes sel_width = spec.selected_index_width(n)")}
     if mode is spec.TreeMaskMode.QLEN_ONLY_BITPACKING:
         hyps.update(labelled(spec.bitpack_ok(N)))
-        hyps["mask_item_bits"] = spec.bitpack_item_bits(N) == DTYPES[sp.mask_dtype].bits
+        contracts["mask_item_bits"] = (spec.bitpack_item_bits(N) == DTYPES[sp.mask_dtype].bits,
+                                       f"the wrapper allocates {sp.mask_dtype} mask items for n <= {sp.NODES}")
+    axioms = _tree_common(hyps, G, sp.BLOCK_B, scalars, **contracts)
+    hyps.update(labelled(spec.lane_bound_ok(N, sp.NODES, "NODES")))
+    if "nodes_lanes" in host:  # a mutant's host with fewer node lanes than nodes
+        hyps["lane_bound_NODES"] = host["nodes_lanes"](N, sp.NODES)
     ex = Executor(kernel_path("tree_build"), "build_tree_kernel",
                   constexprs={"MODE": sp.MODE, "DEPTH": sp.DEPTH, "BLOCK_B": sp.BLOCK_B, "NODES": sp.NODES},
                   scalars=scalars, tensors=tensors, grid=[G], transform=transform,
-                  oracle=make_oracle(hyps, functions))
+                  oracle=make_oracle(hyps, functions, axioms))
     res = ex.run()
     res.block, res.extra_owner, res.batch = sp.BLOCK_B, False, bs
     functions.update(res.functions)
@@ -558,7 +591,7 @@ def tree_run(sp: TreeSpec, *, transform=None, host: dict | None = None) -> Run:
     pid = res.pid[0]
     report = {"bs": bs, "topk": K, "depth": D, "n": N, "C": C, "grid": G, "pid": pid}
     run = Run(f"BUILD-TREE-{MODE_NAMES[sp.MODE]}", sp.label, res, hyps, functions, tensors, regions,
-              pid * sp.BLOCK_B, pid * sp.BLOCK_B + sp.BLOCK_B, report, run_lemmas)
+              pid * sp.BLOCK_B, pid * sp.BLOCK_B + sp.BLOCK_B, report, run_lemmas + axioms, axioms)
     run.spec = sp
     return run
 
@@ -583,17 +616,19 @@ def tree_value_obligations(run: Run) -> list:
 def fill_run(sp: FillSpec, *, transform=None, host: dict | None = None) -> Run:
     mode = spec.TreeMaskMode.FULL_MASK
     functions: dict = {}
-    tensors, _plw, _selw = _tree_tensors(functions, mode, "int1")
+    hyps: dict = {}
+    tensors, _plw, _selw = _tree_tensors(functions, hyps, mode, "int1")
     tensors = {k: tensors[k] for k in ("tree_mask_ptr", "seq_lens_ptr", "prefix_ptr")}
+    for unread in ("selected_index_int64", "parent_list_int64"):
+        del hyps[unread]
     G = z3.Int("grid")
     scalars = {"bs": _scalar("bs", bs), "n": _scalar("n", N)}
-    hyps: dict = {}
-    _tree_common(hyps, G, sp.BLOCK_B, scalars)
+    axioms = _tree_common(hyps, G, sp.BLOCK_B, scalars)
     hyps.update(labelled(spec.lane_bound_ok(N, sp.NODES, "NODES")))
     ex = Executor(kernel_path("tree_build"), "fill_prefix_kernel",
                   constexprs={"BLOCK_B": sp.BLOCK_B, "NODES": sp.NODES, "BLOCK_C": sp.BLOCK_C},
                   scalars=scalars, tensors=tensors, grid=[G], transform=transform,
-                  oracle=make_oracle(hyps, functions))
+                  oracle=make_oracle(hyps, functions, axioms))
     res = ex.run()
     res.block, res.extra_owner, res.batch = sp.BLOCK_B, False, bs
     functions.update(res.functions)
@@ -603,6 +638,6 @@ def fill_run(sp: FillSpec, *, transform=None, host: dict | None = None) -> Run:
     pid = res.pid[0]
     report = {"bs": bs, "n": N, "C": C, "grid": G, "pid": pid}
     run = Run("FILL-PREFIX", sp.label, res, hyps, functions, tensors, {"tree_mask": _mask_region(mode)},
-              pid * sp.BLOCK_B, pid * sp.BLOCK_B + sp.BLOCK_B, report, run_lemmas)
+              pid * sp.BLOCK_B, pid * sp.BLOCK_B + sp.BLOCK_B, report, run_lemmas + axioms, axioms)
     run.spec = sp
     return run

@@ -19,6 +19,7 @@ from typing import Any
 import z3
 
 from specbound.proofs import kernel
+from specbound.proofs.terms import prove_rewritten, subterms
 
 from .values import lane_range
 
@@ -50,6 +51,7 @@ class Outcome:
     model: Any = None
     witness: Any = None
     detail: str = ""
+    rlimit: int = 0    # consumed by the checks that made the proof
 
     @property
     def ok(self):
@@ -62,7 +64,7 @@ class Outcome:
 
 def applications(exprs, names) -> list:
     """Applications of the registered functions occurring in ``exprs``."""
-    return [e for e in kernel.subterms(*exprs)
+    return [e for e in subterms(*exprs)
             if z3.is_app(e) and e.decl().name() in names and e.decl().kind() == z3.Z3_OP_UNINTERPRETED]
 
 
@@ -75,7 +77,9 @@ def instantiate(hyps: dict, goal, functions: dict, lemmas: list, *, definitions:
     hyps = dict(hyps)
     lemmas = list(lemmas)
     done = set()
-    frontier = list(hyps.values()) + [goal]
+    # A quantified hypothesis is used through instances only: its body's applications have
+    # bound arguments, nothing to instantiate.
+    frontier = [h for h in hyps.values() if not z3.is_quantifier(h)] + [goal]
     for _ in range(SCHEMA_ROUNDS):
         new = []
         for app in applications(frontier, functions):
@@ -88,7 +92,7 @@ def instantiate(hyps: dict, goal, functions: dict, lemmas: list, *, definitions:
                 if isinstance(fact, kernel.Proof):
                     if all(fact is not l for l in lemmas):
                         lemmas.append(fact)
-                        new.append(fact.formula)
+                        new.append(fact.goal)
                 elif label not in hyps and (definitions or not label.startswith(DEFINITION)):
                     hyps[label if "@" in label else f"{label}@{app}"] = fact
                     new.append(fact)
@@ -98,10 +102,7 @@ def instantiate(hyps: dict, goal, functions: dict, lemmas: list, *, definitions:
     return hyps, lemmas
 
 
-SAFETY_TIMEOUT_MS = 60_000  # Z3's nonlinear procedures can overrun the rlimit: a wall clock backstop
-                            # (it only ever turns a verdict into "unknown", never into "proved")
-
-# Proof attempts, in order: (rlimit, Z3 random seed).  Z3's nonlinear arithmetic is very
+# Proof attempts, in order: (rlimit, Z3 random seed; the core records both in the Proof).  Z3's nonlinear arithmetic is very
 # sensitive to its seed (the same kernel query takes 0.3 s under one seed and runs out of 10M
 # under another, and which one is fast depends on the process's history of terms), so eight
 # short runs with different seeds come before the long ones.  Every
@@ -120,18 +121,9 @@ def _attempts(rlimit, portfolio):
 
 
 def check(ob: Obligation, functions: dict, *, rlimit: int = RLIMIT, witness: bool = True) -> Outcome:
-    z3.set_param("timeout", SAFETY_TIMEOUT_MS)
-    try:
-        return _check(ob, functions, rlimit=rlimit, witness=witness)
-    finally:
-        z3.set_param("timeout", 4294967295)
-        z3.set_param("smt.random_seed", 0)
-
-
-def _check(ob: Obligation, functions: dict, *, rlimit: int, witness: bool) -> Outcome:
     start = time.perf_counter()
     hyps, lemmas = instantiate(ob.hyps, ob.goal, functions, ob.lemmas)
-    status, proof, model, detail = "unknown", None, None, ""
+    status, proof, model, detail, used = "unknown", None, None, "", 0
     attempts = _attempts(rlimit, PORTFOLIO)
     if any(label.startswith(DEFINITION) for label in hyps):
         # First without the definitions: most goals (a walk's depth bound, a stored value's
@@ -140,9 +132,8 @@ def _check(ob: Obligation, functions: dict, *, rlimit: int, witness: bool) -> Ou
         # through to the full query below.
         lean, lean_lemmas = instantiate(ob.hyps, ob.goal, functions, ob.lemmas, definitions=False)
         for limit, seed in LEAN_PORTFOLIO:
-            z3.set_param("smt.random_seed", seed)
             try:
-                proof = kernel.check(ob.id, ob.goal, hyps=lean, by=lean_lemmas, rlimit=limit, resolve_ifs=True)
+                proof, used = prove_rewritten(ob.id, ob.goal, hyps=lean, by=lean_lemmas, rlimit=limit, seed=seed)
                 status, attempts = "proved", ()
                 break
             except kernel.Refuted:
@@ -150,9 +141,8 @@ def _check(ob: Obligation, functions: dict, *, rlimit: int, witness: bool) -> Ou
             except kernel.Unknown:
                 continue
     for limit, seed in attempts:
-        z3.set_param("smt.random_seed", seed)
         try:
-            proof = kernel.check(ob.id, ob.goal, hyps=hyps, by=lemmas, rlimit=limit, resolve_ifs=True)
+            proof, used = prove_rewritten(ob.id, ob.goal, hyps=hyps, by=lemmas, rlimit=limit, seed=seed)
             status, detail = "proved", ""
             break
         except kernel.Refuted as exc:
@@ -178,7 +168,8 @@ def _check(ob: Obligation, functions: dict, *, rlimit: int, witness: bool) -> Ou
             if dead is not None:
                 status, proof, detail = "dead", dead, ("dead access: no lane is ever active in this "
                                                        "specialization (proved; the other hypotheses have a model)")
-    return Outcome(ob, status, time.perf_counter() - start, proof, model, wit, detail)
+                used = dead.rlimit
+    return Outcome(ob, status, time.perf_counter() - start, proof, model, wit, detail, used)
 
 
 _WITNESSES: dict = {}
@@ -198,9 +189,9 @@ def _witness(ob: Obligation, functions: dict):
     hyps, lemmas = instantiate(ob.hyps, z3.BoolVal(True), functions, ob.lemmas)
     found, reason = None, ""
     for limit, seed in _attempts(WITNESS_RLIMIT, WITNESS_PORTFOLIO):
-        z3.set_param("smt.random_seed", seed)
         try:
-            found = kernel.satisfy(f"{ob.id}/witness", hyps, by=lemmas, extra=ob.witness_extra, rlimit=limit)
+            found = kernel.satisfy(f"{ob.id}/witness", hyps, by=lemmas, extra=ob.witness_extra, rlimit=limit,
+                                   seed=seed)
         except kernel.Unknown as exc:
             reason = exc.reason
             continue
@@ -217,9 +208,9 @@ def _dead(ob: Obligation, hyps: dict, lemmas: list):
     are themselves inconsistent, so a contradictory model is still reported as vacuous."""
     rest = {k: v for k, v in hyps.items() if k != "active_lanes"}
     for limit, seed in _attempts(WITNESS_RLIMIT, WITNESS_PORTFOLIO):
-        z3.set_param("smt.random_seed", seed)
         try:
-            return kernel.check(f"{ob.id}/dead", z3.Not(hyps["active_lanes"]), hyps=rest, by=lemmas, rlimit=limit)
+            return kernel.check(f"{ob.id}/dead", z3.Not(hyps["active_lanes"]), hyps=rest, by=lemmas, rlimit=limit,
+                                seed=seed)
         except kernel.Refuted:
             return None
         except kernel.Unknown as exc:

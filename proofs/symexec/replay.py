@@ -45,9 +45,13 @@ def _box(run, limits: dict) -> list:
     return out
 
 
-def concretise(run, ob, limits: dict, batch_cap: int, content_box=(-4, 40)) -> dict | None:
+CONTENT_BOX = (-4, 40)  # tensor contents in a replay, unless a mutant asks for more
+
+
+def concretise(run, ob, limits: dict, batch_cap: int, content_box: dict | None = None) -> dict | None:
     """A small model of ``hyps /\\ not goal``: the report scalars within ``limits``, every
-    per-request content schema instantiated for the first ``batch_cap`` indices."""
+    per-request content schema instantiated for the first ``batch_cap`` indices, each content
+    value in ``CONTENT_BOX`` (or ``content_box[function name]``)."""
     hyps, lemmas = instantiate(ob.hyps, ob.goal, run.functions, ob.lemmas)
     extra = _box(run, limits)
     for name, (decl, schema) in run.functions.items():
@@ -56,10 +60,11 @@ def concretise(run, ob, limits: dict, batch_cap: int, content_box=(-4, 40)) -> d
                 app = decl(z3.IntVal(i))
                 for label, fact in schema(app).items():
                     if isinstance(fact, K_.Proof):
-                        extra.append(fact.formula)
+                        lemmas.append(fact)  # its hypotheses are the run's, discharged by them
                     else:
                         extra.append(fact)
-                extra.append(z3.And(app >= content_box[0], app <= content_box[1]))
+                lo, hi = (content_box or {}).get(name, CONTENT_BOX)
+                extra.append(z3.And(app >= lo, app <= hi))
     constraints = dict(hyps)
     constraints["goal!negated"] = z3.Not(ob.goal)
     try:
@@ -137,7 +142,11 @@ def replay_kv(sp, conc: dict, transform=None, host: dict | None = None) -> Repla
     r2t_w = max([spec.kv_req_to_token_span(s, k, d, page) for s in seq] + [conc["r2t_width"], 1])
     pool = max(rows + [conc["pool_rows"] - 1, 0]) + 1
     r2t_dtype = torch.int32 if sp.indices_dtype == "int32" else torch.int64
-    r2t = torch.arange(pool * r2t_w, dtype=r2t_dtype).reshape(pool, r2t_w) + 1000
+    if host.get("r2t_from_counterexample"):  # the entries themselves are the fault (a value wrap)
+        r2t = torch.tensor([contents["req_to_token"](i) for i in range(pool * r2t_w)], dtype=r2t_dtype)
+        r2t = r2t.reshape(pool, r2t_w)
+    else:  # distinct entries, so a copy from the wrong slot shows
+        r2t = torch.arange(pool * r2t_w, dtype=r2t_dtype).reshape(pool, r2t_w) + 1000
     width = conc["width"]
     stride = max(conc["indptr_stride"], ns_ * k + 1)
     inputs = {"num_seqs": ns_, "topk": k, "num_steps": d, "page_size": page, "seq_lens": seq,

@@ -17,7 +17,7 @@ from typing import Callable
 
 import z3
 
-from specbound.proofs.theorem import MutantResult, TheoremResult
+from specbound.proofs.theorem import MutantResult, TheoremResult, axioms_of
 
 from . import models
 from .obligations import check
@@ -115,11 +115,12 @@ def _src(node):
 
 
 def _replace_expr(old: str, new: str):
-    new_node = ast.parse(new, mode="eval").body
-
     def fn(node):
         if isinstance(node, ast.expr) and _src(node) == old:
-            return ast.copy_location(new_node, node)
+            new_node = ast.parse(new, mode="eval").body
+            for part in ast.walk(new_node):  # obligations name the mutated line, not line 1
+                ast.copy_location(part, node)
+            return new_node
         return None
     return fn
 
@@ -145,6 +146,7 @@ class KernelMutant:
     expect: tuple = ("oob",)        # replay verdicts that reproduce the fault
     spec_override: Callable | None = None  # sp -> sp (e.g. a smaller lane bound)
     limits: dict = field(default_factory=dict)
+    content_box: dict = field(default_factory=dict)  # tensor-content function -> (lo, hi) for the replay
 
 
 def _swap(mid: str, description: str, prop: str, func: str, old: str, new: str, expect=("output",)):
@@ -158,6 +160,16 @@ KV_LIMITS = {"num_seqs": (1, 4), "topk": (1, 4), "num_steps": (1, 4), "page_size
 TREE_LIMITS = {"bs": (1, 3), "topk": (1, 4), "depth": (1, 4), "n": (1, 8), "C": (1, 24), "grid": (1, 3)}
 
 KV_MUTANTS = (
+    _swap("MUT-KV-COPY-STOPS-EARLY",
+          "the prefix copy loop stops one column block early (range(0, s_max - BLOCK_C, BLOCK_C)): the last "
+          "block of every prefix is never copied, while every access stays in bounds (a truncated copy)",
+          "NO-TRUNCATION", "draft_kv_kernel", "range(0, s_max, BLOCK_C)", "range(0, s_max - BLOCK_C, BLOCK_C)"),
+    KernelMutant("MUT-KV-TOKENS-INT32",
+                 "req_to_token entries pass through int32 before the kv_indices store: a token slot >= 2^31 "
+                 "wraps (an int32 wrap in a stored value; every offset stays in bounds)", "NO-WRAP",
+                 transform=rewrite("draft_kv_kernel", _replace_expr("vals[:, None, :]", "vals.to(tl.int32)[:, None, :]")),
+                 host={"r2t_from_counterexample": True}, expect=("assert", "output"),
+                 content_box={"req_to_token": (-2**40, 2**40)}),
     KernelMutant("MUT-27338-HOST-WIDTH-NO-TOPK",
                  "host sizes the kv_indices row num_seqs*C (topk factor dropped, sglang #27338) and skips the "
                  "capacity check", "IN-BOUNDS",
@@ -187,6 +199,26 @@ KV_MUTANTS = (
 )
 
 TREE_MUTANTS = (
+    KernelMutant("MUT-POSITIONS-INT32",
+                 "positions computed in int32 (seq_len + depth): a request with seq_len + depth >= 2^31 gets a "
+                 "negative position, while every offset stays int64 and in bounds (an int32 wrap); replayed "
+                 "in the QLEN_ONLY layout, whose mask does not grow with seq_len, where the interpreter's "
+                 "int32 overflow check fires (compiled, the position would silently wrap)",
+                 "NO-WRAP", transform=rewrite("build_tree_kernel", _replace_expr(
+                     "s2 + depth", "s2.to(tl.int32) + depth.to(tl.int32)")),
+                 expect=("assert", "output"), spec_override=lambda sp: models.TreeSpec(1, sp.DEPTH, sp.BLOCK_B, sp.NODES),
+                 limits={"C": (1, 2**31 - 1)}, content_box={"seq_len": (0, 2**31 - 1), "P": (0, 2**33)}),
+    KernelMutant("MUT-NODES-LANES-BELOW-N",
+                 "NODES lane bound smaller than num_draft_tokens, its device_assert removed: nodes past NODES "
+                 "get no mask row, position or links (a truncated tree; every access in bounds)", "NO-TRUNCATION",
+                 transform=rewrite("build_tree_kernel", _drop_stmt(lambda s: "device_assert(n <= NODES" in _src(s))),
+                 host={"nodes_lanes": lambda n, lanes: z3.And(lanes < n, n <= 2 * lanes)},
+                 expect=("output",), limits={"n": (1, 16)}),
+    _swap("MUT-TREE-PROGRAM-STRIDE",
+          "program p starts at request p*(BLOCK_B - 1): neighbouring programs both build the request between "
+          "them (a race) and the last request may be left out", "RACE-FREE",
+          "build_tree_kernel", "pid.to(tl.int64) * BLOCK_B", "pid.to(tl.int64) * (BLOCK_B - 1)",
+          expect=("race", "output")),
     _swap("MUT-WALK-UNBOUNDED",
           "the root-ward walk runs DEPTH + 1 steps (bound larger than D): a cycle pushes depth past D",
           "WALK-BOUNDED",
@@ -204,6 +236,15 @@ TREE_MUTANTS = (
 )
 
 FILL_MUTANTS = (
+    _swap("MUT-FILL-STOPS-EARLY",
+          "the fill loop stops one column block early (range(0, s_max - BLOCK_C, BLOCK_C)): the last block of "
+          "every prefix row stays unfilled, every store in bounds (a truncated fill)", "NO-TRUNCATION",
+          "fill_prefix_kernel", "range(0, s_max, BLOCK_C)", "range(0, s_max - BLOCK_C, BLOCK_C)"),
+    _swap("MUT-FILL-PROGRAM-STRIDE",
+          "program p starts at request p*(BLOCK_B - 1): neighbouring programs both fill the request between "
+          "them (a race)", "RACE-FREE",
+          "fill_prefix_kernel", "pid.to(tl.int64) * BLOCK_B", "pid.to(tl.int64) * (BLOCK_B - 1)",
+          expect=("race", "output")),
     _swap("MUT-FILL-TAIL-NO-MASK",
           "prefix fill without the tail mask c < seq_len (the last column block writes past the row)",
           "IN-BOUNDS",
@@ -219,6 +260,13 @@ FILL_MUTANTS = (
           "fill_prefix_kernel", "tl.full([BLOCK_B, NODES, BLOCK_C], 1, tl.int1)",
           "tl.full([BLOCK_B, NODES, BLOCK_C], 0, tl.int1)"),
 )
+
+# (kernel, property) pairs whose first specialization carries no mutant, and why: every other
+# property of every kernel refutes at least one by replay.
+WITHOUT_MUTANT = {
+    ("fill", "NO-WRAP"): "every value the prefix fill computes is an offset into a mask of S*n + bs*n^2 cells or "
+                         "a column below seq_len, so an int32 wrap there needs a replay of 2^31 mask cells",
+}
 
 # Mutants only the FOOTPRINT obligations see: bounds, regions and races stay proved on them.
 FOOTPRINT_ONLY = {"tree": ("MUT-MASK-ROW-STRIDE",),
@@ -333,21 +381,13 @@ def refute(kind: str, sp, mutant: KernelMutant) -> MutantResult:
     sp_m = mutant.spec_override(sp) if mutant.spec_override else sp
     host = dict(mutant.host)
     run = build(sp_m, transform=mutant.transform, host=host)
-    if host.get("room"):
-        from specbound import spec as S
-        from specbound.proofs.model import C, D, seq_len
-        run.functions["seq_len"] = (run.functions["seq_len"][0],
-                                    models._seq_len_schema(run.result.batch, lambda i: {
-                                        "draft_room": seq_len(i) + D <= C,
-                                        "req_to_token_row_covers_reads":
-                                            S.kv_req_to_token_span(seq_len(i), run.report["topk"], D,
-                                                                   run.report["page_size"]) <= run.report["r2t_width"]}))
     notes = []
     for ob in obligations(run, mutant.prop):
         out = check(ob, run.functions, witness=False)
         if out.status != "counterexample":
             continue
-        conc = R.concretise(run, ob, {**limits, **mutant.limits}, batch_cap=limits.get("num_seqs", limits.get("bs"))[1])
+        conc = R.concretise(run, ob, {**limits, **mutant.limits}, batch_cap=limits.get("num_seqs", limits.get("bs"))[1],
+                            content_box=mutant.content_box)
         if conc is None:
             notes.append(f"{ob.id}: counterexample found but none inside the small box")
             continue
@@ -375,18 +415,21 @@ def prove_kernel(kind: str, sp, *, mutants: bool = True) -> list:
         start = time.perf_counter()
         outcomes = [check(ob, run.functions) for ob in obligations(run, prop)]
         seconds = time.perf_counter() - start  # the proof alone; mutants report their own time
-        mres = []
+        mres, note = [], ""
         if mutants:
             for m in muts:
                 if m.prop == prop:
                     mres.append(refute(kind, sp, m))
-        results.append(theorem_result(run, prop, outcomes, seconds, mres))
+            if not mres and (kind, prop) in WITHOUT_MUTANT:
+                note = f"no mutant: {WITHOUT_MUTANT[kind, prop]}"
+        results.append(theorem_result(run, prop, outcomes, seconds, mres, note=note))
     return results
 
 
 def theorem_result(run, prop: str, outcomes: list, seconds: float, mutants: list,
-                   statement: str | None = None) -> KernelTheoremResult:
-    """The theorem ``KERNEL-<run.name>-<prop>[<label>]`` from its obligations' outcomes."""
+                   statement: str | None = None, note: str = "") -> KernelTheoremResult:
+    """The theorem ``KERNEL-<run.name>-<prop>[<label>]`` from its obligations' outcomes;
+    ``note`` is the detail of a proved theorem (e.g. why it has no mutant)."""
     failed = [o for o in outcomes if not o.ok]
     status = "proved" if outcomes and not failed else \
         ("unknown" if any(o.status in ("unknown",) for o in failed) else "failed")
@@ -394,8 +437,10 @@ def theorem_result(run, prop: str, outcomes: list, seconds: float, mutants: list
                        for o in failed[:6])
     if not outcomes:
         status, detail = "failed", "no obligations: nothing to prove"
-    hyps_used = sorted({h for o in outcomes if o.proof for h in o.proof.assumptions})
+    detail = detail or note
+    hyps_used = sorted({h for o in outcomes if o.proof for h in o.proof.hyps})
     cited = sorted({c for o in outcomes if o.proof for c in o.proof.cited})
+    axioms = {name: ax for o in outcomes if o.proof for name, ax in axioms_of(o.proof).items()}
     witness = {}
     if outcomes and outcomes[0].witness is not None:
         witness = _evaluate(outcomes[0].witness, run.report)
@@ -407,9 +452,9 @@ def theorem_result(run, prop: str, outcomes: list, seconds: float, mutants: list
         f"{o.obligation.kind}@{o.obligation.line}" for o in outcomes[:40]) + (", ..." if len(outcomes) > 40 else "") + ")"
     res = KernelTheoremResult(
         id=tid, statement=statement, family=FAMILY, status=status, seconds=seconds,
-        rlimit=sum(o.proof.rlimit for o in outcomes if o.proof), rlimit_limit=0, hypotheses_used=hyps_used,
+        rlimit=sum(o.rlimit for o in outcomes), rlimit_limit=0, hypotheses_used=hyps_used,
         lemmas_cited=cited, preconditions=sorted(run.hyps) + sorted(getattr(run, "contract", ())), witness=witness,
-        mutants=mutants, detail=detail)
+        mutants=mutants, detail=detail, axioms_used=axioms)
     res.outcomes = outcomes
     return res
 

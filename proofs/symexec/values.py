@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import z3
 
-from specbound.proofs.kernel import subterms
+from specbound.proofs.terms import subterms
 
 MAX_RANK = 4
 LANES = [z3.Int(f"lane{i}") for i in range(MAX_RANK)]

@@ -48,6 +48,13 @@ def _fmt_cond(conds) -> str:
 
 # --- the engine ------------------------------------------------------------------------
 
+def harness_failure(e: BaseException) -> bool:
+    """An exception that says the audit's own stand-ins do not fit this sglang (a record
+    without the field the helper reads, a global the namespace lacks, a call with other
+    parameters): an ``error`` row, never a divergence blamed on sglang."""
+    return isinstance(e, (AttributeError, NameError, ImportError, TypeError))
+
+
 @dataclass
 class Claim:
     """``call(*vars)`` must equal ``expected(*vars)`` wherever ``pre(*vars)`` holds; where
@@ -88,8 +95,9 @@ def run_claim(hook, claim: Claim) -> tuple[str, str, str, dict | None]:
                 n_ret += 1
                 try:
                     same = _as_z3_bool(_equal(path.value, claim.expected(*vs)))
-                except Exception as e:  # noqa: BLE001 - a value of the wrong kind
-                    return R.DIVERGED, "z3", f"returned {path.value!r} ({type(e).__name__}: {e})", None
+                except Exception as e:  # noqa: BLE001 - a value the audit cannot compare
+                    return R.ERROR, "z3", (f"the audit cannot compare the returned {path.value!r} with the spec's "
+                                           f"value ({type(e).__name__}: {e})"), None
                 v = S.refute([*pre, *path.condition, z3.Not(same)], vs)
                 if v.status == "counterexample":
                     got = v.model and _eval_at(path.value, v.model, vs)
@@ -127,6 +135,9 @@ def run_claim(hook, claim: Claim) -> tuple[str, str, str, dict | None]:
         except Exception as e:  # noqa: BLE001
             if claim.may_raise and bool(claim.may_raise(*args)):
                 continue
+            if harness_failure(e):
+                return (R.ERROR, f"grid ({len(points)} points)", f"the audit's stand-ins failed, not sglang: "
+                        f"{type(e).__name__}: {e} at {p}", None)
             return (R.DIVERGED, f"grid ({len(points)} points)", f"raises {type(e).__name__}: {e}; "
                     f"not symbolic: {expl.unsupported}", p)
         want = claim.expected(*args)
@@ -388,7 +399,9 @@ def check_maybe_create(ctx: Ctx, numel_fn) -> None:
                 worst = (R.MATCHED, "z3", "8 flag combinations proved for all max_bs, n, C; "
                          "None for num_draft_tokens=None", None)
         except Exception as e:  # noqa: BLE001
-            worst = (R.DIVERGED, "probe", f"num_draft_tokens=None raises {type(e).__name__}: {e}", None)
+            worst = ((R.ERROR, "probe", f"the audit's stand-ins failed, not sglang: {type(e).__name__}: {e}", None)
+                     if harness_failure(e) else
+                     (R.DIVERGED, "probe", f"num_draft_tokens=None raises {type(e).__name__}: {e}", None))
     ctx.report.add(R.Row("helper.maybe_create_verify_mask", f"{found.name} ({found.where})", what, worst[1],
                          worst[0], worst[2], worst[3], seconds=time.perf_counter() - t0))
 

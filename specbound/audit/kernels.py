@@ -31,7 +31,6 @@ TREE_FILES = ("kernels/ops/speculative/spec_tree.py",)
 TREE_WRAPPER = "sgl_build_tree_kernel_triton"
 KV_KERNEL = "generate_draft_decode_kv_indices"
 KV_FILES = ("kernels/ops/speculative/cache_locs.py",)
-CUDA_TREE = "kernels/jit/include/sgl_kernel/speculative/eagle.cuh"
 SYMBOLIC_EXECUTORS = ("specbound.proofs.symexec",)
 
 
@@ -127,7 +126,9 @@ def tree_case_tensors(case):
     return pl, sel, seq
 
 
-def run_tree(kernel, found: Found, K, case) -> Finding | None:
+def run_tree(kernel, found: Found, K, case, mask_numel: int | None = None) -> Finding | None:
+    """One launch; the mask is the batch's exact extent, or ``mask_numel`` cells (a replay
+    into a buffer of sglang's size)."""
     import torch
     from specbound import reference
 
@@ -137,7 +138,7 @@ def run_tree(kernel, found: Found, K, case) -> Finding | None:
     bs = seq.numel()
     total = int(seq.sum())
     numel = spec.mask_batch_numel(mode, bs, n, total)
-    mask = torch.ones(numel, dtype=torch.bool)
+    mask = torch.ones(numel if mask_numel is None else mask_numel, dtype=torch.bool)
     positions = torch.full((bs * n,), -7, dtype=torch.int64)
     outs = [torch.full((bs, n), -1, dtype=torch.int64) for _ in range(3)]
     prefix = torch.cumsum(seq, 0) - seq
@@ -473,7 +474,9 @@ def _kv_smaller(case):
 
 
 def check_kv_kernel(index: SourceIndex, report: R.AuditReport, examples: int, seed: int,
-                    width_fn: Callable | None) -> None:
+                    width_fn: Callable | None, width_source: str = "") -> None:
+    """``width_fn``: sglang's row-width helper (``width_source`` says where it is), or None
+    when this sglang has none; the rows then use the spec's width and the row says so."""
     what = ("batches with room for the draft tokens: kv_indices/kv_indptr == reference, footprints == spec "
             "(kv_indptr entry 0 may rely on the zero-initialised buffer), in bounds")
     found = index.find(KV_KERNEL, KV_FILES)
@@ -497,7 +500,7 @@ def check_kv_kernel(index: SourceIndex, report: R.AuditReport, examples: int, se
     run = lambda c: run_kv(kernel, found, K, c, width)  # noqa: E731
     # The hand case of the background: width(4, 3, 256) rows; a small paged K>1 case.
     report.add(_fuzz(report.rows, "kernel.draft_kv_indices", subject, what, examples, random_kv_case, run,
-                     _kv_smaller, seed + 2, t0, note="; widths from sglang's draft_kv_indices_buffer_width"))
+                     _kv_smaller, seed + 2, t0, note=_width_note(width_fn, width_source)))
     has_blocks = any(_norm(p, KV_ALIASES) == "num_steps" for p in found.params())
     if has_blocks:
         t1 = time.perf_counter()
@@ -525,8 +528,16 @@ def check_kv_kernel(index: SourceIndex, report: R.AuditReport, examples: int, se
                      detail, replay=probe, seconds=time.perf_counter() - t2))
 
 
-def run_kv_no_room(kernel, found, K, case, width) -> Finding | None:
-    """Run without the reference (which refuses the batch): only bounds matter here."""
+def _width_note(width_fn, width_source: str) -> str:
+    if width_fn is not None:
+        return f"; row widths from sglang's draft_kv_indices_buffer_width ({width_source})"
+    return ("; row widths from the spec's draft_kv_indices_buffer_width (num_seqs*K*C): this sglang has no such "
+            "helper (the widths its backends allocate are judged in the buffer.draft_kv_indices rows)")
+
+
+def run_kv_no_room(kernel, found, K, case, width, rows: int | None = None) -> Finding | None:
+    """Run without the reference (which refuses the batch): only bounds matter here.
+    ``rows`` (default ``num_steps``) and ``width`` give the kv_indices buffer's shape."""
     import torch
     from specbound.kernels.testing import random_kv_batch
 
@@ -534,7 +545,7 @@ def run_kv_no_room(kernel, found, K, case, width) -> Finding | None:
     num_seqs, bs_d = len(seq), len(seq) * case["topk"]
     batch = random_kv_batch(random.Random(case["slot_seed"]), num_seqs, k, steps, page, seq_lens=seq)
     w = width(num_seqs, k, case["max_context_len"])
-    kv_indices = torch.full((steps, w), -1, dtype=torch.int64)
+    kv_indices = torch.full((steps if rows is None else rows, w), -1, dtype=torch.int64)
     kv_indptr = torch.zeros((steps, bs_d + 1), dtype=torch.int32)
     values = {"req_pool_indices": batch.req_pool_indices, "req_to_token": batch.req_to_token,
               "paged_kernel_lens": batch.seq_lens, "kv_indices": kv_indices, "kv_indptr": kv_indptr,
@@ -553,7 +564,7 @@ def run_kv_no_room(kernel, found, K, case, width) -> Finding | None:
     return None
 
 
-# --- sites, CUDA, the symbolic executor ----------------------------------------------------------
+# --- sites, the symbolic executor ----------------------------------------------------------
 
 def check_launch_sites(index: SourceIndex, report: R.AuditReport) -> None:
     """Every launch of the draft kv kernel should follow a host capacity check (spec.draft_kv_capacity_ok)."""
@@ -588,16 +599,6 @@ def check_launch_sites(index: SourceIndex, report: R.AuditReport) -> None:
                      (f"{len(sites) - len(bare)} checked; without a check (they rely on draft room): "
                       + "; ".join(bare)) if bare else "; ".join(s for s, _ in sites),
                      seconds=time.perf_counter() - t0))
-
-
-def check_cuda_tree(index: SourceIndex, report: R.AuditReport) -> None:
-    path = index.root / CUDA_TREE
-    found = path.is_file() and "build_tree_efficient" in index.text(path)
-    report.add(R.Row("kernel.build_tree[cuda]", f"build_tree_efficient ({CUDA_TREE})" if found else
-                     "build_tree_efficient (CUDA)", "the CUDA tree build", "-", R.UNAVAILABLE,
-                     "CUDA source: not executed by this audit (it needs a GPU and a JIT build); see "
-                     "docs/audit-sglang.md for what reading it shows" if found else
-                     "no CUDA tree kernel source found"))
 
 
 def check_symbolic(report: R.AuditReport) -> None:

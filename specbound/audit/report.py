@@ -7,20 +7,37 @@ Statuses (what a row may say):
   input found (and ``replay`` the full case for a kernel run).
 * ``oob``: sglang's Triton kernel accessed memory outside its tensors on an input
   inside the spec's preconditions; ``replay`` reproduces it.
+* ``hang``: a kernel launch did not finish within its step budget on an input inside
+  the spec's preconditions (a loop that never ends); ``replay`` reproduces it.
 * ``unchecked``: sglang relies on a precondition it does not check (or does not guard
   against malformed input); the row says what happens when it is broken.
 * ``not present``: this sglang has no such function (moved away, renamed, removed).
 * ``unknown signature``: the function exists but its parameters are not ones the audit knows.
 * ``unavailable``: the check cannot run here (no executor, CUDA-only code, no Triton).
-* ``error``: the check itself failed to run (the detail says why).
-* ``proved``: a symbolic proof of the sglang code for every input of its contract (the
-  detail names the contract, the specializations and the preconditions sglang leaves
-  unchecked, with their counterexamples).
+* ``error``: the check itself failed to run, or the audit's own machinery (a stand-in, an
+  unsupported construct) failed; never blamed on sglang (the detail says why).
+
+Symbolic proof rows (``kernel.symbolic_proof[...]``: sglang's own Triton kernel proved by the
+symbolic executor):
+
+* ``proved``: proved for every input of its host contract (the detail names the contract,
+  the specializations and the preconditions sglang leaves unchecked, with their
+  counterexamples).
 * ``refuted``: a property of the sglang code is false on an input of its own contract;
   the counterexample is replayed on sglang's code.
 
-Only ``diverged``, ``oob`` and ``refuted`` make ``specbound audit sglang`` exit non-zero;
-every other status but ``matched`` and ``proved`` is a warning.
+Buffer rows (``buffer.*``: an allocation that reaches a kernel, judged against the spec):
+
+* ``overrun``: Z3 refuted the allocation under the spec's stated preconditions; the
+  counterexample was replayed on sglang's kernel into a buffer of that size.
+* ``holds only if``: refuted, but proved under one extra condition sglang does not check
+  (the detail names it); the counterexample is the one without it.
+* ``unknown``: the size (or the buffer's origin) could not be traced: the detail says
+  which name is unbound or where the trail ended.
+
+Only ``diverged``, ``oob``, ``hang``, ``overrun`` and ``refuted`` make ``specbound audit sglang``
+exit 1; every other status but ``matched`` and ``proved`` is a warning.  An explicit
+``--sglang-path`` that holds no sglang exits 2.
 """
 
 from __future__ import annotations
@@ -32,16 +49,21 @@ from typing import Any
 MATCHED = "matched"
 DIVERGED = "diverged"
 OOB = "oob"
+HANG = "hang"
 UNCHECKED = "unchecked"
 NOT_PRESENT = "not present"
 UNKNOWN_SIGNATURE = "unknown signature"
 UNAVAILABLE = "unavailable"
 ERROR = "error"
+OVERRUN = "overrun"
+HOLDS_ONLY_IF = "holds only if"
+UNKNOWN = "unknown"
 PROVED = "proved"
 REFUTED = "refuted"
 
-FAILING = (DIVERGED, OOB, REFUTED)
-STATUSES = (MATCHED, DIVERGED, OOB, UNCHECKED, NOT_PRESENT, UNKNOWN_SIGNATURE, UNAVAILABLE, ERROR, PROVED, REFUTED)
+FAILING = (DIVERGED, OOB, HANG, OVERRUN, REFUTED)
+STATUSES = (MATCHED, PROVED, DIVERGED, OOB, HANG, OVERRUN, REFUTED, HOLDS_ONLY_IF, UNCHECKED, NOT_PRESENT,
+            UNKNOWN_SIGNATURE, UNAVAILABLE, UNKNOWN, ERROR)
 
 
 @dataclass
@@ -55,6 +77,12 @@ class Row:
     counterexample: dict[str, Any] | None = None
     replay: dict[str, Any] | None = None
     seconds: float = 0.0
+    # Buffer rows only: the allocation as written, its size, the spec's required extent,
+    # and the one-line command that replays the counterexample.
+    allocation: str = ""
+    size: str = ""
+    required: str = ""
+    replay_command: str = ""
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -70,6 +98,7 @@ class AuditReport:
     seconds: float = 0.0
     examples: int = 0
     seed: int = 0
+    fatal: str | None = None      # the audit could not run at all (an explicit path without sglang)
 
     def add(self, row: Row) -> Row:
         self.rows.append(row)
@@ -86,6 +115,8 @@ class AuditReport:
         return {k: v for k, v in out.items() if v}
 
     def exit_code(self) -> int:
+        if self.fatal:
+            return 2
         return 1 if self.failed else 0
 
     def to_json(self) -> dict[str, Any]:
@@ -94,7 +125,7 @@ class AuditReport:
             "examples": self.examples,
             "seed": self.seed,
             "seconds": round(self.seconds, 2),
-            "summary": {"failed": self.failed, "counts": self.counts()},
+            "summary": {"failed": self.failed, "counts": self.counts(), "fatal": self.fatal},
             "rows": [asdict(r) for r in self.rows],
         }
 
@@ -122,8 +153,27 @@ def _header(report: AuditReport) -> str:
 
 def _summary(report: AuditReport) -> str:
     counts = ", ".join(f"{v} {k}" for k, v in report.counts().items())
-    verdict = "FAILED (divergence or out-of-bounds access)" if report.failed else "OK (no divergence, no OOB)"
+    if report.fatal:
+        verdict = f"ERROR: {report.fatal}"
+    elif report.failed:
+        verdict = "FAILED (divergence, out-of-bounds access, hang, buffer overrun or refuted proof)"
+    else:
+        verdict = "OK (no divergence, no OOB, no hang, no overrun, no refuted proof)"
     return f"{len(report.rows)} rows: {counts}; {report.seconds:.1f} s; {verdict}"
+
+
+def buffer_rows(report: AuditReport) -> list[Row]:
+    return [r for r in report.rows if r.allocation]
+
+
+def _buffer_lines(r: Row) -> list[str]:
+    lines = [f"{r.id}: {r.status}", f"  allocated  {r.allocation}", f"  size       {r.size}",
+             f"  required   {r.required}"]
+    if r.counterexample:
+        lines.append("  counterexample " + ", ".join(f"{k}={v}" for k, v in r.counterexample.items()))
+    if r.replay_command:
+        lines.append(f"  replay     {r.replay_command}")
+    return lines
 
 
 def render_text(report: AuditReport) -> str:
@@ -139,6 +189,11 @@ def render_text(report: AuditReport) -> str:
         if extra:
             detail = f"{detail} [{extra}]" if detail else extra
         lines.append(f"{r.id.ljust(w_id)}  {r.status.ljust(w_st)}  {r.method.ljust(w_me)}  {detail}")
+    buffers = buffer_rows(report)
+    if buffers:
+        lines += ["", "Buffers (allocation -> kernel):"]
+        for r in buffers:
+            lines += _buffer_lines(r)
     lines += ["", _summary(report)]
     return "\n".join(lines)
 
@@ -156,5 +211,14 @@ def render_markdown(report: AuditReport) -> str:
         if extra:
             detail = f"{detail} <br>{extra}" if detail else extra
         lines.append(f"| `{r.id}` | {_md(r.subject)} | **{r.status}** | {_md(r.method)} | {_md(detail)} |")
+    buffers = buffer_rows(report)
+    if buffers:
+        lines += ["", "| buffer | allocated | size | spec requires | result | counterexample | replay |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in buffers:
+            cex = ", ".join(f"{k}={v}" for k, v in (r.counterexample or {}).items())
+            replay = f"`{_md(r.replay_command)}`" if r.replay_command else ""
+            lines.append(f"| `{r.id}` | {_md(r.allocation)} | `{_md(r.size)}` | {_md(r.required)} | **{r.status}** "
+                         f"| {_md(cex)} | {replay} |")
     lines += ["", _summary(report)]
     return "\n".join(lines)

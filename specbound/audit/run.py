@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 from . import report as R
-from .locate import NotInstalled, locate
+from .locate import ENV_VAR, NotInstalled, locate
 
 DEFAULT_EXAMPLES = 40
 DEFAULT_SEED = 20240607
@@ -19,14 +20,19 @@ def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, 
         inst = locate(sglang_path)
     except NotInstalled as e:
         rep = R.AuditReport(None, None, None, examples=examples, seed=seed)
-        rep.add(R.Row("sglang.installed", "sglang", "an sglang package to audit", "-", R.NOT_PRESENT, str(e)))
+        if sglang_path or os.environ.get(ENV_VAR):
+            # Asked to audit a folder that holds no sglang (a typo in a CI job): an error.
+            rep.fatal = str(e)
+            rep.add(R.Row("sglang.installed", "sglang", "an sglang package to audit", "-", R.ERROR, str(e)))
+        else:
+            rep.add(R.Row("sglang.installed", "sglang", "an sglang package to audit", "-", R.NOT_PRESENT, str(e)))
         rep.seconds = time.perf_counter() - t0
         return rep
     rep = R.AuditReport(str(inst.root), inst.version, inst.located_by, examples=examples, seed=seed)
     from .extract import SourceIndex
 
     index = SourceIndex(inst.root)
-    stages = [("helpers", lambda: _helpers(index, rep))]
+    stages = [("helpers", lambda: _helpers(index, rep)), ("buffers", lambda: _buffers(index, rep, kernels))]
     if kernels:
         stages.append(("kernels", lambda: _kernels(index, rep, examples, seed)))
     for name, stage in stages:
@@ -44,19 +50,26 @@ def _helpers(index, rep):
     helpers.run_all(index, rep)
 
 
+def _buffers(index, rep, replay):
+    from .buffers import check_buffers
+
+    check_buffers(index, rep, replay=replay)
+
+
 def _kernels(index, rep, examples, seed):
     from . import kernels
+    from .cuda.check import check_cuda_tree
     from .helpers import SPEC_UTILS_FILE
 
-    width_fn = None
+    width_fn, width_source = None, ""
     found = index.find("draft_kv_indices_buffer_width", (SPEC_UTILS_FILE,))
     if found is not None and len(found.params()) == 3:
         try:
-            width_fn = index.load_helper(found, {})
+            width_fn, width_source = index.load_helper(found, {}), found.where
         except Exception:  # noqa: BLE001 - the helper row already reports it
             width_fn = None
     kernels.check_tree_kernel(index, rep, examples, seed)
-    kernels.check_kv_kernel(index, rep, examples, seed, width_fn)
+    kernels.check_kv_kernel(index, rep, examples, seed, width_fn, width_source)
     kernels.check_launch_sites(index, rep)
-    kernels.check_cuda_tree(index, rep)
+    check_cuda_tree(index, rep, examples, seed)
     kernels.check_symbolic(rep)

@@ -1,0 +1,225 @@
+"""Attempts to make the trusted core prove something it did not check.
+
+Each test is an attack that worked, or would work, against a core that trusts labels,
+drops hypotheses, or lets a caller pick what a theorem's proof is about; each must fail
+with an error that says what was refused.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import z3
+
+from specbound.proofs import kernel
+from specbound.proofs.theorem import Mutant, Theorem, run
+
+x, y, p = z3.Ints("x y p")
+
+
+# --- the two exploits of issue 12 --------------------------------------------------------------
+
+def test_label_convention_no_longer_smuggles_a_hypothesis_through_induction():
+    """A hypothesis labelled like a schema instance (``anything@0``) about the generalised
+    parameter made ``forall p. p == 5`` provable, hence ``y == 5`` for a free ``y``."""
+    with pytest.raises(kernel.RuleError, match=r"cannot generalise p!\d+: it is free in hypothesis 'anything@0'"):
+        kernel.induct("CHEAT", lambda v, q: q == 5, arity=1,
+                      base_hyps=lambda q: {"anything@0": q == 5},
+                      step_hyps=lambda k, q: {"anything@1": q == 5})
+
+
+def test_conditional_lemma_is_not_cited_as_unconditional():
+    lemma = kernel.check("L", x > 5, hyps={"h": x > 5})
+    assert lemma.goal.eq(x > 5) and dict(lemma.hyps).keys() == {"h"}
+    with pytest.raises(kernel.Refuted, match="cited L holds only under h"):
+        kernel.check("T", x > 3, by=[lemma])
+    # In context its hypothesis is discharged and stays a hypothesis of the conclusion ...
+    inside = kernel.check("T", x > 3, hyps={"h": x > 5}, by=[lemma])
+    assert dict(inside.hyps).keys() == {"h"}
+    # ... and under a stronger one the implication "h => x > 5" is what Z3 uses.
+    stronger = kernel.check("T", x > 3, hyps={"x_big": x > 7}, by=[lemma])
+    assert dict(stronger.hyps).keys() == {"x_big"}
+
+
+# --- further attempts ----------------------------------------------------------------------------
+
+def test_generalising_a_constant_of_a_hypothesis_is_refused():
+    proof = kernel.check("P", x >= 0, hyps={"x_pos": x >= 1})
+    with pytest.raises(kernel.RuleError, match="free in hypothesis 'x_pos'"):
+        kernel.generalise(proof, x)
+    ok = kernel.generalise(proof, y)  # y occurs nowhere: harmless
+    assert ok.goal.is_forall() and dict(ok.hyps).keys() == {"x_pos"}
+
+
+def test_generalising_a_constant_of_an_axiom_is_refused():
+    three = kernel.axiom("x_is_3", x == 3, "a test contract about x")
+    proof = kernel.check("Q", x >= 3, by=[three])
+    assert set(proof.axioms) == {"x_is_3"}
+    with pytest.raises(kernel.RuleError, match="free in axiom 'x_is_3'"):
+        kernel.generalise(proof, x)
+
+
+def test_induction_over_a_variable_in_a_step_hypothesis_is_refused():
+    f = z3.Function("f_soundness", z3.IntSort(), z3.IntSort())
+    with pytest.raises(kernel.RuleError, match="free in hypothesis 'f_step_at_k'"):
+        kernel.induct("f", lambda v: f(v) >= 0, base_hyps=lambda: {"f0": f(0) == 0},
+                      step_hyps=lambda k: {"f_step_at_k": f(k + 1) == f(k) + 1})
+
+
+def test_the_core_labels_of_induction_are_reserved():
+    with pytest.raises(kernel.RuleError, match="the core's own"):
+        kernel.induct("r", lambda v: v >= 0, step_hyps=lambda k: {"induction_hypothesis": z3.BoolVal(True)})
+
+
+def test_one_label_for_two_formulas_is_refused():
+    f, i = z3.Function("f_two", z3.IntSort(), z3.IntSort()), z3.Int("i")
+    every = z3.ForAll([i], f(i) >= 2)
+    with pytest.raises(kernel.RuleError, match="names two different formulas"):
+        kernel.induct("two", lambda v: f(v) >= 1, base_hyps=lambda: {"a": f(0) >= 1},
+                      step_hyps=lambda k: {"a": every},
+                      step_by=lambda k: [kernel.instantiate(kernel.assume("a", every), k + 1)])
+
+
+def test_a_formula_cannot_name_the_cores_tracking_literals():
+    """The core tracks each assertion by a fresh Boolean; a hypothesis mentioning a constant
+    with a tag-like name is just a formula about that constant."""
+    for name in ("goal!negated", "goal!0", "hyp!0", "goal"):
+        with pytest.raises(kernel.Refuted):
+            kernel.check("anything", x == 42, hyps={"h": z3.Not(z3.Bool(name))})
+
+
+def test_contradictory_axioms_prove_nothing():
+    one = kernel.axiom("x_is_1", x == 1, "test")
+    two = kernel.axiom("x_is_2", x == 2, "test")
+    with pytest.raises(kernel.Unknown, match="inconsistent"):
+        kernel.check("anything", y == 42, by=[one, two])
+
+
+def test_axiom_needs_a_reason_and_rules_check_their_arguments():
+    with pytest.raises(TypeError, match="reason"):
+        kernel.axiom("silent", x == 1, "  ")
+    forall = kernel.check_forall("inc", lambda a: a + 1 > a, 1)
+    with pytest.raises(TypeError, match="sort"):
+        kernel.instantiate(forall, z3.Bool("b"))
+    with pytest.raises(kernel.RuleError, match="binds 1 variables"):
+        kernel.instantiate(forall, 1, 2)
+    with pytest.raises(TypeError, match="hypothesis label"):
+        kernel.check("bad-label", x >= 0, hyps={3: x >= 0})
+
+
+def test_forged_copied_or_mutated_proofs_are_refused():
+    real = kernel.check("real", x + 1 > x)
+    forged = object.__new__(kernel.Proof)
+    for key in ("name", "hyps", "goal", "axioms", "cited", "kind"):
+        object.__setattr__(forged, key, getattr(real, key))
+    object.__setattr__(forged, "goal", x == 7)
+    with pytest.raises(TypeError, match="not a Proof made by the core"):
+        kernel.check("use-forged", x == 7, by=[forged])
+    with pytest.raises((TypeError, AttributeError)):
+        kernel.check("use-copy", x + 1 > x, by=[copy.copy(real)])
+    with pytest.raises(AttributeError, match="immutable"):
+        real.goal = x == 7
+    with pytest.raises(TypeError):
+        real.hyps["extra"] = x == 7
+
+
+def test_solver_settings_cannot_be_changed_from_outside():
+    goal = z3.Implies(z3.And(x >= 3, y >= 2 * x), x * y >= 18)
+    reference = kernel.check("nl", goal)
+    try:
+        for name, value in (("timeout", 1), ("smt.random_seed", 7), ("rlimit", 10)):
+            z3.set_param(name, value)
+            with pytest.raises(kernel.SettingsError, match=name):
+                kernel.check("nl", goal)
+            with pytest.raises(kernel.SettingsError):
+                kernel.satisfy("nl", {"g": z3.Not(goal)})
+            z3.reset_params()
+        # Any other global parameter is reset before the core's context is made.
+        z3.set_param("smt.arith.nl", False)
+        again = kernel.check("nl", goal)
+        assert again.rlimit == reference.rlimit
+    finally:
+        z3.reset_params()
+    with pytest.raises(ValueError, match="seed"):
+        kernel.check("nl", goal, seed=99)
+    with pytest.raises(ValueError, match="rlimit"):
+        kernel.check("nl", goal, rlimit=0)
+
+
+# --- theorems tied to their statements ------------------------------------------------------------
+
+def _theorem(prove, hyps=None):
+    return Theorem(id="T-TEST", statement="x > 3", hyps=lambda d: hyps or {"x_big": x > 5},
+                   claim=lambda d: x > 3, report=lambda: {"x": x}, prove=prove,
+                   mutants=(Mutant("MUT-NO-HYP", "no hypothesis", drop=("x_big",)),))
+
+
+def test_theorem_with_a_proof_of_another_formula_fails():
+    result = run(_theorem(lambda: kernel.check("other", y + 1 > y)))  # x_big alone would do: not used
+    assert result.status == "failed" and "concludes" in result.detail and "does not follow" in result.detail
+
+
+def test_theorem_whose_proof_follows_in_one_core_check_is_proved():
+    result = run(_theorem(lambda: kernel.check("stronger", x > 4, hyps={"x_big": x > 5})))
+    assert result.status == "proved" and result.hypotheses_used == ["x_big"], result.detail
+
+
+def test_theorem_using_an_undeclared_hypothesis_fails():
+    result = run(_theorem(lambda: kernel.check("T-TEST", x > 3, hyps={"x_huge": x > 100}),
+                          hyps={"x_nonneg": x >= 0}))
+    assert result.status == "failed"
+    assert "outside the declared preconditions: x_huge" in result.detail
+
+
+def test_theorem_prove_returning_a_non_proof_fails():
+    result = run(_theorem(lambda: "QED"))
+    assert result.status == "failed" and "not a Proof made by the core" in result.detail
+
+
+# --- the spec theorems under the new core -------------------------------------------------------
+
+def test_every_theorem_rests_only_on_declared_preconditions_and_lists_its_axioms(proof_results):
+    assert len(proof_results) == 18
+    for r in proof_results.values():
+        assert r.status == "proved", f"{r.id}: {r.detail}"
+        assert set(r.hypotheses_used) <= set(r.preconditions), r.id
+        for name, ax in r.axioms_used.items():
+            assert ax["formula"] and ax["reason"], name
+    # the six theorems of issue 12 now declare what they assume
+    assert "draft_room" in proof_results["KV-CAPACITY"].hypotheses_used
+    assert "draft_room" in proof_results["KV-CUDA-GRAPH-COVERS"].hypotheses_used
+    assert {"seq_len_at_context", "seq_len_le_context"} <= set(proof_results["VM-FITS-TIGHT"].hypotheses_used)
+    assert {"walk_start", "walk_transition"} <= set(proof_results["VM-WALK-BOUNDED"].hypotheses_used)
+    assert "search_contract" in proof_results["VM-WALK-CONFINED"].hypotheses_used
+    assert {"prefix_step", "prefix_zero"} <= set(proof_results["VM-PREFIX-BOUND"].axioms_used)
+    assert "positions_step" in proof_results["KV-INDPTR-MATCHES-OFFSETS"].axioms_used
+
+
+def test_a_theorem_that_hides_a_precondition_fails():
+    """KV-CAPACITY with draft_room left out of its declared preconditions: the room lemma's
+    hypothesis is no longer discharged, so the claim is refuted."""
+    from specbound.proofs import draft_kv_theorems
+
+    th = draft_kv_theorems.kv_capacity()
+    full = th.hyps
+    th.hyps = lambda d: {k: v for k, v in full(d).items() if k != "draft_room"}
+    th.mutants = ()
+    result = run(th)
+    assert result.status == "failed" and "counterexample" in result.detail
+
+
+def test_induction_theorems_state_and_refute_their_real_claims(proof_results):
+    """VM-PREFIX-BOUND and VM-WALK-* claim a formula over every index (not the induction
+    step), and their mutants' counterexamples are violations of that claim at an index the
+    search instantiates every hypothesis and axiom for."""
+    from specbound.proofs import registry
+
+    theorems = {th.id: th for th in registry.theorems()}
+    from specbound.proofs.theorem import SPEC
+    for tid in ("VM-PREFIX-BOUND", "VM-WALK-CONFINED", "VM-WALK-BOUNDED"):
+        claim = theorems[tid].claim(SPEC)
+        assert z3.is_quantifier(claim) and claim.is_forall(), tid
+    cx = next(m for m in proof_results["VM-PREFIX-BOUND"].mutants if m.id == "MUT-NO-CONTEXT-BOUND").counterexample
+    assert cx["P[k+1]"] == cx["P[k]"] + cx["seq_len[k]"] and cx["P[k+1]"] > (cx["k"] + 1) * cx["C"]
+    assert cx["k"] + 1 <= cx["bs"]

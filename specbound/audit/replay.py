@@ -1,0 +1,169 @@
+"""Replay a buffer counterexample on sglang's own kernel, into a buffer of exactly the size
+sglang allocates, under the checked interpreter: the ``OutOfBoundsAccess`` is the evidence.
+
+* ``draft_kv_indices``: sglang's ``generate_draft_decode_kv_indices`` (every release has
+  it), grid ``(num_steps, bs, topk)``, the kv_indices buffer ``(rows, width)`` as allocated.
+* ``tree_mask``: sglang's Triton tree build (``sgl_build_tree_kernel_efficient_triton``)
+  when the release has one; older releases ship only the CUDA op (sgl-kernel), which needs
+  a GPU, so the replay runs specbound's own Triton tree build, whose write footprint is
+  the spec's (``docs/kernel-proofs.md``), and the row says so.
+
+One-line replay::
+
+    python -m specbound.audit.replay --sglang-path DIR --kernel draft_kv_indices --case '{...}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shlex
+import sys
+from dataclasses import dataclass
+
+from specbound import spec
+
+from . import kernels as KR
+from . import report as R
+from .extract import SourceIndex
+
+
+@dataclass
+class Replay:
+    kernel: str               # which kernel ran, and where it is
+    own: bool                 # sglang's own kernel (False: specbound's stand-in, see `why`)
+    finding: KR.Finding | None
+    why: str = ""
+
+    @property
+    def oob(self) -> bool:
+        return self.finding is not None and self.finding.kind == R.OOB
+
+
+def kv_case(values: dict, rows: int, width: int) -> dict:
+    """A replay case from a counterexample: the batch and the buffer's shape."""
+    from .judge import seq_lens_for
+
+    cap = values["max_context_len"] - values["num_steps"]   # the kv kernel's contract: draft room
+    return {"topk": values["topk"], "num_steps": values["num_steps"], "page_size": 1,
+            "seq_lens": seq_lens_for(values, max(cap, 0)), "max_context_len": values["max_context_len"],
+            "slot_seed": 0, "rows": rows, "width": width}
+
+
+def tree_case(values: dict, mode, numel: int, cap: int) -> dict | None:
+    """A replay case: valid draft trees for the counterexample's shape, ``numel`` mask cells."""
+    from specbound.kernels.testing import random_tree_batch
+
+    from .judge import seq_lens_for
+
+    seq = seq_lens_for(values, cap)
+    if seq is None:
+        return None
+    k, d, n = values["topk"], values["num_steps"], values["num_draft_tokens"]
+    batch = random_tree_batch(random.Random(0), len(seq), k, d, n)
+    return {"topk": k, "depth": d, "n": n, "mode": int(mode), "seq_lens": seq,
+            "selected_index": batch.selected_index.reshape(-1).tolist(),
+            "parent_list": batch.parent_list.reshape(-1).tolist(), "mask_numel": numel}
+
+
+def run(index: SourceIndex, kind: str, case: dict) -> Replay:
+    if kind == "draft_kv_indices":
+        return _replay_kv(index, case)
+    if kind == "tree_mask":
+        return _replay_tree(index, case)
+    raise ValueError(f"kind must be draft_kv_indices or tree_mask, got {kind!r}")
+
+
+def _load(index: SourceIndex, name: str, files, aliases, known: set[str]):
+    found = index.find(name, files)
+    if found is None:
+        return None, None, f"this sglang has no `{name}`"
+    _, missing = KR.bind(found, {}, aliases)
+    unknown = [p for p in missing if KR._norm(p, aliases) not in known]
+    if unknown:
+        return found, None, f"`{name}` ({found.where}) takes parameters the audit cannot feed: {unknown}"
+    triton, tl, K = KR.triton_env()
+    return found, (index.load_kernel(found, triton, tl), K), ""
+
+
+def _replay_kv(index: SourceIndex, case: dict) -> Replay:
+    known = {"req_pool_indices", "req_to_token", "paged_kernel_lens", "kv_indices", "kv_indptr", "positions",
+             "row_stride", "kv_indices_stride", "kv_indptr_stride", "bs_upper", "iter_upper", "num_tokens_upper",
+             "page_size"}
+    found, loaded, why = _load(index, KR.KV_KERNEL, KR.KV_FILES, KR.KV_ALIASES, known)
+    if loaded is None:
+        return Replay(KR.KV_KERNEL, True, KR.Finding(R.ERROR, why))
+    kernel, K = loaded
+    width = case["width"]
+    finding = KR.run_kv_no_room(kernel, found, K, case, lambda *_: width, rows=case["rows"])
+    return Replay(f"sglang's {KR.KV_KERNEL} ({found.where})", True, finding)
+
+
+def _replay_tree(index: SourceIndex, case: dict) -> Replay:
+    known = {"parent_list", "selected_index", "verified_seq_len", "seq_len_prefix_sum", "tree_mask", "positions",
+             "retrieve_index", "retrieve_next_token", "retrieve_next_sibling", "topk", "depth", "draft_token_num",
+             "tree_mask_mode", "batch_size", "parent_list_stride", "selected_index_stride"}
+    found, loaded, why = _load(index, KR.TREE_KERNEL, KR.TREE_FILES, KR.TREE_ALIASES, known)
+    if loaded is not None:
+        kernel, K = loaded
+        finding = KR.run_tree(kernel, found, K, case, mask_numel=case["mask_numel"])
+        return Replay(f"sglang's {KR.TREE_KERNEL} ({found.where})", True, finding)
+    why = (f"{why}: this release ships only the CUDA tree build (sgl-kernel), which needs a GPU; replayed on "
+           "specbound.kernels' Triton tree build, whose writes are the spec's footprint")
+    return Replay("specbound.kernels.tree_build.build_tree_kernel", False, _specbound_tree(case), why)
+
+
+def _specbound_tree(case: dict) -> KR.Finding | None:
+    import torch
+
+    _, _, K = KR.triton_env()
+    from specbound.kernels import tree_build
+
+    pl, sel, seq = KR.tree_case_tensors(case)
+    bs, n = seq.numel(), case["n"]
+    mask = torch.ones(case["mask_numel"], dtype=torch.bool)
+    positions = torch.zeros(bs * n, dtype=torch.int64)
+    outs = [torch.full((bs, n), -1, dtype=torch.int64) for _ in range(3)]
+    try:
+        with K.checked_interpreter():
+            tree_build.launch_tree(pl, sel, seq, mask, positions, *outs, topk=case["topk"], depth=case["depth"],
+                                   num_draft_tokens=n, mode=spec.TreeMaskMode(case["mode"]))
+    except K.OutOfBoundsAccess as e:
+        return KR.Finding(R.OOB, KR._oob_text(e))
+    except Exception as e:  # noqa: BLE001 - a crash of the replay is reported, not raised
+        return KR.Finding(R.ERROR, f"{type(e).__name__}: {e}")
+    return None
+
+
+def command(sglang_root, kind: str, case: dict) -> str:
+    return (f"python -m specbound.audit.replay --sglang-path {shlex.quote(str(sglang_root))} --kernel {kind} "
+            f"--case {shlex.quote(json.dumps(case, separators=(',', ':')))}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m specbound.audit.replay", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sglang-path", required=True, metavar="DIR")
+    p.add_argument("--kernel", required=True, choices=("draft_kv_indices", "tree_mask"))
+    p.add_argument("--case", required=True, help="the case as JSON (from the audit's row)")
+    args = p.parse_args(argv)
+    from .locate import NotInstalled, locate
+
+    try:
+        inst = locate(args.sglang_path)
+        case = json.loads(args.case)
+    except (NotInstalled, json.JSONDecodeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    result = run(SourceIndex(inst.root), args.kernel, case)
+    print(f"kernel: {result.kernel}" + (f" ({result.why})" if result.why else ""))
+    if result.finding is None:
+        print("no out-of-bounds access")
+        return 0
+    print(f"{result.finding.kind}: {result.finding.message}")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+"""Test support: write a small sglang-shaped package (the audit reads it like a release)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+
+def write_sglang_package(root: Path, files: dict[str, str], version: str = "0.0.0+fake") -> Path:
+    """``root/sglang`` with ``__init__.py``, a ``_version.py`` and ``files`` (path inside the
+    package -> source, dedented); returns the package folder."""
+    pkg = Path(root) / "sglang"
+    (pkg / "srt").mkdir(parents=True, exist_ok=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_version.py").write_text(f"__version__ = version = {version!r}\n")
+    for rel, text in files.items():
+        path = pkg / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return pkg
