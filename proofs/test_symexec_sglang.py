@@ -146,7 +146,25 @@ def test_kv_default_specialization_is_proved(kv_path):
     results = KV.prove(KV.KvSpec(0, False, 8, 4, 32), kv_path)
     assert {r.id.split("[")[0] for r in results} == {f"KERNEL-SGLANG-DRAFT-KV-{p}" for p in KV.PROPERTIES}
     assert all(r.ok for r in results), [(r.id, r.detail) for r in results if not r.ok]
-    assert "draft_room@b" in results[0].preconditions
+    # what the proofs rest on is read from them: draft room (a declared precondition sglang
+    # does not check) and the launch contracts (core axioms) under which the stores stay in bounds
+    in_bounds = next(r for r in results if "-IN-BOUNDS[" in r.id)
+    assert "draft_room" in in_bounds.preconditions and "draft_room" in in_bounds.hypotheses_used
+    assert {"width_from_sizing", "grid0_is_num_steps", "prefix_step"} <= set(in_bounds.axioms_used)
+
+
+def test_kv_per_request_conditions_are_quantified_hypotheses(kv_path):
+    """Per-request and per-entry preconditions are single quantified hypotheses of the run
+    (the core instantiates them at each index read); the launch contracts are core axioms."""
+    import z3
+
+    run = KV.run_kernel(KV.KvSpec(0, False, 8, 4, 32), kv_path)
+    for name in ("seq_len_nonneg", "seq_len_le_context", "draft_room", "pool_row_in_req_to_token",
+                 "req_to_token_row_covers_reads", "req_to_token_int32"):
+        assert z3.is_quantifier(run.hyps[name]) and run.hyps[name].is_forall(), name
+    assert not any("@" in label for label in run.hyps)
+    assert {ax.name for ax in run.axioms} >= {"width_from_sizing", "grid0_is_num_steps", "indptr_row_width",
+                                              "req_to_token_pool", "batch_nonempty"}
 
 
 def test_kv_token_blocks_paged_is_proved(kv_path):
@@ -180,6 +198,8 @@ def test_kv_row_offset_wraps_in_int32(kv_path, stride):
 def test_tree_default_specialization_is_proved(tree_path):
     results = TREE.prove(TREE.TreeSpec(2, 2, 4, 1, 2), tree_path)
     assert all(r.ok for r in results), [(r.id, r.detail) for r in results if not r.ok]
+    in_bounds = next(r for r in results if "-IN-BOUNDS[" in r.id)
+    assert "well_formed_tree" in in_bounds.hypotheses_used   # the unguarded parent_list read rests on it
 
 
 def test_tree_on_malformed_trees_reads_outside_parent_list(tree_path):

@@ -140,6 +140,7 @@ class Executor:
         self.helper_depth = 0
         self.symbolic_loops = 0
         self.invariant_proofs: list = []  # loop invariants proved inductive by the core
+        self.content_hyps: dict = {}     # quantified hypotheses on contents the run introduces (memory.py)
 
     # --- source -----------------------------------------------------------------------------
     def load_module(self):
@@ -192,6 +193,7 @@ class Executor:
                          self.local_consts, self.unclassified)
         res.side_proofs = self.side_proofs
         res.invariant_proofs = self.invariant_proofs
+        res.content_hyps = self.content_hyps
         return res
 
     def exec_block(self, stmts, env):
@@ -575,12 +577,17 @@ class Executor:
         if v.arith and not v.dtype.is_bool and not dt.is_bool and v.dtype.bits < dt.bits:
             self.observe(v, line, f"{v.dtype} operand widened to {dt}")
 
+    def ask(self, name, hyps, goal):
+        """The oracle's proof of ``goal`` under ``hyps`` and the content hypotheses the run
+        has introduced so far, or None."""
+        return self.oracle(name, {**self.content_hyps, **hyps}, goal)
+
     def _nonneg_div(self, x, y, shape, line):
         if self.oracle is None:
             return False
         hyps = {label: c for label, c in self.path_cond}
         hyps.update(lane_range(shape))
-        proof = self.oracle(f"floor-division@{line}", hyps, z3.And(x >= 0, y > 0))
+        proof = self.ask(f"floor-division@{line}", hyps, z3.And(x >= 0, y > 0))
         if proof is None:
             return False
         self.side_proofs.append(proof)

@@ -24,8 +24,12 @@ from __future__ import annotations
 
 import z3
 
+from specbound.proofs import kernel
+
 from .flow import MemState
-from .values import LANES, Unsupported, as_bool, as_int, at, lane_vars_in
+from .values import LANES, Unsupported, as_bool, as_int, lane_vars_in
+
+_CELL = z3.Int("cell")  # the bound variable of a tensor-contents hypothesis
 
 
 def initial(ex, t):
@@ -36,9 +40,13 @@ def initial(ex, t):
         f = z3.Function(f"{t.name}_initial", z3.IntSort(), sort)
         ex.initial_contents[t.name] = f
         if not t.dtype.is_bool:
-            lo, hi = t.dtype.lo(), t.dtype.hi()
-            ex.functions[f.name()] = (f, lambda app, lo=lo, hi=hi, nm=f.name(): {
-                f"{nm}_in_dtype@{at(app.arg(0))}": z3.And(app >= lo, app < hi)})
+            # the caller's contents are values of the tensor's dtype: a quantified hypothesis of
+            # the run (Run adds it), used at each cell read through the core's instance
+            label, lo, hi = f"{f.name()}_in_dtype", t.dtype.lo(), t.dtype.hi()
+            fact = z3.ForAll([_CELL], z3.And(f(_CELL) >= lo, f(_CELL) < hi))
+            ex.content_hyps[label] = fact
+            ex.functions[f.name()] = (f, lambda app, label=label, fact=fact: {
+                label: kernel.instantiate(kernel.assume(label, fact), app.arg(0))})
         else:
             ex.functions[f.name()] = (f, lambda app: {})
     return f
@@ -144,7 +152,7 @@ def _in_range(ex, c0, xb, size, line) -> bool:
     if ex.oracle is None:
         return False
     hyps = {label: c for label, c in ex.path_cond}
-    proof = ex.oracle(f"prefix-sum-in-range@{line}", hyps, z3.And(c0 >= 0, xb >= 0, xb <= size))
+    proof = ex.ask(f"prefix-sum-in-range@{line}", hyps, z3.And(c0 >= 0, xb >= 0, xb <= size))
     if proof is None:
         return False
     ex.side_proofs.append(proof)

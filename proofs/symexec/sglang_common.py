@@ -43,7 +43,7 @@ QUICK_RLIMIT = 500_000
 class Shared:
     """Proofs and witnesses shared between the obligations of one run."""
 
-    proofs: dict = field(default_factory=dict)      # key -> Proof (of the goal under fewer hypotheses)
+    proofs: dict = field(default_factory=dict)      # key -> (Proof of the goal under fewer hypotheses, rlimit)
     witnesses: list = field(default_factory=list)   # [(hypothesis keys, lemma ids, model)]
 
 
@@ -66,6 +66,7 @@ def check_all(obs, functions, shared: Shared | None = None) -> list:
 
     Anything else is the ordinary ``check`` (portfolio, witness search, dead accesses)."""
     from specbound.proofs import kernel
+    from specbound.proofs.terms import prove_rewritten
 
     from .obligations import Outcome, _witness, instantiate
 
@@ -80,8 +81,8 @@ def check_all(obs, functions, shared: Shared | None = None) -> list:
         base = {label: f for label, f in ob.hyps.items() if not label.startswith(PATH_ONLY)}
         bkey = (frozenset(_key(label, f) for label, f in base.items()), tuple(sorted(lemma_ids)))
         pkey = (ob.goal.get_id(), bkey)
-        proof = shared.proofs.get(pkey)
-        if proof is None:
+        made_here = pkey not in shared.proofs
+        if made_here:
             if bkey not in base_inst:
                 base_inst[bkey] = instantiate(base, z3.BoolVal(True), functions, ob.lemmas)
             hyps, lemmas = base_inst[bkey]
@@ -89,16 +90,16 @@ def check_all(obs, functions, shared: Shared | None = None) -> list:
             hyps = {**hyps, **goal_hyps}
             lemmas = lemmas + [lm for lm in goal_lemmas if all(lm is not x for x in lemmas)]
             try:
-                proof = kernel.check(ob.id, ob.goal, hyps=hyps, by=lemmas, rlimit=QUICK_RLIMIT, resolve_ifs=True)
-                shared.proofs[pkey] = proof
+                shared.proofs[pkey] = prove_rewritten(ob.id, ob.goal, hyps=hyps, by=lemmas, rlimit=QUICK_RLIMIT)
             except (kernel.Refuted, kernel.Unknown):
-                proof = None
-        if proof is not None:
+                pass
+        proved = shared.proofs.get(pkey)
+        if proved is not None:
             from dataclasses import replace
             found, reason, _h, _l = _witness(replace(ob, hyps=base), functions)
             if not reason and found is not None:
-                outcomes[i] = Outcome(ob, "proved", time.perf_counter() - start, proof, None, found.model,
-                                      "proved without its branch conditions")
+                outcomes[i] = Outcome(ob, "proved", time.perf_counter() - start, proved[0], None, found.model,
+                                      "proved without its branch conditions", proved[1] if made_here else 0)
                 continue
         keys = {_key(label, f) for label, f in ob.hyps.items()}
         witness = next((m for hk, lk, m in shared.witnesses if keys <= hk and lemma_ids <= lk), None)

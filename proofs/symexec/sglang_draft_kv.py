@@ -48,12 +48,13 @@ import z3
 from specbound import spec
 from specbound.proofs import kernel as K_
 from specbound.proofs import lemmas as L
-from specbound.proofs.model import C, D, K, P, Q, bs, labelled, num_seqs, page, seq_len
+from specbound.proofs import model as M
+from specbound.proofs.model import C, D, K, P, Q, labelled, num_seqs, page, seq_len
 
 from . import lemmas as SL
 from .interp import Executor
-from .models import Run, _mul_mono, _prefix_schema, _register, make_oracle
-from .values import DTYPES, INT32, INT64, LANES, TensorModel, V, at
+from .models import Run, _content, _contracts, _mul_mono, _prefix_schema, _register, _seq_len_schema, make_oracle
+from .values import DTYPES, INT32, INT64, LANES, TensorModel, V
 
 KERNEL = "generate_draft_decode_kv_indices"
 SOURCE = "kernels/ops/speculative/cache_locs.py"   # inside the sglang package (0.5.23)
@@ -122,19 +123,21 @@ class Host:
 
 
 def _positions_schema(app):
-    z = app.arg(0)
-    return {"positions_zero": Q(0) == 0,
-            f"positions_step@{at(z)}": z3.Implies(z >= 0, Q(z + 1) == Q(z) + seq_len(z / K))}
+    """The positions prefix ``Q``: its definition (the axioms ``positions_zero`` and, at this
+    index, ``positions_step``)."""
+    return {"positions_zero": M.POSITIONS_ZERO, "positions_step": M.positions_at(app.arg(0))}
 
 
 def preconditions(sp: KvSpec, host: Host) -> tuple[dict, dict]:
-    """(scalar hypotheses, per-request conditions) of the host contract."""
+    """The host contract: (hypotheses, launch contracts).  Hypotheses are the declared
+    preconditions; a per-request one is a single quantified hypothesis (``M.per_request``),
+    used at a request only through the core's instance.  Launch contracts are what sglang's
+    launch sites establish by construction: ``name -> (formula, reason)``, core axioms."""
     hyps = labelled(spec.kv_shape_ok(K, D, page))
     hyps.update(labelled(spec.context_ok(C)))
-    hyps["batch_nonempty"] = num_seqs >= 1
-    hyps["batch_is_num_seqs"] = bs == num_seqs
+    hyps.update(M.per_request(M.seq_len_conds, num_seqs))
+    hyps.update(M.per_request(M.draft_room_conds, num_seqs))
     w_term, w_hyps = host.width_fn(alloc_bs, K, C)
-    hyps["width_from_sizing"] = width == w_term
     hyps.update(w_hyps)
     hyps["!sizing"] = tuple(w_hyps)   # (names of the sizing's own conditions; removed below)
     hyps["sized_for_the_batch"] = num_seqs <= alloc_bs
@@ -143,70 +146,63 @@ def preconditions(sp: KvSpec, host: Host) -> tuple[dict, dict]:
     for stride, name in ((width, "kv_indices_stride"), (indptr_stride, "kv_indptr_stride")):
         hyps.update({f"{label}{SCOPED}": cond for label, cond in
                      labelled(spec.int32_row_offsets_ok(D, stride, name)).items()})
-    hyps["indptr_row_width"] = indptr_stride >= spec.draft_branches(num_seqs, K) + 1
-    hyps["req_to_token_pool"] = z3.And(pool_rows >= 1, r2t_width >= 1)
+    bs_d = spec.draft_branches(num_seqs, K)
+    contracts = {
+        "batch_nonempty": (num_seqs >= 1, "grid axis 1 is num_seqs: an empty batch launches no program"),
+        "width_from_sizing": (width == w_term, "sglang's launch sites pass the kv_indices row width, the value "
+                                               "of its sizing (draft_kv_indices_buffer_width), as kv_indices_stride"),
+        "indptr_row_width": (indptr_stride >= bs_d + 1, "sglang allocates kv_indptr rows of (max_bs or bs) * topk "
+                                                         "+ 1 entries and launches at most that many branches"),
+        "req_to_token_pool": (z3.And(pool_rows >= 1, r2t_width >= 1),
+                              "sglang passes req_to_token.shape[1] as row_stride of its non-empty request pool"),
+    }
     if sp.NUM_STEPS == 0:
-        hyps["grid0_is_num_steps"] = G0 == D
+        contracts["grid0_is_num_steps"] = (G0 == D, "launched with grid (num_steps, num_seqs, topk) when "
+                                                    "NUM_STEPS = 0")
     else:
         hyps["num_steps_is_NUM_STEPS"] = D == sp.NUM_STEPS
-        hyps["grid0_is_steps_times_blocks"] = z3.And(blocks >= 1, G0 == sp.NUM_STEPS * blocks)
+        contracts["grid0_is_steps_times_blocks"] = (
+            z3.And(blocks >= 1, G0 == sp.NUM_STEPS * blocks),
+            "the token-block launch uses grid (NUM_STEPS * blocks, num_seqs, topk), blocks >= 1")
     if not sp.paged:
         hyps["page_size_is_1"] = page == 1
     else:
         hyps["page_size_above_1"] = page >= 2
     hyps.update(labelled(spec.lane_bound_ok(num_seqs, sp.bs_upper, "bs_upper")))
     hyps.update(labelled(spec.lane_bound_ok(D, sp.iter_upper, "iter_upper")))
-    hyps.update(labelled(spec.lane_bound_ok(spec.draft_branches(num_seqs, K), sp.num_tokens_upper,
-                                            "num_tokens_upper")))
+    hyps.update(labelled(spec.lane_bound_ok(bs_d, sp.num_tokens_upper, "num_tokens_upper")))
     for name, term in (("grid0", G0), ("num_seqs", num_seqs), ("topk", K), ("row_stride", r2t_width),
                        ("page_size", page),
                        ("kv_indices_stride", width), ("kv_indptr_stride", indptr_stride),
                        ("max_context_len", C)):
         hyps.update(labelled(spec.int32_arg_ok(term, name)))
-    per_request = {"draft_room": lambda i: spec.conjunction(spec.draft_room_ok(seq_len(i), D, C)),
-                   # attached to the request's req_to_token row (pool_row), not to seq_len: its
-                   # paged span (div/mod by page_size) would otherwise enter every query
-                   "req_to_token_row_covers_reads":
-                       lambda i: spec.kv_req_to_token_span(seq_len(i), K, D, page) <= r2t_width}
     for name in host.drop:
         hyps.pop(name, None)
         hyps.pop(name + SCOPED, None)
-        per_request.pop(name, None)
-    return hyps, per_request
+    return hyps, contracts
 
 
-def _seq_schema(per_request):
-    def schema(app):
-        i = app.arg(0)
-        guard = z3.And(0 <= i, i < num_seqs)
-        out = {f"{c.name}@{at(i)}": z3.Implies(guard, c.holds) for c in spec.seq_len_ok(seq_len(i), C)}
-        for name, f in per_request.items():
-            out[f"{name}@{at(i)}"] = z3.Implies(guard, f(i))
-        return out
-    return schema
+REQUESTS = ("seq_len_nonneg", "seq_len_le_context", "draft_room")   # instantiated at each seq_lens read
 
 
 def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
     """Symbolic run of sglang's kernel at ``path`` under the host contract."""
     host = host or Host()
-    hyps, per_request = preconditions(sp, host)
+    hyps, contracts = preconditions(sp, host)
     sizing = hyps.pop("!sizing")
+    axioms = _contracts(**contracts)
     functions: dict = {}
     pool_row = z3.Function("pool_row", z3.IntSort(), z3.IntSort())
     r2t = z3.Function("req_to_token", z3.IntSort(), z3.IntSort())
-    row_reads = per_request.pop("req_to_token_row_covers_reads", None)
-
-    def pool_row_schema(app):
-        i = app.arg(0)
-        guard = z3.And(0 <= i, i < num_seqs)
-        out = {f"pool_row_in_req_to_token@{at(i)}": z3.Implies(guard, z3.And(0 <= app, app < pool_rows))}
-        if row_reads is not None:
-            out[f"req_to_token_row_covers_reads@{at(i)}"] = z3.Implies(guard, row_reads(i))
-        return out
-    _register(functions, pool_row, pool_row_schema)
-    _register(functions, r2t, lambda app: {
-        f"req_to_token_int32@{at(app.arg(0))}": z3.And(app >= INT32.lo(), app < INT32.hi())})
-    _register(functions, seq_len, _seq_schema(per_request))
+    # the row-span condition rides on the request's req_to_token row (pool_row), not on
+    # seq_len: its paged span (div/mod by page_size) would otherwise enter every query
+    row = {"req_to_token_row_covers_reads": lambda i, v: z3.Implies(
+        M.in_batch(i, num_seqs), spec.kv_req_to_token_span(seq_len(i), K, D, page) <= r2t_width)}
+    row = {k: f for k, f in row.items() if k not in host.drop}
+    hyps.update(_content(functions, pool_row, "pool_row_in_req_to_token", lambda i, v: z3.Implies(
+        M.in_batch(i, num_seqs), z3.And(0 <= v, v < pool_rows)), **row))
+    hyps.update(_content(functions, r2t, "req_to_token_int32", lambda i, v: z3.And(v >= INT32.lo(), v < INT32.hi())))
+    _register(functions, seq_len, _seq_len_schema({k: hyps[k] for k in REQUESTS if k in hyps}))
     _register(functions, P, _prefix_schema(num_seqs))
     _register(functions, Q, _positions_schema)
     seq_dt = DTYPES[sp.seq_lens_dtype]
@@ -241,7 +237,7 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
         _register(functions, v2p, lambda app: {})
         tensors["v2p"] = TensorModel("v2p", z3.Int("v2p_len"), INT64, v2p)
     ex = Executor(path, KERNEL, constexprs=constexprs, scalars=scalars, tensors=tensors,
-                  grid=[G0, num_seqs, K], oracle=make_oracle(hyps, functions))
+                  grid=[G0, num_seqs, K], oracle=make_oracle(hyps, functions, axioms))
     res = ex.run()
     functions.update(res.functions)
     res.block, res.extra_owner, res.batch = 1, False, num_seqs
@@ -251,18 +247,14 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
     if sp.NUM_STEPS:
         report["token_blocks"] = blocks
     run = Run("SGLANG-DRAFT-KV", sp.label, res, hyps, functions, tensors, {}, None, None, report,
-              list(res.side_proofs))
+              list(res.side_proofs) + axioms, axioms)
     run.spec, run.host, run.host_width_hyps = sp, host, sizing
-    # per-request and per-tensor parts of the contract (schemas, instantiated where used)
-    contract = [f"{c.name}@b" for c in spec.seq_len_ok(0, 1)] + [f"{n}@b" for n in per_request]
-    contract += ["pool_row_in_req_to_token@b", "positions[z] = seq_len[z div K]", "req_to_token entries int32"]
-    if row_reads is not None:
-        contract.append("req_to_token_row_covers_reads@b")
-    run.contract = tuple(contract)
+    # tensor contents the launch model fixes rather than assumes (listed with the preconditions)
+    run.contract = ("model: positions[z] = seq_len[z div K] (sglang passes the branch positions)",)
     run.lemmas += _lemmas(sp, res, pool_row)
     # a lemma proved from a left-out precondition (L-PREFIX-ROOM from draft room) would put
     # it back: such lemmas go with it
-    run.lemmas = [lm for lm in run.lemmas if not (set(lm.assumptions) & set(host.drop))]
+    run.lemmas = [lm for lm in run.lemmas if not (set(lm.hyps) & set(host.drop))]
     run.capacity = capacity(run)
     if run.capacity is not None:
         run.lemmas.insert(0, run.capacity)
@@ -278,14 +270,14 @@ def capacity(run):
     sglang's width give ``used_len(S, K, bs_d, D) <= width``), or None when the contract does
     not give it (draft room left out): every query then gets the linear fact instead of
     re-deriving it through the products."""
-    lem = [K_.instantiate(L.prefix_room(), num_seqs), _mul_mono(num_seqs, alloc_bs, K * C),
+    lem = [K_.instantiate(L.prefix_room(num_seqs), num_seqs), _mul_mono(num_seqs, alloc_bs, K * C),
            _mul_mono(P(num_seqs) + num_seqs * D, num_seqs * C, K)]
-    lem = [lm for lm in lem if not (set(lm.assumptions) & set(run.host.drop))]
+    lem = [lm for lm in lem if not (set(lm.hyps) & set(run.host.drop))]
     hyps = {label: f for label, f in run.hyps.items() if not label.endswith(SCOPED)}
     try:
         return K_.check("KV-CAPACITY-UNDER-SGLANG-CONTRACT",
-                        spec.draft_kv_capacity_ok(P(num_seqs), K, num_seqs, D, width), hyps=hyps, by=lem,
-                        rlimit=2_000_000)
+                        spec.draft_kv_capacity_ok(P(num_seqs), K, num_seqs, D, width), hyps=hyps,
+                        by=lem + run.axioms, rlimit=2_000_000)
     except (K_.Refuted, K_.Unknown):
         return None
 
@@ -297,11 +289,11 @@ def _lemmas(sp, res, pool_row) -> list:
     b, t = res.pid[1], res.pid[2]
     it = iters_of(sp, res.pid[0])
     s = seq_len(b)
-    return [K_.instantiate(L.prefix_room(), num_seqs), _mul_mono(num_seqs, alloc_bs, K * C),
-            K_.instantiate(L.prefix_bound(), b), K_.instantiate(L.prefix_bound(), b + 1),
-            K_.instantiate(L.prefix_bound(), num_seqs),
+    return [K_.instantiate(L.prefix_room(num_seqs), num_seqs), _mul_mono(num_seqs, alloc_bs, K * C),
+            K_.instantiate(L.prefix_bound(num_seqs), b), K_.instantiate(L.prefix_bound(num_seqs), b + 1),
+            K_.instantiate(L.prefix_bound(num_seqs), num_seqs),
             _mul_mono(P(num_seqs) + num_seqs * D, num_seqs * C, K),
-            K_.instantiate(L.prefix_monotone(), num_seqs, b + 1), _mul_mono(P(b + 1), P(num_seqs), K),
+            K_.instantiate(L.prefix_monotone(num_seqs), num_seqs, b + 1), _mul_mono(P(b + 1), P(num_seqs), K),
             _mul_mono(b + 1, num_seqs, it * K), _mul_mono(it, D, num_seqs * K), _mul_mono(it, D, width),
             _mul_mono(t, K - 1, s + it),
             SL.at(SL.kv_segment_in_row, P(b), P(num_seqs), b, num_seqs, t, it, s, K, D, width),

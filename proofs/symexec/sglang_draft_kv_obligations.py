@@ -9,6 +9,7 @@ from specbound import spec
 from specbound.proofs import kernel as K_
 from specbound.proofs import lemmas as L
 from specbound.proofs.model import D, K, P, num_seqs, page, seq_len
+from specbound.proofs.terms import subterms
 
 from . import lemmas as SL
 from .models import _mul_mono
@@ -26,7 +27,7 @@ def _iteration(run, a):
 
 
 def _mentions(e, c):
-    return any(x.get_id() == c.get_id() for x in K_.subterms(e))
+    return any(x.get_id() == c.get_id() for x in subterms(e))
 
 
 def _segment(it, b, t):
@@ -220,22 +221,23 @@ def _injective(run) -> list:
 
     A = z3.Ints("itA bA tA cA")
     B = z3.Ints("itB bB tB cB")
-    # spec terms only: the host's sizing and shape facts, none of the kernel's launch facts
-    keep = ("topk_positive", "num_steps_positive", "page_size_positive", "context_positive", "batch_nonempty",
-            "batch_is_num_seqs", "width_from_sizing", "sized_for_the_batch", "indptr_row_width")
+    # spec terms only: the host's sizing and shape facts (and the quantified per-request
+    # hypotheses, which only discharge the cited lemmas' own), none of the kernel's launch facts
+    keep = ("topk_positive", "num_steps_positive", "page_size_positive", "context_positive", "sized_for_the_batch")
     hyps = {label: cond for label, cond in run.hyps.items()
-            if label in keep or label in run.host_width_hyps}
+            if label in keep or label in run.host_width_hyps or z3.is_quantifier(cond)}
     hyps["indices_A"] = kv_domain(*A)
     hyps["indices_B"] = kv_domain(*B)
     (ia, ba, ta, ca), (ib, bb, tb, cb) = A, B
-    lem = [run.capacity] if run.capacity is not None else []
+    contracts = [ax for ax in run.axioms if ax.name in ("batch_nonempty", "width_from_sizing", "indptr_row_width")]
+    lem = ([run.capacity] if run.capacity is not None else []) + contracts
     cases = {
         "row": (ia < ib, [SL.at(SL.kv_segment_in_row, P(ba), P(num_seqs), ba, num_seqs, ta, ia, seq_len(ba), K, D,
                                 width), _mul_mono(ia, ib - 1, width),
-                          K_.instantiate(L.prefix_monotone(), num_seqs, ba + 1), _mul_mono(P(ba + 1), P(num_seqs), K),
-                          K_.instantiate(L.prefix_bound(), bb),
+                          K_.instantiate(L.prefix_monotone(num_seqs), num_seqs, ba + 1), _mul_mono(P(ba + 1), P(num_seqs), K),
+                          K_.instantiate(L.prefix_bound(num_seqs), bb),
                           SL.at(SL.kv_segment_start_nonneg, P(bb), bb, tb, K, ib, seq_len(bb))]),
-        "request": (z3.And(ia == ib, ba < bb), [K_.instantiate(L.prefix_monotone(), bb, ba + 1),
+        "request": (z3.And(ia == ib, ba < bb), [K_.instantiate(L.prefix_monotone(num_seqs), bb, ba + 1),
                                                  _mul_mono(P(ba + 1), P(bb), K), _mul_mono(ba + 1, bb, ia * K),
                                                  _mul_mono(ta, K - 1, seq_len(ba) + ia),
                                                  _mul_mono(z3.IntVal(0), tb, seq_len(bb) + ib)]),
@@ -259,7 +261,7 @@ def _injective(run) -> list:
     h["lexicographic"] = z3.Or(ia < ib, z3.And(ia == ib, zA < zB))
     out.append(Obligation("injective-kv_indptr", "race", 0, "the spec's kv_indptr cells are strictly increasing in "
                           "(iters, z)", h, spec.kv_indices_cell(indptr_stride, ia, zA)
-                          < spec.kv_indices_cell(indptr_stride, ib, zB), [_mul_mono(ia, ib - 1, indptr_stride)]))
+                          < spec.kv_indices_cell(indptr_stride, ib, zB), [_mul_mono(ia, ib - 1, indptr_stride)] + contracts))
     return out
 
 
@@ -313,8 +315,8 @@ def obligations(run, prop: str) -> list:
 
 
 def _shares_symbol(cond, goal) -> bool:
-    names = {str(x) for x in K_.subterms(cond) if z3.is_const(x) and not z3.is_int_value(x)} - {"K", "D"}
-    return any(z3.is_const(x) and str(x) in names for x in K_.subterms(goal))
+    names = {str(x) for x in subterms(cond) if z3.is_const(x) and not z3.is_int_value(x)} - {"K", "D"}
+    return any(z3.is_const(x) and str(x) in names for x in subterms(goal))
 
 
 def _bounds(run) -> list:

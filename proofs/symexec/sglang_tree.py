@@ -31,12 +31,13 @@ import z3
 from specbound import spec
 from specbound.proofs import kernel as K_
 from specbound.proofs import lemmas as L
+from specbound.proofs import model as M
 from specbound.proofs.model import C, P, bs, labelled, seq_len
 
 from .interp import Executor
-from .models import Run, _prefix_schema, _register, make_oracle
+from .models import Run, _content, _prefix_schema, _register, _seq_len_schema, make_oracle
 from .obligations import Obligation
-from .values import DTYPES, INT64, TensorModel, at
+from .values import DTYPES, INT64, TensorModel
 
 KERNEL = "sgl_build_tree_kernel_efficient_triton"
 SOURCE = "kernels/ops/speculative/spec_tree.py"
@@ -88,23 +89,19 @@ def run_kernel(sp: TreeSpec, path: str, host: Host | None = None) -> Run:
     sel = z3.Function("selected_index", z3.IntSort(), z3.IntSort())
     pl = z3.Function("parent_list", z3.IntSort(), z3.IntSort())
     sel_cells = sp.bs * sp.sel_width
-
-    def sel_schema(app):
-        i = app.arg(0)
-        out = {f"selected_index_int64@{at(i)}": z3.And(app >= INT64.lo(), app < INT64.hi())}
-        if "well_formed_tree" not in host.drop:
-            out[f"well_formed_tree@{at(i)}"] = z3.Implies(z3.And(0 <= i, i < sel_cells), well_formed(app, sp))
-        return out
-    _register(functions, sel, sel_schema)
-    _register(functions, pl, lambda app: {
-        f"parent_list_int64@{at(app.arg(0))}": z3.And(app >= INT64.lo(), app < INT64.hi())})
-
-    def seq_schema(app):
-        i = app.arg(0)
-        guard = z3.And(0 <= i, i < bs)
-        return {f"{c.name}@{at(i)}": z3.Implies(guard, c.holds) for c in spec.seq_len_ok(seq_len(i), C)}
-    _register(functions, seq_len, seq_schema)
-    _register(functions, P, _prefix_schema(bs, extra_lemmas=False))
+    hyps = labelled(spec.context_ok(C))
+    # per-request and per-entry conditions: quantified hypotheses, used at each value read
+    # through the core's instances
+    sel_more = {} if "well_formed_tree" in host.drop else {
+        "well_formed_tree": lambda i, v: z3.Implies(z3.And(0 <= i, i < sel_cells), well_formed(v, sp))}
+    hyps.update(_content(functions, sel, "selected_index_int64", lambda i, v: z3.And(v >= INT64.lo(), v < INT64.hi()),
+                         **sel_more))
+    hyps.update(_content(functions, pl, "parent_list_int64", lambda i, v: z3.And(v >= INT64.lo(), v < INT64.hi())))
+    requests = M.per_request(M.seq_len_conds, bs)
+    hyps.update(requests)
+    _register(functions, seq_len, _seq_len_schema(requests))
+    # the prefix's definition only: the lemmas this scalar kernel needs are cited once, below
+    _register(functions, P, _prefix_schema(bs, lemmas=False))
     mode = spec.TreeMaskMode(sp.mode)
     n = sp.n
     numel = {"parent_list": bs * sp.pl_width, "selected_index": sel_cells, "seq_lens": bs, "prefix": bs,
@@ -124,7 +121,6 @@ def run_kernel(sp: TreeSpec, path: str, host: Host | None = None) -> Run:
         "retrieve_next_sibling_ptr": TensorModel("retrive_next_sibling", numel["retrive_next_sibling"], INT64,
                                                  written=True),
     }
-    hyps = labelled(spec.context_ok(C))
     hyps["batch_size_constexpr"] = bs == sp.bs   # the grid and every extent use it
     hyps.update(labelled(spec.int32_arg_ok(C, "max_context_len")))
     # the host's seq_len_prefix_sum is the exclusive prefix sum (its content function is P)
@@ -132,20 +128,20 @@ def run_kernel(sp: TreeSpec, path: str, host: Host | None = None) -> Run:
                   "batch_size": sp.bs, "parent_list_stride": sp.pl_width if sp.pl_width else 1,
                   "selected_index_stride": sp.sel_width if sp.sel_width else 1}
     ex = Executor(path, KERNEL, constexprs=constexprs, scalars={}, tensors=tensors, grid=[bs],
-                  oracle=make_oracle(hyps, functions))
+                  oracle=make_oracle(hyps, functions, []))
     res = ex.run()
     functions.update(res.functions)
     res.block, res.extra_owner, res.batch = 1, False, bs
     b = res.pid[0]
-    lemmas = [K_.instantiate(L.prefix_monotone(), bs, b + 1), K_.instantiate(L.prefix_monotone(), bs, b),
-              K_.instantiate(L.prefix_bound(), b)]
+    lemmas = [K_.instantiate(L.prefix_monotone(bs), bs, b + 1), K_.instantiate(L.prefix_monotone(bs), bs, b),
+              K_.instantiate(L.prefix_bound(bs), b)]
     report = {"bs": bs, "C": C, "pid": b}
     run = Run(f"SGLANG-TREE-{MODE_NAMES[sp.mode]}", sp.label, res, hyps, functions, tensors, {}, None, None,
               report, list(res.side_proofs) + lemmas)
     run.spec, run.host = sp, host
-    run.contract = tuple(f"{c.name}@b" for c in spec.seq_len_ok(0, 1)) + (
-        "prefix = exclusive prefix sum of verified_seq_len", "parent_list/selected_index entries int64") + (
-        () if "well_formed_tree" in host.drop else ("well_formed_tree@j",))
+    # tensor contents the launch model fixes rather than assumes (listed with the preconditions)
+    run.contract = ("model: seq_len_prefix_sum = the exclusive prefix sum P of verified_seq_len (sglang's wrapper "
+                    "computes it)",)
     return run
 
 
@@ -212,7 +208,7 @@ def _requests_disjoint(run) -> list:
     hyps = dict(run.hyps)
     hyps["requests_ordered"] = z3.And(0 <= ba, ba < bb, bb < sp.bs)
     hyps["cells"] = z3.And(0 <= ta, ta < n, 0 <= tb, tb < n, 0 <= ja, ja < n, 0 <= jb, jb < n)
-    lem = [K_.instantiate(L.prefix_monotone(), bb, ba + 1), K_.instantiate(L.prefix_bound(), bb)]
+    lem = [K_.instantiate(L.prefix_monotone(bs), bb, ba + 1), K_.instantiate(L.prefix_bound(bs), bb)]
     cell = lambda b_, t_, j_: spec.mask_tree_cell(mode, b_, t_, j_, n, seq_len(b_), P(b_))
     return [Obligation("requests-disjoint-tree_mask", "race", 0, "tree_mask cells of a request come before "
                        "every cell of a later request", hyps, cell(ba, ta, ja) < cell(bb, tb, jb), lem),

@@ -99,11 +99,17 @@ def _names_unsupported(exc) -> str:
     return f"the executor does not model {exc.construct}" + (f" (kernel line {exc.line})" if exc.line else "")
 
 
-def _preconditions(results) -> list:
-    names = set()
+def _assumed(results) -> tuple[list, list, list]:
+    """What the proofs rest on, read from them: the declared preconditions they used, the
+    axioms (launch contracts, definitions) they used, and the tensor contents the launch
+    model fixes (``model: ...``)."""
+    used, axioms, models = set(), set(), set()
     for r in results:
-        names |= set(r.preconditions)
-    return sorted(n for n in names if not n.endswith("!scoped"))
+        declared = set(r.preconditions)
+        used |= {h for h in r.hypotheses_used if h in declared}
+        axioms |= set(r.axioms_used)
+        models |= {p for p in r.preconditions if p.startswith("model: ")}
+    return sorted(used), sorted(axioms), sorted(models)
 
 
 def _cex_fields(ref) -> tuple[dict, dict]:
@@ -142,8 +148,10 @@ def _prove_row(report, row_id, subject, what, specs, prove, refute, unchecked) -
                          seconds=time.perf_counter() - t0))
         return
     props = [r.id.split("[")[0] for r in done[0]]
+    used, axioms, models = _assumed([r for rs in done for r in rs])
     parts = [f"{len(props)} properties ({', '.join(props)}) proved for {len(done)} specialization(s): "
-             + "; ".join(times), "contract: " + ", ".join(_preconditions([r for rs in done for r in rs]))]
+             + "; ".join(times), "preconditions used: " + ", ".join(used),
+             "axioms used (launch contracts, definitions): " + ", ".join(axioms)] + models
     cex = replay = None
     for name, (text, ref) in refutations.items():
         if ref.status == "refuted":
