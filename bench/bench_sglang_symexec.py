@@ -4,6 +4,8 @@
 
 The kernels are read from the installed sglang (or DIR) by path; the specializations are
 the audit's (``specbound.audit.symbolic.kv_specs`` / ``tree_specs``; ``--all``: every one).
+After the table: per kernel, the declared preconditions and the axioms its proofs used
+(``--json``: per theorem).
 """
 
 from __future__ import annotations
@@ -45,11 +47,19 @@ def main() -> int:
             row = {"kernel": kind, "spec": sp.label, "wall_s": round(time.perf_counter() - start, 1),
                    "ok": all(r.ok for r in results),
                    "obligations": sum(r.witness.get("obligations", 0) for r in results),
-                   "seconds": {_prop(r.id): round(r.seconds, 1) for r in results}}
+                   "seconds": {_prop(r.id): round(r.seconds, 1) for r in results},
+                   # what each theorem's proofs rest on, read from them
+                   "rests_on": {_prop(r.id): {"preconditions": sorted(set(r.hypotheses_used) & set(r.preconditions)),
+                                              "axioms": sorted(r.axioms_used)} for r in results}}
             rows.append(row)
             print(f"{kind} {sp.label}: {row['wall_s']} s, ok={row['ok']}", flush=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024
     print(markdown(rows))
+    for kind in dict.fromkeys(r["kernel"] for r in rows):
+        used = {part: sorted({n for r in rows if r["kernel"] == kind for t in r["rests_on"].values() for n in t[part]})
+                for part in ("preconditions", "axioms")}
+        print(f"\n{kind}: preconditions used: {', '.join(used['preconditions'])}; "
+              f"axioms used: {', '.join(used['axioms'])}")
     print(f"\npeak memory {peak:.2f} GB")
     if args.json:
         with open(args.json, "w") as f:

@@ -140,13 +140,6 @@ class Access:
     env: dict = field(default_factory=dict)  # kernel variables at the access (for footprint maps)
 
 
-def at(term) -> str:
-    """A schema-instance label suffix for ``term``: its text when short, else its Z3 id (a
-    merged value of an unrolled walk prints as megabytes of text)."""
-    text = term.sexpr() if z3.is_expr(term) else str(term)
-    return text if len(text) <= 80 else f"#{term.get_id()}"
-
-
 def lane_range(shape: tuple) -> dict:
     out = {}
     for i, n in enumerate(shape):

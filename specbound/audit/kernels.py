@@ -601,9 +601,10 @@ def check_launch_sites(index: SourceIndex, report: R.AuditReport) -> None:
                      seconds=time.perf_counter() - t0))
 
 
-def check_symbolic(report: R.AuditReport) -> None:
+def check_symbolic(report: R.AuditReport, full: bool = False) -> None:
     """``kernel.symbolic_proof[draft_kv]`` and ``[tree]``: sglang's own kernels proved or
-    refuted by specbound's symbolic executor (:mod:`.symbolic`)."""
+    refuted by specbound's symbolic executor (:mod:`.symbolic`); ``full``: every listed
+    specialization."""
     import importlib.util
 
     if not any(importlib.util.find_spec(name) for name in SYMBOLIC_EXECUTORS):
@@ -614,4 +615,4 @@ def check_symbolic(report: R.AuditReport) -> None:
         return
     from . import symbolic
 
-    symbolic.check(report)
+    symbolic.check(report, full)

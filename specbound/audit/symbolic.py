@@ -12,13 +12,12 @@ checked interpreter where a replay fits in this machine); ``refuted`` when a pro
 fails under sglang's own contract (with the replay); ``error`` when the executor meets a
 construct it does not model (the row names it) or the solver gives no verdict.
 
-The default subset keeps the audit around a minute; ``SPECBOUND_SYMEXEC_ALL=1`` runs every
-specialization of the two lists below.
+The default subset (one specialization per kernel) keeps the audit around a minute;
+``specbound audit sglang --symbolic-all`` proves every specialization of the two lists below.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -60,10 +59,6 @@ def tree_specs(full: bool):
     out = [TreeSpec(k, d, n, mode, bs) for (k, d, n) in ((2, 2, 4), (1, 3, 4), (4, 4, 8))
            for mode in (0, 1) for bs in (1, 2, 4)]
     return out
-
-
-def full_set() -> bool:
-    return os.environ.get("SPECBOUND_SYMEXEC_ALL", "") not in ("", "0")
 
 
 def sglang_width(index: SourceIndex):
@@ -231,11 +226,11 @@ def _failed_row(row_id, subject, what, bad, refute, t0, sp) -> R.Row:
                  seconds=time.perf_counter() - t0)
 
 
-def check(report: R.AuditReport) -> None:
-    """Both rows, for the sglang the report is about."""
+def check(report: R.AuditReport, full: bool = False) -> None:
+    """Both rows, for the sglang the report is about; ``full``: every listed specialization
+    (``--symbolic-all``), else the default one per kernel."""
     if report.sglang_path is None:
         return
     index = SourceIndex(Path(report.sglang_path))
-    full = full_set()
     check_kv(index, report, full)
     check_tree(index, report, full)
