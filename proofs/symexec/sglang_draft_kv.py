@@ -7,7 +7,11 @@ The kernel is read from sglang's source file by path (never imported).  One prog
 (``range(blk, num_loop, num_blk)``) and block 0 alone writes the extension and ``kv_indptr``.
 
 **Host contract** (from sglang's launch sites: ``FlashInferMultiStepDraftBackend`` and the
-Triton/aiter/MLA backends' ``common_template``; every fact below names its source):
+Triton/aiter/MLA backends' ``common_template``; every fact below names its source).  What
+the launch sites establish by construction (the grid, ``kv_indices_stride`` = the sizing's
+width, the ``kv_indptr`` row width, a non-empty request pool, ``num_seqs >= 1``) enters as a
+launch-contract axiom of the core; the rest are declared preconditions (hypotheses), a
+per-request or per-entry one as a single quantified hypothesis (:func:`preconditions`):
 
 * grid ``(G0, num_seqs, K)`` with ``G0 = num_steps`` (``NUM_STEPS = 0``) or
   ``G0 = NUM_STEPS * blocks``, ``blocks >= 1`` (``NUM_STEPS = num_steps``);
@@ -273,13 +277,23 @@ def capacity(run):
     lem = [K_.instantiate(L.prefix_room(num_seqs), num_seqs), _mul_mono(num_seqs, alloc_bs, K * C),
            _mul_mono(P(num_seqs) + num_seqs * D, num_seqs * C, K)]
     lem = [lm for lm in lem if not (set(lm.hyps) & set(run.host.drop))]
-    hyps = {label: f for label, f in run.hyps.items() if not label.endswith(SCOPED)}
     try:
         return K_.check("KV-CAPACITY-UNDER-SGLANG-CONTRACT",
-                        spec.draft_kv_capacity_ok(P(num_seqs), K, num_seqs, D, width), hyps=hyps,
+                        spec.draft_kv_capacity_ok(P(num_seqs), K, num_seqs, D, width), hyps=spec_hyps(run),
                         by=lem + run.axioms, rlimit=2_000_000)
     except (K_.Refuted, K_.Unknown):
         return None
+
+
+# The host's shape, sizing and per-request conditions: what the capacity (and the spec's cell
+# map, which races are proved through) rests on; none of the kernel's launch facts (lane
+# bounds, int32 arguments), so facts proved from them hold for every launch.
+SPEC_TERMS = ("topk_positive", "num_steps_positive", "page_size_positive", "context_positive", "sized_for_the_batch")
+
+
+def spec_hyps(run) -> dict:
+    return {label: cond for label, cond in run.hyps.items()
+            if label in SPEC_TERMS or label in run.host_width_hyps or z3.is_quantifier(cond)}
 
 
 def _lemmas(sp, res, pool_row) -> list:

@@ -13,7 +13,7 @@ from specbound.proofs.terms import subterms
 
 from . import lemmas as SL
 from .models import _mul_mono
-from .sglang_draft_kv import SCOPED, blocks, block_of, indptr_stride, iters_of, r2t_width, width
+from .sglang_draft_kv import SCOPED, blocks, block_of, indptr_stride, iters_of, r2t_width, spec_hyps, width
 from .values import LANES
 
 def _iteration(run, a):
@@ -221,11 +221,9 @@ def _injective(run) -> list:
 
     A = z3.Ints("itA bA tA cA")
     B = z3.Ints("itB bB tB cB")
-    # spec terms only: the host's sizing and shape facts (and the quantified per-request
-    # hypotheses, which only discharge the cited lemmas' own), none of the kernel's launch facts
-    keep = ("topk_positive", "num_steps_positive", "page_size_positive", "context_positive", "sized_for_the_batch")
-    hyps = {label: cond for label, cond in run.hyps.items()
-            if label in keep or label in run.host_width_hyps or z3.is_quantifier(cond)}
+    # spec terms only (the quantified per-request hypotheses only discharge the cited
+    # lemmas' own), as the capacity lemma: none of the kernel's launch facts
+    hyps = spec_hyps(run)
     hyps["indices_A"] = kv_domain(*A)
     hyps["indices_B"] = kv_domain(*B)
     (ia, ba, ta, ca), (ib, bb, tb, cb) = A, B
