@@ -51,5 +51,5 @@ def register(subparsers) -> None:
     scope.add_argument("--no-kernels", action="store_true", help="only the helper checks (no Triton)")
     scope.add_argument("--symbolic-all", action="store_true",
                        help="prove sglang's Triton kernels symbolically for every listed specialization "
-                       "(kernel.symbolic_proof rows; about 12 minutes on 2 cores) instead of one per kernel")
+                       "(kernel.symbolic_proof rows; about 6 minutes more on 2 cores) instead of one per kernel")
     p.set_defaults(func=cmd_audit_sglang)

@@ -145,8 +145,8 @@ def _prove_row(report, row_id, subject, what, specs, prove, refute, unchecked) -
     props = [r.id.split("[")[0] for r in done[0]]
     used, axioms, models = _assumed([r for rs in done for r in rs])
     parts = [f"{len(props)} properties ({', '.join(props)}) proved for {len(done)} specialization(s): "
-             + "; ".join(times), "preconditions used: " + ", ".join(used),
-             "axioms used (launch contracts, definitions): " + ", ".join(axioms)] + models
+             + "; ".join(times), "preconditions used: " + (", ".join(used) or "none"),
+             "axioms used (launch contracts, definitions): " + (", ".join(axioms) or "none")] + models
     cex = replay = None
     for name, (text, ref) in refutations.items():
         if ref.status == "refuted":
