@@ -9,13 +9,16 @@ Errors are :class:`specbound.spec.SpecArgumentError` (bad value, shape, size) or
 :class:`specbound.spec.SpecTypeError` (bad type, dtype); both carry ``.argument``
 and ``.condition`` and their message starts with the argument name.
 
-Every size comes from :mod:`specbound.spec`; this module only compares.
+Every size, and every condition a call must meet, comes from :mod:`specbound.spec`
+(``spec.output_holds_ok``, ``spec.req_to_token_row_ok``, ...): this module evaluates
+those conditions and words the error; the fuzz evaluates the same conditions on its
+own boundary cases to decide whether a call must be accepted.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -23,12 +26,9 @@ import torch
 from specbound import spec
 from specbound.spec import SpecArgumentError, SpecTypeError, TreeMaskMode
 
-# Input index tensors: sglang produces int64 (topk indices, seq_lens); int32 is
-# accepted too and widened, because the values are only read.
-_INDEX_DTYPES = (torch.int64, torch.int32)
-# Output dtype of positions and the retrive_* rows (sglang allocates torch.long).
-_TOKEN_DTYPE = torch.int64
-_BITPACK_DTYPES = {8: torch.uint8, 16: torch.uint16, 32: torch.uint32}
+# Element types: the spec names them (spec.INDEX_DTYPES, spec.TOKEN_DTYPE, spec.KV_DTYPES,
+# spec.mask_dtype_name); torch spells them torch.<name>.
+_TOKEN_DTYPE = getattr(torch, spec.TOKEN_DTYPE)
 
 
 class TreeBuild(NamedTuple):
@@ -62,10 +62,21 @@ def check_flag(name: str, value: Any) -> bool:
 
 
 def mask_dtype(mode: TreeMaskMode, num_draft_tokens: int) -> torch.dtype:
-    """dtype of the tree mask: bool cells, or 8/16/32-bit items for BITPACKING."""
-    if mode is TreeMaskMode.QLEN_ONLY_BITPACKING:
-        return _BITPACK_DTYPES[spec.bitpack_item_bits(num_draft_tokens)]
-    return torch.bool
+    """dtype of the tree mask (spec.mask_dtype_name): bool cells, or uint8/16/32 items for BITPACKING."""
+    return getattr(torch, spec.mask_dtype_name(mode, num_draft_tokens))
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """The spec's name of a torch dtype (``torch.int64`` -> ``"int64"``)."""
+    return str(dtype).removeprefix("torch.")
+
+
+def _refuse_unless(conditions: Sequence[spec.Condition], message: Callable[[], str],
+                   error: type[SpecArgumentError] = SpecArgumentError) -> None:
+    """Raise ``error`` naming the argument of the first spec condition that fails."""
+    for cond in conditions:
+        if not cond.holds:
+            raise error(cond.argument, message())
 
 
 # --- tensors --------------------------------------------------------------------------
@@ -88,10 +99,10 @@ def as_index_tensor(name: str, value: Any, *, rank: int, device: torch.device | 
         value = torch.from_numpy(np.ascontiguousarray(value))
     elif not isinstance(value, torch.Tensor):
         raise SpecTypeError(name, f"must be a torch.Tensor or numpy array, got {type(value).__name__}")
-    if value.dtype not in _INDEX_DTYPES:
-        raise SpecTypeError(name, f"must have dtype torch.int64 (or torch.int32), got {value.dtype}")
-    if value.dim() != rank:
-        raise SpecArgumentError(name, f"must be {rank}-D, got shape {_shape_text(value.shape)}")
+    _refuse_unless(spec.dtype_ok(dtype_name(value.dtype), spec.INDEX_DTYPES, name),
+                   lambda: f"must have dtype torch.int64 (or torch.int32), got {value.dtype}", SpecTypeError)
+    _refuse_unless(spec.rank_ok(value.dim(), rank, name),
+                   lambda: f"must be {rank}-D, got shape {_shape_text(value.shape)}")
     if device is not None and value.device != device:
         raise SpecArgumentError(name, f"must be on device {device} like the other inputs, got {value.device}")
     if not copy_ok:
@@ -108,22 +119,21 @@ def check_output(name: str, value: Any, *, dtype: torch.dtype | Sequence[torch.d
     if not isinstance(value, torch.Tensor):
         raise SpecTypeError(name, f"must be a torch.Tensor, got {type(value).__name__}")
     dtypes = (dtype,) if isinstance(dtype, torch.dtype) else tuple(dtype)
-    if value.dtype not in dtypes:
-        want = " or ".join(str(d) for d in dtypes)
-        raise SpecTypeError(name, f"must have dtype {want}, got {value.dtype}")
+    _refuse_unless(spec.dtype_ok(dtype_name(value.dtype), [dtype_name(d) for d in dtypes], name),
+                   lambda: f"must have dtype {' or '.join(str(d) for d in dtypes)}, got {value.dtype}",
+                   SpecTypeError)
     if value.device != device:
         raise SpecArgumentError(name, f"must be on device {device} like the inputs, got {value.device}")
-    if value.dim() != rank:
-        raise SpecArgumentError(name, f"must be {rank}-D, got shape {_shape_text(value.shape)}")
-    if not value.is_contiguous():
-        raise SpecArgumentError(name, "must be contiguous (cells are addressed as flat row-major offsets)")
-    if row_width is not None and value.shape[-1] != row_width:
-        raise SpecArgumentError(
-            name, f"rows must have {row_width} entries, got shape {_shape_text(value.shape)}")
-    if value.numel() < min_numel:
-        raise SpecArgumentError(
-            name, f"too small for the batch: needs {min_numel} elements, got {value.numel()} "
-                  f"(shape {_shape_text(value.shape)})")
+    _refuse_unless(spec.rank_ok(value.dim(), rank, name),
+                   lambda: f"must be {rank}-D, got shape {_shape_text(value.shape)}")
+    _refuse_unless(spec.flat_layout_ok(value.is_contiguous(), name),
+                   lambda: "must be contiguous (cells are addressed as flat row-major offsets)")
+    if row_width is not None:
+        _refuse_unless(spec.output_rows_ok(value.shape[-1], row_width, name),
+                       lambda: f"rows must have {row_width} entries, got shape {_shape_text(value.shape)}")
+    _refuse_unless(spec.output_holds_ok(value.numel(), min_numel, name),
+                   lambda: f"too small for the batch: needs {min_numel} elements, got {value.numel()} "
+                           f"(shape {_shape_text(value.shape)})")
     return value
 
 
@@ -134,22 +144,17 @@ def check_no_alias(named: dict[str, torch.Tensor]) -> None:
         if t.numel() == 0:
             continue
         ptr = t.untyped_storage().data_ptr()
-        if ptr in seen:
-            raise SpecArgumentError(name, f"shares storage with {seen[ptr]}; outputs must be distinct buffers")
+        _refuse_unless(spec.distinct_outputs_ok(seen.get(ptr), name),
+                       lambda: f"shares storage with {seen[ptr]}; outputs must be distinct buffers")
         seen[ptr] = name
 
 
 def _seq_lens_list(seq_lens: torch.Tensor) -> list[int]:
     values = seq_lens.tolist()
     for b, s in enumerate(values):
-        if s < 0:
-            raise SpecArgumentError("seq_lens", f"must be >= 0, got seq_lens[{b}] = {s}")
+        _refuse_unless(spec.seq_len_nonneg_ok(s, f"seq_lens[{b}]", "seq_lens"),
+                       lambda: f"must be >= 0, got seq_lens[{b}] = {s}")
     return values
-
-
-def _num_cells(bs: int, num_draft_tokens: int) -> int:
-    """One past the last positions / retrive_* cell the batch writes (0 for bs = 0)."""
-    return spec.token_cell(bs - 1, num_draft_tokens - 1, num_draft_tokens) + 1 if bs else 0
 
 
 # --- tree build -----------------------------------------------------------------------
@@ -210,17 +215,17 @@ def validate_build_tree_args(parent_list, selected_index, seq_lens, *, topk, dep
     parent_list = as_index_tensor("parent_list", parent_list, rank=2, device=device)
     bs = seq_lens.shape[0]
     sel_shape = (bs, spec.selected_index_width(n))
-    if tuple(selected_index.shape) != sel_shape:
-        raise SpecArgumentError("selected_index", f"must have shape (bs, num_draft_tokens - 1) = "
-                                f"{_shape_text(sel_shape)}, got {_shape_text(selected_index.shape)}")
+    _refuse_unless(spec.table_shape_ok(selected_index.shape, sel_shape, "selected_index"),
+                   lambda: f"must have shape (bs, num_draft_tokens - 1) = {_shape_text(sel_shape)}, "
+                           f"got {_shape_text(selected_index.shape)}")
     pl_shape = (bs, spec.parent_list_width(k, d))
-    if tuple(parent_list.shape) != pl_shape:
-        raise SpecArgumentError("parent_list", f"must have shape (bs, topk*(depth-1)+1), or (bs, 0) when "
-                                f"depth = 1, = {_shape_text(pl_shape)}, got {_shape_text(parent_list.shape)}")
+    _refuse_unless(spec.table_shape_ok(parent_list.shape, pl_shape, "parent_list"),
+                   lambda: f"must have shape (bs, topk*(depth-1)+1), or (bs, 0) when depth = 1, = "
+                           f"{_shape_text(pl_shape)}, got {_shape_text(parent_list.shape)}")
     seq_list = _seq_lens_list(seq_lens)
     prefix = spec.prefix_sums(seq_list)
     mask_numel = spec.mask_batch_numel(mode, bs, n, prefix[-1])
-    token_numel = _num_cells(bs, n)
+    token_numel = spec.token_numel(bs, n)
 
     outs = {}
     m_dtype = mask_dtype(mode, n)
@@ -328,7 +333,7 @@ class DraftKvArgs:
         return self.kv_indices.shape[1]
 
 
-_KV_DTYPES = (torch.int64, torch.int32)
+_KV_DTYPES = tuple(getattr(torch, name) for name in spec.KV_DTYPES)
 
 
 def capacity_message(need: int, width: int, *, topk: int, num_seqs: int, seq_lens_sum: int,
@@ -358,20 +363,18 @@ def validate_draft_kv_args(req_pool_indices, req_to_token, seq_lens, *, topk, nu
     req_pool_indices = as_index_tensor("req_pool_indices", req_pool_indices, rank=1, device=device)
     req_to_token = as_index_tensor("req_to_token", req_to_token, rank=2, device=device, copy_ok=False)
     num_seqs = seq_lens.shape[0]
-    if req_pool_indices.shape[0] != num_seqs:
-        raise SpecArgumentError("req_pool_indices", f"must have one entry per request ({num_seqs}), "
-                                f"got shape {_shape_text(req_pool_indices.shape)}")
+    _refuse_unless(spec.table_shape_ok(req_pool_indices.shape, (num_seqs,), "req_pool_indices"),
+                   lambda: f"must have one entry per request ({num_seqs}), "
+                           f"got shape {_shape_text(req_pool_indices.shape)}")
     seq_list = _seq_lens_list(seq_lens)
     rows = req_pool_indices.tolist()
     pool_rows, r2t_width = req_to_token.shape
     for b, (row, s) in enumerate(zip(rows, seq_list)):
-        if not 0 <= row < pool_rows:
-            raise SpecArgumentError("req_pool_indices", f"entry {b} = {row} is outside req_to_token's "
-                                    f"{pool_rows} rows")
-        span = spec.kv_req_to_token_span(s, k, steps, page)
-        if span > r2t_width:
-            raise SpecArgumentError("req_to_token", f"rows too narrow: request {b} (seq_len {s}) reads up "
-                                    f"to slot {span - 1}, row width is {r2t_width}")
+        _refuse_unless(spec.pool_index_ok(row, pool_rows, b),
+                       lambda: f"entry {b} = {row} is outside req_to_token's {pool_rows} rows")
+        _refuse_unless(spec.req_to_token_row_ok(r2t_width, s, k, steps, page, b),
+                       lambda: f"rows too narrow: request {b} (seq_len {s}) reads up to slot "
+                               f"{spec.kv_req_to_token_span(s, k, steps, page) - 1}, row width is {r2t_width}")
     prefix = spec.prefix_sums(seq_list)
     bs_d = spec.draft_branches(num_seqs, k)
     # The grid writes every row, so the check counts every step (spec.draft_kv_capacity_steps).
@@ -380,25 +383,26 @@ def validate_draft_kv_args(req_pool_indices, req_to_token, seq_lens, *, topk, nu
     if kv_indices is None:
         kv_indices = torch.full((steps, used), -1, dtype=torch.int64, device=device)
     check_output("kv_indices", kv_indices, dtype=_KV_DTYPES, device=device, rank=2, min_numel=0)
-    if kv_indices.shape[0] != steps:
-        raise SpecArgumentError("kv_indices", f"must have num_steps = {steps} rows, got shape "
-                                f"{_shape_text(kv_indices.shape)}")
-    if not spec.draft_kv_capacity_ok(prefix[-1], k, num_seqs, steps, kv_indices.shape[1]):
-        raise SpecArgumentError("kv_indices", capacity_message(
-            used, kv_indices.shape[1], topk=k, num_seqs=num_seqs, seq_lens_sum=prefix[-1], num_steps=steps))
-    if kv_indices.dtype == torch.int32 and req_to_token.dtype != torch.int32:
-        # Copying int64 slots into int32 cells could silently truncate them.
-        raise SpecTypeError("kv_indices", "is int32 but req_to_token is int64; use an int64 kv_indices")
+    _refuse_unless(spec.output_row_count_ok(kv_indices.shape[0], steps, "kv_indices"),
+                   lambda: f"must have num_steps = {steps} rows, got shape {_shape_text(kv_indices.shape)}")
+    _refuse_unless(spec.kv_capacity_holds(prefix[-1], k, num_seqs, steps, kv_indices.shape[1]),
+                   lambda: capacity_message(used, kv_indices.shape[1], topk=k, num_seqs=num_seqs,
+                                            seq_lens_sum=prefix[-1], num_steps=steps))
+    _refuse_unless(spec.kv_copy_lossless_ok(spec.int_bits(dtype_name(kv_indices.dtype)),
+                                            spec.int_bits(dtype_name(req_to_token.dtype))),
+                   lambda: f"is {dtype_name(kv_indices.dtype)} but req_to_token is "
+                           f"{dtype_name(req_to_token.dtype)}: slots could be truncated; use an int64 kv_indices",
+                   SpecTypeError)
 
+    indptr_len = spec.kv_indptr_row_len(num_seqs, k)
     if kv_indptr is None:
-        kv_indptr = torch.full((steps, bs_d + 1), -1, dtype=torch.int64, device=device)
+        kv_indptr = torch.full((steps, indptr_len), -1, dtype=torch.int64, device=device)
     check_output("kv_indptr", kv_indptr, dtype=_KV_DTYPES, device=device, rank=2, min_numel=0)
-    if kv_indptr.shape[0] != steps:
-        raise SpecArgumentError("kv_indptr", f"must have num_steps = {steps} rows, got shape "
-                                f"{_shape_text(kv_indptr.shape)}")
-    if kv_indptr.shape[1] < bs_d + 1:
-        raise SpecArgumentError("kv_indptr", f"rows need num_seqs*topk + 1 = {bs_d + 1} entries, got shape "
-                                f"{_shape_text(kv_indptr.shape)}")
+    _refuse_unless(spec.output_row_count_ok(kv_indptr.shape[0], steps, "kv_indptr"),
+                   lambda: f"must have num_steps = {steps} rows, got shape {_shape_text(kv_indptr.shape)}")
+    _refuse_unless(spec.kv_indptr_row_ok(kv_indptr.shape[1], num_seqs, k),
+                   lambda: f"rows need num_seqs*topk + 1 = {indptr_len} entries, got shape "
+                           f"{_shape_text(kv_indptr.shape)}")
     if kv_indptr.dtype == torch.int32:
         spec.require(spec.int32_alloc_ok(used, "kv_indptr"))
     check_no_alias({"kv_indices": kv_indices, "kv_indptr": kv_indptr})

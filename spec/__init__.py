@@ -11,16 +11,19 @@ Convention: ``seq_len[b]`` is the verified (committed) prefix length of request
 
 from .conditions import (
     BITPACK_MAX_DRAFT_TOKENS, INT32_LIMIT, Condition, batch_size_ok, bitpack_ok, conjunction,
-    context_ok, draft_room_ok, grid_lanes_int32_ok, int32_alloc_ok, int32_arg_ok, int32_row_offsets_ok,
-    kv_shape_ok,
-    lane_bound_ok, max_bs_ok, require, seq_len_ok, tree_shape_ok,
+    context_ok, distinct_outputs_ok, draft_room_ok, dtype_ok, flat_layout_ok, grid_lanes_int32_ok,
+    int32_alloc_ok, int32_arg_ok, int32_row_offsets_ok, kv_capacity_holds, kv_copy_lossless_ok,
+    kv_indptr_row_ok, kv_shape_ok, lane_bound_ok, max_bs_ok, output_holds_ok, output_row_count_ok,
+    output_rows_ok, pool_index_ok, rank_ok, req_to_token_row_ok, require, seq_len_nonneg_ok, seq_len_ok,
+    table_shape_ok, tree_shape_ok,
 )
 from .draft_kv import (
-    draft_branches, draft_kv_capacity_ok, draft_kv_capacity_steps, draft_kv_indices_buffer_width, draft_kv_indices_used_len,
-    kv_extension_read, kv_extension_start, kv_indices_cell, kv_indptr_entry,
-    kv_last_page_len, kv_pages_per_branch, kv_positions_prefix, kv_prefix_base, kv_req_to_token_span,
-    kv_segment_len, kv_segment_start,
+    draft_branches, draft_kv_capacity_ok, draft_kv_capacity_steps, draft_kv_indices_buffer_width,
+    draft_kv_indices_used_len, kv_copy_lossless, kv_extension_read, kv_extension_start, kv_indices_cell,
+    kv_indptr_entry, kv_indptr_row_len, kv_last_page_len, kv_pages_per_branch, kv_positions_prefix,
+    kv_prefix_base, kv_req_to_token_span, kv_segment_len, kv_segment_start,
 )
+from .dtypes import INDEX_DTYPES, INT_WIDTHS, KV_DTYPES, TOKEN_DTYPE, int_bits, signed_bound
 from .errors import SpecArgumentError, SpecTypeError
 from .footprint import (
     kv_indices_cells, kv_indptr_cells, mask_fill_cells, mask_kernel_cells, prefix_sums,
@@ -31,10 +34,10 @@ from .tree import (
     SLOT_INVALID, SLOT_LOOKUP, SLOT_ROOT, bounded_walk, find_parent_entry, links, lookup,
     parent_list_cell, parent_list_width, parent_node, parent_search_range, parent_slot,
     parent_slot_kind, parents, score_list_len, selected_index_cell, selected_index_width,
-    token_cell, walk_max_steps, walk_step,
+    token_cell, token_numel, walk_max_steps, walk_step,
 )
 from .verify_mask import (
-    ALL_MODES, TreeMaskMode, as_mode, bitpack_item_bits, fallback_numel, fits,
+    ALL_MODES, TreeMaskMode, as_mode, bitpack_item_bits, fallback_numel, fits, mask_dtype_name,
     mask_batch_numel, mask_bit, mask_prefix_cell, mask_prefix_columns, mask_request_base,
     mask_request_numel, mask_request_numel_worst, mask_row_start, mask_row_width,
     mask_tree_cell, mask_tree_column, mask_tree_columns, tree_mask_numel, trivial_verify_numel,

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from .draft_kv import draft_kv_capacity_ok, kv_copy_lossless, kv_indptr_row_len, kv_req_to_token_span
 from .errors import SpecArgumentError
 from .symbolic import all_of, is_symbolic
 
@@ -85,10 +86,15 @@ def bitpack_ok(num_draft_tokens) -> tuple[Condition, ...]:
 
 # --- per-request ------------------------------------------------------------------
 
+def seq_len_nonneg_ok(seq_len, name: str = "seq_len[b]", argument: str | None = None) -> tuple[Condition, ...]:
+    """``seq_len[b] >= 0``; ``argument``: what a refusal names (e.g. the ``seq_lens`` tensor)."""
+    return (Condition("seq_len_nonneg", f"{name} >= 0", seq_len >= 0, argument or name),)
+
+
 def seq_len_ok(seq_len, max_context_len, name: str = "seq_len[b]") -> tuple[Condition, ...]:
     """``0 <= seq_len[b] <= C``: the verified prefix fits the model's context."""
     return (
-        Condition("seq_len_nonneg", f"{name} >= 0", seq_len >= 0, name),
+        *seq_len_nonneg_ok(seq_len, name),
         Condition("seq_len_le_context", f"{name} <= max_context_len", seq_len <= max_context_len, name),
     )
 
@@ -142,3 +148,87 @@ def int32_arg_ok(value, name: str) -> tuple[Condition, ...]:
     """A runtime integer argument Triton passes as int32 (it fits)."""
     return (Condition(f"int32_arg_{name}", f"-2^31 <= {name} < 2^31",
                       all_of(-INT32_LIMIT <= value, value < INT32_LIMIT), name),)
+
+
+# --- caller tensors (host side) -------------------------------------------------------------
+# What a build needs of the tensors it is handed.  ``reference.validation`` refuses a call
+# that violates one of these (naming ``Condition.argument``) before any write; the fuzz
+# evaluates them on its own boundary cases to decide whether a call must be accepted.
+# Plain values only: dtypes are torch dtype names ("int64", "uint8", "bool").
+
+def dtype_ok(dtype_name: str, allowed, name: str) -> tuple[Condition, ...]:
+    allowed = (allowed,) if isinstance(allowed, str) else tuple(allowed)
+    return (Condition("dtype", f"{name} dtype is {' or '.join(allowed)}", dtype_name in allowed, name),)
+
+
+def rank_ok(rank, expected, name: str) -> tuple[Condition, ...]:
+    return (Condition("rank", f"{name} is {expected}-D", rank == expected, name),)
+
+
+def table_shape_ok(shape, expected, name: str) -> tuple[Condition, ...]:
+    """An input table has exactly the spec's shape (e.g. ``selected_index``: ``(bs, n - 1)``)."""
+    return (Condition("table_shape", f"{name} has shape {tuple(expected)}", tuple(shape) == tuple(expected),
+                      name),)
+
+
+def output_holds_ok(numel, needed, name: str) -> tuple[Condition, ...]:
+    """An output holds every cell the batch writes; a larger one is fine (only the batch's
+    extent is written)."""
+    return (Condition("output_holds_batch", f"{name} holds >= {needed} cells", numel >= needed, name),)
+
+
+def output_rows_ok(width, expected, name: str) -> tuple[Condition, ...]:
+    """A 2-D output's rows are exactly ``expected`` entries wide (its cells are ``row * width + col``)."""
+    return (Condition("output_row_width", f"{name} rows have {expected} entries", width == expected, name),)
+
+
+def output_row_count_ok(rows, expected, name: str) -> tuple[Condition, ...]:
+    """A per-step output has exactly one row per draft step (row ``iters - 1`` serves step ``iters``)."""
+    return (Condition("output_row_count", f"{name} has {expected} rows", rows == expected, name),)
+
+
+def flat_layout_ok(contiguous: bool, name: str) -> tuple[Condition, ...]:
+    """Cells are flat row-major offsets: an output must be contiguous."""
+    return (Condition("output_contiguous", f"{name} is contiguous", bool(contiguous), name),)
+
+
+def distinct_outputs_ok(shares_storage_with: str | None, name: str) -> tuple[Condition, ...]:
+    """Two outputs that hold cells never share storage (one write would clobber the other)."""
+    return (Condition("outputs_distinct", f"{name} shares storage with no other output",
+                      shares_storage_with is None, name),)
+
+
+def pool_index_ok(row, pool_rows, b) -> tuple[Condition, ...]:
+    """``req_pool_indices[b]`` names a row of ``req_to_token``."""
+    return (Condition("pool_index_in_range", f"0 <= req_pool_indices[{b}] < req_to_token rows ({pool_rows})",
+                      all_of(0 <= row, row < pool_rows), "req_pool_indices"),)
+
+
+def req_to_token_row_ok(row_width, seq_len, topk, num_steps, page_size, b) -> tuple[Condition, ...]:
+    """The ``req_to_token`` row of request ``b`` holds every slot the draft build reads
+    (:func:`~specbound.spec.kv_req_to_token_span`, which depends on the page size)."""
+    span = kv_req_to_token_span(seq_len, topk, num_steps, page_size)
+    return (Condition("req_to_token_covers_reads",
+                      f"req_to_token row width >= kv_req_to_token_span of request {b} ({span})",
+                      span <= row_width, "req_to_token"),)
+
+
+def kv_capacity_holds(seq_lens_sum, topk, num_seqs, num_steps, row_width) -> tuple[Condition, ...]:
+    """:func:`~specbound.spec.draft_kv_capacity_ok` (the host check sglang asserts), named."""
+    return (Condition("kv_capacity",
+                      "kv_indices row width >= draft_kv_indices_used_len(S, K, num_seqs*K, num_steps)",
+                      draft_kv_capacity_ok(seq_lens_sum, topk, num_seqs, num_steps, row_width), "kv_indices"),)
+
+
+def kv_indptr_row_ok(row_width, num_seqs, topk) -> tuple[Condition, ...]:
+    """Every branch's ``kv_indptr`` entry and entry 0 (:func:`~specbound.spec.kv_indptr_row_len`)."""
+    needed = kv_indptr_row_len(num_seqs, topk)
+    return (Condition("kv_indptr_covers_branches", f"kv_indptr rows have >= {needed} entries",
+                      needed <= row_width, "kv_indptr"),)
+
+
+def kv_copy_lossless_ok(kv_bits, r2t_bits) -> tuple[Condition, ...]:
+    """A slot number copied from ``req_to_token`` into ``kv_indices`` is never truncated
+    (:func:`~specbound.spec.kv_copy_lossless`)."""
+    return (Condition("kv_copy_lossless", "kv_indices is at least as wide as req_to_token",
+                      kv_copy_lossless(kv_bits, r2t_bits), "kv_indices"),)

@@ -39,6 +39,18 @@ def draft_kv_indices_used_len(seq_lens_sum, topk, num_branches, steps):
     return total * k + bs_d * st
 
 
+def kv_indptr_row_len(num_seqs, topk):
+    """Entries of one ``kv_indptr`` row the build writes: entry 0 and one per branch,
+    ``num_seqs * K + 1`` (entry ``z`` is where branch ``z`` starts, entry ``bs_d`` is used_len)."""
+    return draft_branches(num_seqs, topk) + 1
+
+
+def kv_copy_lossless(kv_bits, r2t_bits):
+    """``kv_indices`` copies slot numbers out of ``req_to_token``: its integer type must be at
+    least as wide (an int64 slot in an int32 cell could be truncated)."""
+    return check_int("kv_bits", kv_bits, minimum=1) >= check_int("r2t_bits", r2t_bits, minimum=1)
+
+
 def draft_kv_capacity_steps(num_steps):
     """Step count the capacity check uses: all of them, because the grid writes every row
     (checking at ``num_steps - 1`` misses the last row)."""

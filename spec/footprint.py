@@ -47,7 +47,8 @@ def mask_fill_cells(mode, num_draft_tokens: int, seq_lens: Sequence[int]) -> set
 
 
 def token_cells(bs: int, num_draft_tokens: int) -> set[int]:
-    """Cells of ``positions`` and of the flattened ``retrive_*`` outputs a batch writes."""
+    """Cells of ``positions`` and of the flattened ``retrive_*`` outputs a batch writes
+    (``[0, token_numel(bs, n))``)."""
     return {token_cell(b, t, num_draft_tokens) for b in range(bs) for t in range(num_draft_tokens)}
 
 
@@ -66,6 +67,5 @@ def kv_indices_cells(seq_lens: Sequence[int], topk: int, num_steps: int, width: 
 
 def kv_indptr_cells(num_seqs: int, topk: int, num_steps: int, stride: int) -> set[int]:
     """Flat cells of ``kv_indptr`` written: entries ``0..bs_d`` of every row."""
-    bs_d = kv.draft_branches(num_seqs, topk)
     return {kv.kv_indices_cell(stride, iters, z)
-            for iters in range(1, num_steps + 1) for z in range(bs_d + 1)}
+            for iters in range(1, num_steps + 1) for z in range(kv.kv_indptr_row_len(num_seqs, topk))}

@@ -175,3 +175,8 @@ def token_cell(b, t, num_draft_tokens):
     also the value of ``retrive_index[b, t]``."""
     return check_int("b", b, minimum=0) * check_int("num_draft_tokens", num_draft_tokens, minimum=1) + t
 
+
+def token_numel(bs, num_draft_tokens):
+    """Cells of ``positions`` (and of each flattened ``retrive_*`` output) a batch owns:
+    ``bs * n``, where a request ``bs`` would begin (:func:`token_cell`, one formula)."""
+    return token_cell(check_int("bs", bs, minimum=0), 0, num_draft_tokens)

@@ -70,6 +70,17 @@ def bitpack_item_bits(num_draft_tokens):
     return ite(n <= 8, 8, ite(n <= 16, 16, 32))
 
 
+def mask_dtype_name(mode, num_draft_tokens) -> str:
+    """Element type of the tree mask (a torch dtype name; plain values only): ``bool``
+    cells, or unsigned items of :func:`bitpack_item_bits` bits for BITPACKING (as sglang
+    allocates them: uint8 / uint16 / uint32)."""
+    mode = as_mode(mode)
+    if mode is TreeMaskMode.QLEN_ONLY_BITPACKING:
+        return f"uint{bitpack_item_bits(num_draft_tokens)}"
+    _n(num_draft_tokens, mode)
+    return "bool"
+
+
 # --- sizes --------------------------------------------------------------------------
 
 def mask_request_numel(mode, num_draft_tokens, seq_len_b):

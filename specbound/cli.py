@@ -28,6 +28,7 @@ def cmd_prove(args) -> int:
     from specbound.report import prove_table
 
     results, seconds = registry.run_all(args.only)
+    crashed = ""
     if getattr(args, "kernels", False):
         # Kernel theorems (issue 6): the symbolic executor reads the kernel sources by path;
         # torch/triton are imported only to replay mutants' counterexamples.
@@ -47,7 +48,10 @@ def cmd_prove(args) -> int:
             if args.json:
                 partial = registry.to_json(spec_results + so_far, seconds + time.perf_counter() - start)
                 _write_json(args.json, {**partial, "partial": f"{done}/{total} specializations"})
-        results = results + kernel_theorems.run_all(full=args.all, progress=progress)
+        try:
+            results = results + kernel_theorems.run_all(full=args.all, progress=progress)
+        except Exception as exc:   # e.g. a lemma refuted deep inside: still report every other theorem
+            crashed = f"{type(exc).__name__}: {exc}"
         seconds += time.perf_counter() - start
     payload = registry.to_json(results, seconds)
     print(prove_table(results))
@@ -60,9 +64,11 @@ def cmd_prove(args) -> int:
             for m in r.mutants:
                 if m.status != "refuted":
                     print(f"  mutant {m.id} survived: {m.note}", file=sys.stderr)
+    if crashed:
+        print(f"FAILED kernel.theorems: the kernel theorems stopped: {crashed}", file=sys.stderr)
     if args.json:
         _write_json(args.json, payload)
-    return 0 if s["failed"] == 0 else 1
+    return 0 if s["failed"] == 0 and not crashed else 1
 
 
 def cmd_docs(args) -> int:
@@ -96,7 +102,11 @@ def _feature(name: str):
 def cmd_verify(args) -> int:
     """The main job: every theorem proved (the spec's, and the kernels' on the default subset of
     specializations), then the default fuzz budget where the fuzzer exists."""
-    rc = cmd_prove(argparse.Namespace(only=None, json=args.json, kernels=not args.no_kernels, all=False))
+    try:
+        rc = cmd_prove(argparse.Namespace(only=None, json=args.json, kernels=not args.no_kernels, all=False))
+    except Exception as exc:   # a crash inside a proof is a failed verify, not a usage error (exit 2)
+        print(f"FAILED prove: {type(exc).__name__}: {exc}", file=sys.stderr)
+        rc = 1
     fuzz = _feature("specbound.fuzz.command")
     if fuzz is not None and hasattr(fuzz, "verify_step"):
         rc = max(rc, fuzz.verify_step(args))

@@ -84,6 +84,14 @@ def _bar(done: int, total: int, width: int = 20) -> str:
     return "[" + "#" * filled + "." * (width - filled) + f"] {done}/{total}"
 
 
+def _crashed(name: str, exc: BaseException, seconds: float = 0.0):
+    """A check that could not even run (its strategy, its replays ...) is a failure too."""
+    from .runner import RunResult, describe
+    res = RunResult(name, failures=1, seconds=seconds)
+    res.message = f"could not run: {describe(exc)}"
+    return res
+
+
 def _run_stateful(examples: int, seed, derandomize: bool):
     from hypothesis import HealthCheck, settings
     from hypothesis.stateful import run_state_machine_as_test
@@ -106,9 +114,10 @@ def _run_stateful(examples: int, seed, derandomize: bool):
             import random
             random.seed(seed)
         run_state_machine_as_test(Counted, settings=settings(**opts))
-    except Exception as exc:
+    except Exception as exc:   # any exception is the machine's failure: the run goes on
+        from .runner import describe
         res.failures = 1
-        res.message = f"{type(exc).__name__}: {exc}"
+        res.message = describe(exc)
         res.case = Counted.last_trace
     res.examples = counter["n"]
     res.seconds = time.perf_counter() - start
@@ -168,18 +177,27 @@ def fuzz(*, target="all", examples=None, minutes=None, seed=None, profile=None, 
             before = r.failures
             if r.failures:       # already failed: keep the first minimal case
                 continue
-            run_property(p.name, p.check, p.strategy(), max_examples=n,
-                         seed=None if derandomize else base + round_no, derandomize=derandomize, result=r)
+            start = time.perf_counter()
+            try:
+                run_property(p.name, p.check, p.strategy(), max_examples=n,
+                             seed=None if derandomize else base + round_no, derandomize=derandomize, result=r,
+                             examples=p.examples() if round_no == 0 else ())
+            except Exception as exc:   # the strategy or the examples could not be built
+                results[p.name] = r = _crashed(p.name, exc, time.perf_counter() - start)
             status = "ok" if r.failures == before else "FAILED"
             print(f"{_bar(i + 1, total)} round {round_no + 1} {p.name:28s} {r.examples:6d} ex "
                   f"{r.seconds:7.1f} s {status}", file=out, flush=True)
         if round_no == 0:
             for j, x in enumerate(extras):
-                if x == REPLAYS:
-                    results[x] = _run_replays()
-                else:
-                    n = examples or max(1, int(profiles.budget("stateful", name) * scale))
-                    results[x] = _run_stateful(n, base, derandomize)
+                start = time.perf_counter()
+                try:
+                    if x == REPLAYS:
+                        results[x] = _run_replays()
+                    else:
+                        n = examples or max(1, int(profiles.budget("stateful", name) * scale))
+                        results[x] = _run_stateful(n, base, derandomize)
+                except Exception as exc:
+                    results[x] = _crashed(x, exc, time.perf_counter() - start)
                 r = results[x]
                 print(f"{_bar(len(props) + j + 1, total)} round 1 {x:28s} {r.examples:6d} ex "
                       f"{r.seconds:7.1f} s {'ok' if not r.failures else 'FAILED'}", file=out, flush=True)
@@ -234,14 +252,15 @@ def replay_case(names, text: str, out=sys.stdout) -> int:
         raise SpecArgumentError("--replay", f"not a valid case: {exc}") from None
     if not names:
         raise SpecArgumentError("--property", "required with --replay (which property to check)")
+    from .runner import describe
     rc = 0
     for name in names:
         prop = P.property_named(name)
         try:
             prop.check(case)
             print(f"{name}: holds on this case", file=out)
-        except AssertionError as exc:
-            print(f"{name}: FAILED: {exc}", file=out)
+        except Exception as exc:   # whatever it raises, it is this property's failure
+            print(f"{name}: FAILED: {describe(exc)}", file=out)
             rc = 1
     return rc
 

@@ -21,6 +21,12 @@ lists them with their strategy and cost class.
 * **differential**: reference and kernel outputs are identical bit for bit (dtype,
   shape, every cell, untouched cells of pre-filled caller buffers included), on valid
   and malformed trees, and ``strict=True`` raises the same error in both.
+* **validation** (:mod:`.refusals`, registered here): at every boundary the validation
+  enforces, the reference and the kernels accept exactly when the spec's conditions hold
+  and otherwise refuse alike, writing nothing (``tree.validation``, ``kv.validation``,
+  ``verify_mask.reuse``).
+
+Every property first tries explicit boundary cases (:mod:`.examples`).
 
 Every Triton launch here runs inside ``checked_interpreter``: an out-of-bounds access
 raises and fails the property.  When the kernels are compiled (CUDA), the Triton
@@ -29,8 +35,7 @@ properties use the guard-band footprint instead (sentinel diff around the buffer
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -40,13 +45,14 @@ from specbound import reference as ref
 from specbound.kernels import OutOfBoundsAccess, checked_interpreter
 from specbound.spec import TreeMaskMode
 
+from . import calls
+from .calls import _SIGNED, _signed, seed_of as _seed
 from .strategies import KvCase, TreeCase, kv_cases, tree_cases
 
 PAD = 16                     # padding cells/rows around reference outputs (sentinel diff)
 TOKEN_OUTPUTS = ("positions", "retrive_index", "retrive_next_token", "retrive_next_sibling")
 _KERNEL_ARG = {"positions": "positions_ptr", "retrive_index": "retrive_index_ptr",
                "retrive_next_token": "next_token_ptr", "retrive_next_sibling": "next_sibling_ptr"}
-_SIGNED = {torch.uint8: torch.int8, torch.uint16: torch.int16, torch.uint32: torch.int32}
 
 
 class PropertyFailure(AssertionError):
@@ -55,11 +61,6 @@ class PropertyFailure(AssertionError):
 
 def _fail(what: str) -> None:
     raise PropertyFailure(what)
-
-
-def _signed(t: torch.Tensor) -> torch.Tensor:
-    """A view torch can compare and fill (uint16/uint32 support is partial)."""
-    return t.view(_SIGNED[t.dtype]) if t.dtype in _SIGNED else t
 
 
 def _same(name: str, got: torch.Tensor, want: torch.Tensor) -> None:
@@ -92,10 +93,6 @@ def _checked_run(fn, *args, **kwargs):
     return out, session
 
 
-def _seed(case) -> int:
-    return int.from_bytes(hashlib.sha256(case.to_json().encode()).digest()[:4], "little")
-
-
 # --- tree: what the spec says ----------------------------------------------------------------
 
 def _ancestors(parent_of, t):
@@ -115,7 +112,7 @@ def expected_tree(case: TreeCase) -> dict[str, torch.Tensor]:
     numel = spec.mask_batch_numel(mode, case.bs, n, prefix[-1])
     bitpack = mode is TreeMaskMode.QLEN_ONLY_BITPACKING
     mask = [0] * numel
-    positions = [0] * (case.bs * n)
+    positions = [0] * spec.token_numel(case.bs, n)
     next_token, next_sibling = [], []
     for b, s in enumerate(case.seq_lens):
         sel_row, pl_row, p = case.selected_index[b], case.parent_list[b], prefix[b]
@@ -141,7 +138,7 @@ def expected_tree(case: TreeCase) -> dict[str, torch.Tensor]:
                 if case.fill_prefix_mask:
                     for c in range(spec.mask_prefix_columns(mode, s)):
                         mask[spec.mask_prefix_cell(mode, b, t, c, n, s, p)] = 1
-    dtype = ref.mask_dtype(mode, n)
+    dtype = spec_mask_dtype(mode, n)
     if dtype in _SIGNED:
         bits = torch.empty(0, dtype=dtype).element_size() * 8
         mask_t = torch.tensor([v - (1 << bits) if v >> (bits - 1) else v for v in mask],
@@ -152,10 +149,14 @@ def expected_tree(case: TreeCase) -> dict[str, torch.Tensor]:
     return {
         "tree_mask": mask_t,
         "positions": torch.tensor(positions, dtype=torch.int64),
-        "retrive_index": torch.arange(case.bs * n, dtype=torch.int64).reshape(shape),
+        "retrive_index": torch.arange(spec.token_numel(case.bs, n), dtype=torch.int64).reshape(shape),
         "retrive_next_token": torch.tensor(next_token, dtype=torch.int64).reshape(shape),
         "retrive_next_sibling": torch.tensor(next_sibling, dtype=torch.int64).reshape(shape),
     }
+
+
+def spec_mask_dtype(mode, n) -> torch.dtype:
+    return getattr(torch, spec.mask_dtype_name(mode, n))
 
 
 def spec_tree_footprint(case: TreeCase) -> dict[str, set[int]]:
@@ -191,7 +192,7 @@ def _tree_buffers(case: TreeCase, sentinel: str, pad: int = PAD) -> dict[str, to
     """Caller buffers with ``pad`` extra cells (rows) filled with a sentinel ("lo" / "hi")."""
     n = case.num_draft_tokens
     mode = case.tree_mode
-    dtype = ref.mask_dtype(mode, n)
+    dtype = spec_mask_dtype(mode, n)
     numel = spec.mask_batch_numel(mode, case.bs, n, sum(case.seq_lens)) + pad
     mask = torch.zeros(numel, dtype=dtype)
     if sentinel == "hi":
@@ -302,9 +303,10 @@ def check_tree_differential(case: TreeCase) -> None:
 
 # --- kv: what the spec says -------------------------------------------------------------------
 
-def expected_kv(case: KvCase, fill: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
-    """kv_indices and kv_indptr after a build into ``case.buffers(fill)``, from the spec alone."""
-    kv_indices, kv_indptr = case.buffers(fill)
+def expected_kv(case: KvCase, fill: int = -1, buffers=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """kv_indices and kv_indptr after a build into ``case.buffers(fill)`` (or into copies of
+    ``buffers``), from the spec alone."""
+    kv_indices, kv_indptr = case.buffers(fill) if buffers is None else (t.clone() for t in buffers)
     pool, r2t, _ = case.tensors()
     k, steps, page = case.topk, case.num_steps, case.page_size
     width = kv_indices.shape[1]
@@ -322,7 +324,7 @@ def expected_kv(case: KvCase, fill: int = -1) -> tuple[torch.Tensor, torch.Tenso
     positions = spec.prefix_sums([s for s in case.seq_lens for _ in range(k)])
     ind = kv_indptr.view(-1)
     for iters in range(1, steps + 1):
-        for z in range(spec.draft_branches(case.num_seqs, k) + 1):
+        for z in range(spec.kv_indptr_row_len(case.num_seqs, k)):
             ind[spec.kv_indices_cell(kv_indptr.shape[1], iters, z)] = spec.kv_indptr_entry(positions[z], z, iters)
     return kv_indices, kv_indptr
 
@@ -395,7 +397,8 @@ class Property:
     """A named property: ``check(case)`` over cases drawn from ``strategy()``.
 
     ``target``: which implementation it exercises ("reference", "triton", or "all" for the
-    differential ones that need both); ``cost``: the budget class (see profiles.budget)."""
+    differential ones that need both); ``cost``: the budget class (see profiles.budget);
+    ``examples()``: explicit cases tried before any drawn one (:mod:`.examples`)."""
 
     name: str
     target: str
@@ -403,33 +406,69 @@ class Property:
     strategy: Callable
     check: Callable
     doc: str
+    examples: Callable = field(default=lambda: [], compare=False)
 
 
-def _p(name, target, cost, strategy, check, doc):
-    return Property(name, target, cost, strategy, check, doc)
+def _p(name, target, cost, strategy, check, doc, examples=None):
+    return Property(name, target, cost, strategy, check, doc, examples or (lambda: []))
+
+
+def _refusals():
+    from . import refusals   # it imports this module's helpers
+    return refusals
+
+
+def _tree_examples():
+    from .examples import tree_boundary_cases
+    return tree_boundary_cases()
+
+
+def _kv_examples():
+    from .examples import kv_boundary_cases
+    return kv_boundary_cases()
+
+
+def _call_examples(name):
+    def build():
+        from . import examples
+        return getattr(examples, name)()
+    return build
 
 
 PROPERTIES: tuple[Property, ...] = (
     _p("tree.footprint.reference", "reference", "cheap", tree_cases,
-       lambda c: check_tree_footprint(c, "reference"), "reference writes exactly the spec's cells"),
+       lambda c: check_tree_footprint(c, "reference"), "reference writes exactly the spec's cells", _tree_examples),
     _p("tree.semantics.reference", "reference", "cheap", tree_cases,
-       lambda c: check_tree_semantics(c, "reference"), "reference outputs equal the spec's semantics"),
+       lambda c: check_tree_semantics(c, "reference"), "reference outputs equal the spec's semantics",
+       _tree_examples),
     _p("kv.footprint.reference", "reference", "cheap", kv_cases,
-       lambda c: check_kv_footprint(c, "reference"), "reference writes exactly the spec's kv cells"),
+       lambda c: check_kv_footprint(c, "reference"), "reference writes exactly the spec's kv cells", _kv_examples),
     _p("kv.semantics.reference", "reference", "cheap", kv_cases,
-       lambda c: check_kv_semantics(c, "reference"), "reference kv outputs equal the spec's"),
+       lambda c: check_kv_semantics(c, "reference"), "reference kv outputs equal the spec's", _kv_examples),
+    _p("verify_mask.reuse", "reference", "cheap", calls.verify_mask_calls,
+       lambda c: _refusals().check_verify_mask_call(c),
+       "VerifyMask reuses its buffer exactly when the spec's sizes allow; hands out exactly the spec's cells",
+       _call_examples("verify_mask_examples")),
     _p("tree.footprint.triton", "triton", "kernel", tree_cases,
-       lambda c: check_tree_footprint(c, "triton"), "kernel writes exactly the spec's cells, never OOB"),
+       lambda c: check_tree_footprint(c, "triton"), "kernel writes exactly the spec's cells, never OOB",
+       _tree_examples),
     _p("tree.semantics.triton", "triton", "kernel", tree_cases,
-       lambda c: check_tree_semantics(c, "triton"), "kernel outputs equal the spec's semantics"),
+       lambda c: check_tree_semantics(c, "triton"), "kernel outputs equal the spec's semantics", _tree_examples),
     _p("tree.differential", "all", "kernel", tree_cases, check_tree_differential,
-       "kernel == reference bit for bit (valid and malformed trees, strict verdicts)"),
+       "kernel == reference bit for bit (valid and malformed trees, strict verdicts)", _tree_examples),
+    _p("tree.validation", "all", "kernel", calls.tree_calls, lambda c: _refusals().check_tree_call(c),
+       "at each validation boundary: accepted exactly when the spec's conditions hold, else the same "
+       "named refusal, nothing written", _call_examples("tree_call_examples")),
     _p("kv.footprint.triton", "triton", "kernel", kv_cases,
-       lambda c: check_kv_footprint(c, "triton"), "kernel writes exactly the spec's kv cells, never OOB"),
+       lambda c: check_kv_footprint(c, "triton"), "kernel writes exactly the spec's kv cells, never OOB",
+       _kv_examples),
     _p("kv.semantics.triton", "triton", "kernel", kv_cases,
-       lambda c: check_kv_semantics(c, "triton"), "kernel kv outputs equal the spec's"),
+       lambda c: check_kv_semantics(c, "triton"), "kernel kv outputs equal the spec's", _kv_examples),
     _p("kv.differential", "all", "kernel", kv_cases, check_kv_differential,
-       "kernel == reference bit for bit on kv batches"),
+       "kernel == reference bit for bit on kv batches", _kv_examples),
+    _p("kv.validation", "all", "kernel", calls.kv_calls, lambda c: _refusals().check_kv_call(c),
+       "at each validation boundary (req_to_token rows at every page size, pool indices, widths, dtypes, "
+       "layouts): accepted exactly when the spec's conditions hold", _call_examples("kv_call_examples")),
 )
 
 

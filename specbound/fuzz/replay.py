@@ -23,7 +23,8 @@ replay says so in ``note`` and uses the smallest realizable batch, or is reporte
 Kernel-behaviour mutants (``MUT-SEARCH-PAST-ROW``, ``MUT-UNBOUNDED-WALK``) are replayed
 against variants of our own kernel rebuilt from its source (:mod:`.launch`); the first
 must read out of bounds, the second (which cannot hang under the interpreter) must
-diverge from the spec.
+diverge from the spec.  A variant that cannot be built (the kernel's text moved), a
+replay that raises, or a listed mutant without a replay is ``FAILED``, never passed.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ class Replay:
     theorem: str
     mutant: str
     counterexample: dict
-    status: str = "pending"         # "reproduced" | "diverged" | "infeasible" | "FAILED"
+    status: str = "pending"         # "reproduced" | "diverged" | "FAILED" | "infeasible": only the int32
+                                    # mutants (>= 2^31 cells) and, on a GPU, every replay (no checked interpreter)
     batch: dict = field(default_factory=dict)   # the concrete launch
     mutant_sizing: str = ""         # what the mutant allocated / the kernel variant
     mutant_outcome: str = ""        # the OutOfBoundsAccess (or divergence) seen
@@ -260,7 +262,7 @@ def _kv_replay(rp: Replay, mutant, sizing: str) -> None:
         rp.mutant_sizing = f"width({ns},{k},{c}) = {width}, launched without the capacity check"
         spec_width = width
     ind = torch.full((steps, width), -1, dtype=torch.int64)
-    ptr = torch.full((steps, spec.draft_branches(ns, k) + 1), -1, dtype=torch.int64)
+    ptr = torch.full((steps, spec.kv_indptr_row_len(ns, k)), -1, dtype=torch.int64)
     rp.mutant_outcome = _oob(lambda: launch.launch_kv_raw(pool, r2t, seq, ind, ptr, topk=k, num_steps=steps))
 
     rp.spec_sizing = f"width = {spec_width}"
@@ -273,7 +275,7 @@ def _kv_replay(rp: Replay, mutant, sizing: str) -> None:
             rp.spec_outcome = f"refused before launch (host capacity check): {exc}"[:160]
         return
     ind = torch.full((steps, spec_width), -1, dtype=torch.int64)
-    ptr = torch.full((steps, spec.draft_branches(ns, k) + 1), -1, dtype=torch.int64)
+    ptr = torch.full((steps, spec.kv_indptr_row_len(ns, k)), -1, dtype=torch.int64)
     err = _oob(lambda: launch.launch_kv_raw(pool, r2t, seq, ind, ptr, topk=k, num_steps=steps))
     if err:
         rp.spec_outcome = f"OOB: {err}"
@@ -319,7 +321,7 @@ def _walk_replay(rp: Replay, mutant) -> None:
     sel_row = [sel_value] + list(range(sel_value + 1, sel_value + n - 1))
     pl_row = [-1] * spec.parent_list_width(k, d)
     if not 0 < slot < len(pl_row):
-        rp.status, rp.note = "infeasible", f"slot {slot} of sel {sel_value} is not a parent_list lookup"
+        rp.status, rp.note = "FAILED", f"slot {slot} of sel {sel_value} is not a parent_list lookup: nothing replayed"
         return
     pl_row[slot] = sel_value
     pl = torch.tensor([pl_row], dtype=torch.int64)
@@ -384,10 +386,17 @@ def replay_one(theorem_id: str, mutant, cx: dict) -> Replay:
                 rp.status = "diverged" if getattr(rp, "_diverged", False) and ok_spec else "FAILED"
             return rp
         else:
-            rp.status, rp.note = "infeasible", "no replay for this theorem"
+            # a listed sizing mutant nobody replays would pass silently: a failure
+            rp.status, rp.note = "FAILED", "no replay for this theorem"
             return rp
     except launch.VariantUnavailable as exc:
-        rp.status, rp.note = "infeasible", f"kernel variant unavailable: {exc}"
+        # the kernel changed so the historical bug can no longer be planted: the replay
+        # checks nothing, which must not read as a pass
+        rp.status, rp.note = "FAILED", f"kernel variant cannot be built: {exc}"
+        return rp
+    except Exception as exc:
+        from .runner import describe
+        rp.status, rp.note = "FAILED", f"the replay raised {describe(exc)}"
         return rp
     reproduced = rp.mutant_outcome != "" and not rp.mutant_outcome.startswith("positions")
     clean = rp.spec_outcome.startswith("clean, outputs == reference") or rp.spec_outcome.startswith("refused")

@@ -5,10 +5,11 @@ shrunk example last, so the last failing case seen is the minimal one)."""
 from __future__ import annotations
 
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
-from hypothesis import HealthCheck, given, seed as hseed, settings
+from hypothesis import HealthCheck, example, given, seed as hseed, settings
 
 from .profiles import database, register_profiles
 
@@ -28,10 +29,25 @@ class RunResult:
         return 60.0 * self.examples / self.seconds if self.seconds else 0.0
 
 
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of an exception, and where it was raised when it is not a
+    property's own verdict (a raw IndexError deep in an implementation says where)."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, AssertionError):
+        return text
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        last = frames[-1]
+        text += f" (raised at {last.filename.split('/specbound/')[-1]}:{last.lineno} in {last.name})"
+    return text
+
+
 def run_property(name: str, check: Callable, strategy, *, max_examples: int, seed: int | None = None,
-                 derandomize: bool = False, use_database: bool = True, result: RunResult | None = None
-                 ) -> RunResult:
-    """Search ``strategy`` for a case where ``check`` raises; shrink it; return the outcome."""
+                 derandomize: bool = False, use_database: bool = True, result: RunResult | None = None,
+                 examples=()) -> RunResult:
+    """Search ``strategy`` for a case where ``check`` raises (anything: an AssertionError, a
+    SpecArgumentError, an IndexError ... is the property's failure, never the caller's);
+    shrink it; return the outcome.  ``examples`` are tried first, as ``@example`` cases."""
     register_profiles()
     res = result or RunResult(name)
     last_failure: dict = {}
@@ -48,7 +64,10 @@ def run_property(name: str, check: Callable, strategy, *, max_examples: int, see
     opts = dict(max_examples=max_examples, deadline=None, derandomize=derandomize,
                 database=database() if use_database and not derandomize else None,
                 suppress_health_check=list(HealthCheck), print_blob=False)
-    test = settings(**opts)(given(strategy)(body))
+    test = given(strategy)(body)
+    for case in reversed(list(examples)):   # @example order: the first listed runs first
+        test = example(case)(test)
+    test = settings(**opts)(test)
     if seed is not None and not derandomize:
         test = hseed(seed)(test)
         res.seeds.append(seed)
@@ -58,8 +77,7 @@ def run_property(name: str, check: Callable, strategy, *, max_examples: int, see
     except Exception as exc:  # the minimal example was replayed last
         res.failures += 1
         res.case = last_failure.get("case")
-        err = last_failure.get("exc", exc)
-        res.message = f"{type(err).__name__}: {err}"
+        res.message = describe(last_failure.get("exc", exc))
     finally:
         res.seconds += time.perf_counter() - start
     return res

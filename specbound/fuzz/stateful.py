@@ -89,7 +89,8 @@ class CudaGraphMachine(RuleBasedStateMachine):
         self._make_mask(is_read)
         width = self.kv_width_fn(self.capture_bs, self.topk, self.c)
         self.kv_buffer = torch.full((self.num_steps, width), -1, dtype=torch.int64)
-        self.kv_indptr = torch.full((self.num_steps, self.capture_bs * self.topk + 1), -1, dtype=torch.int64)
+        self.kv_indptr = torch.full((self.num_steps, spec.kv_indptr_row_len(self.capture_bs, self.topk)), -1,
+                                    dtype=torch.int64)
         span = max(spec.kv_req_to_token_span(s, self.topk, self.num_steps, 1) for s in range(self.c - self.num_steps + 1))
         self.r2t = (torch.arange(self.max_running * span, dtype=torch.int64) + 1000).reshape(self.max_running, span)
         self.trace.append(("capture", dict(topk=self.topk, depth=self.depth, n=self.n, mode=mode.name,
@@ -205,7 +206,7 @@ class CudaGraphMachine(RuleBasedStateMachine):
             ind, ptr = self.kv_buffer, self.kv_indptr
         else:
             ind = torch.full((steps, self.kv_width_fn(bs, k, self.c)), -1, dtype=torch.int64)
-            ptr = torch.full((steps, bs * k + 1), -1, dtype=torch.int64)
+            ptr = torch.full((steps, spec.kv_indptr_row_len(bs, k)), -1, dtype=torch.int64)
         pool = torch.arange(bs, dtype=torch.int64)
         before_ind, before_ptr = ind.clone(), ptr.clone()
         with checked_interpreter():

@@ -150,9 +150,8 @@ class KvCase:
     def buffers(self, fill: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
         """Fresh ``(kv_indices, kv_indptr)`` of this case's width and dtype, filled ``fill``."""
         dtype = getattr(torch, self.kv_dtype)
-        bs_d = spec.draft_branches(self.num_seqs, self.topk)
         return (torch.full((self.num_steps, self.width()), fill, dtype=dtype),
-                torch.full((self.num_steps, bs_d + 1), fill, dtype=dtype))
+                torch.full((self.num_steps, spec.kv_indptr_row_len(self.num_seqs, self.topk)), fill, dtype=dtype))
 
     def kwargs(self) -> dict:
         return dict(topk=self.topk, num_steps=self.num_steps, page_size=self.page_size)
@@ -161,16 +160,22 @@ class KvCase:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
 
 
-def case_from_json(text: str) -> TreeCase | KvCase:
-    """Inverse of ``to_json`` for both records (the ``kind`` field tells which)."""
+def case_from_json(text: str):
+    """Inverse of ``to_json`` for every record (the ``kind`` field tells which): the
+    batches here and the validation calls of :mod:`.calls`."""
     data = json.loads(text)
-    kind = data.get("kind")
+    kind = data.get("kind") if isinstance(data, dict) else None
     if kind == "tree":
         return TreeCase(**data)
     if kind == "kv":
         return KvCase(**data)
+    from .calls import call_from_json
+    call = call_from_json(data) if kind else None
+    if call is not None:
+        return call
     from specbound.spec import SpecArgumentError
-    raise SpecArgumentError("--replay", f"not a fuzz case: kind must be 'tree' or 'kv', got {kind!r}")
+    raise SpecArgumentError("--replay", f"not a fuzz case: kind must be 'tree', 'kv', 'tree_call', 'kv_call' "
+                                        f"or 'verify_mask', got {kind!r}")
 
 
 def _target(value: float, label: str, enabled: bool) -> None:
