@@ -274,3 +274,15 @@ def test_a_walk_one_step_past_depth_fails_in_the_first_examples(monkeypatch):
     res = _first_failure("tree.semantics.triton", max_examples=1)
     assert res.failures and res.examples <= len(E.tree_boundary_cases())
     assert {"too_deep", "self_loop"} & set(res.case.defects)
+
+
+@needs_interpreter
+def test_float_seq_lens_are_judged_not_crashed_on():
+    """A float ``seq_lens`` (integral values) must be refused naming ``seq_lens``; the
+    oracle once summed the floats into the spec's mask size and raised SpecTypeError."""
+    case = dataclasses.asdict(E._case(1, 3, 4, spec.TreeMaskMode.FULL_MASK, [([0, 1, 2], [-1, 0, 3])],
+                                      defects=["missing_parent"], seq_lens=[1]))
+    call = C.TreeCall(case, "input_dtype:seq_lens:float32")
+    ins, outs = C.tree_call_tensors(call)
+    assert {c.argument for c in C.tree_violations(call, ins, outs)} >= {"seq_lens"}
+    R.check_tree_call(call)

@@ -217,7 +217,8 @@ def tree_violations(call: TreeCall, ins, outs) -> list:
     conds += spec.table_shape_ok(ins["selected_index"].shape, (bs, spec.selected_index_width(n)), "selected_index")
     conds += spec.table_shape_ok(ins["parent_list"].shape, (bs, spec.parent_list_width(k, d)), "parent_list")
     conds += _seq_conditions(ins["seq_lens"])
-    total = sum(max(s, 0) for s in ins["seq_lens"].tolist())
+    # int(): a float seq_lens (refused by its dtype condition) still sizes the outputs' conditions
+    total = sum(max(int(s), 0) for s in ins["seq_lens"].tolist())
     conds += _out_conditions("tree_mask", outs["tree_mask"], spec.mask_dtype_name(mode, n), 1,
                              spec.mask_batch_numel(mode, bs, n, total))
     tokens = spec.token_numel(bs, n)
