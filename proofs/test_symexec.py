@@ -192,3 +192,26 @@ def test_run_all_reports_progress_per_specialization():
     assert (done, total, kind, sp) == (1, 1, "fill", T.default_specs()["fill"][0])
     assert new == out and {r.id.split("[")[0] for r in new} == {
         f"KERNEL-FILL-PREFIX-{p}" for p in ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT")}
+
+
+def test_witness_search_falls_back_to_a_small_box(monkeypatch):
+    """When every portfolio attempt is without a verdict (here: an rlimit of 1), the witness is
+    searched once more with every integer constant in [-64, 64]: a model found there is a
+    model of the hypotheses; none there leaves the search without a verdict (never "vacuous")."""
+    import z3
+
+    from specbound.proofs.symexec import obligations as O
+
+    x, y = z3.Ints("box_x box_y")
+    monkeypatch.setattr(O, "WITNESS_PORTFOLIO", tuple((1, seed) for seed in range(4)))
+    monkeypatch.setattr(O, "_WITNESSES", {})
+    small = O.Obligation("box-small", "bounds", 1, "", {"h": z3.And(x * y == 12, x > 1, y > 1)}, x >= 0)
+    found, reason, _h, _l = O._witness(small, {})
+    assert reason == "" and found.model.eval(x * y).as_long() == 12
+    large = O.Obligation("box-large", "bounds", 1, "", {"h": z3.And(x * y == 2000, x > 1000, y >= 1)}, x >= 0)
+    found, reason, _h, _l = O._witness(large, {})
+    assert found is None and reason   # outside the box: still no verdict, not "no input"
+    monkeypatch.setattr(O, "WITNESS_BOX", 0)   # the planted bug: a box that holds no model
+    monkeypatch.setattr(O, "_WITNESSES", {})
+    found, reason, _h, _l = O._witness(small, {})
+    assert found is None and reason

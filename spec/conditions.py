@@ -121,6 +121,14 @@ def int32_alloc_ok(numel, name: str = "numel") -> tuple[Condition, ...]:
     return (Condition("alloc_below_int32", f"{name} < 2^31", numel < INT32_LIMIT, name),)
 
 
+def int32_row_offsets_ok(rows, row_width, name: str = "row_width") -> tuple[Condition, ...]:
+    """``(rows - 1) * row_width < 2^31``: a kernel that finds row ``i < rows`` of a buffer as
+    ``row_width * i`` in int32 (sglang's ``kv_indices_stride * iters``, a constexpr times a
+    program id) computes every row's offset exactly; ``row_width < 2^31`` alone does not."""
+    return (Condition(f"row_offsets_int32_{name}", f"(rows - 1) * {name} < 2^31",
+                      (rows - 1) * row_width < INT32_LIMIT, name),)
+
+
 # --- launch contracts of the Triton kernels (host side) ------------------------------------
 
 def lane_bound_ok(needed, lanes, name: str = "lanes") -> tuple[Condition, ...]:

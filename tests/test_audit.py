@@ -83,7 +83,18 @@ def test_real_sglang_kernels(real_report):
     mal = _row(real_report, "kernel.build_tree[malformed]")
     assert mal.status == R.UNCHECKED and "out-of-bounds load" in mal.detail and "parent_list" in mal.detail
     assert mal.replay is not None
-    assert _row(real_report, "kernel.symbolic_proof").status == R.UNAVAILABLE
+    kv = _row(real_report, "kernel.symbolic_proof[draft_kv]")
+    assert kv.status == R.PROVED, kv.detail
+    assert "draft_room" in kv.detail and "out-of-bounds store" in kv.detail and kv.replay
+    # what the proofs rest on, read from them: draft room among the preconditions, the launch
+    # contracts among the axioms
+    used = kv.detail.split("preconditions used: ", 1)[1].split(";", 1)[0].split(", ")
+    axioms = kv.detail.split("axioms used (launch contracts, definitions): ", 1)[1].split(";", 1)[0].split(", ")
+    assert "draft_room" in used and "seq_len_le_context" in used
+    assert "width_from_sizing" in axioms and "prefix_step" in axioms
+    tree = _row(real_report, "kernel.symbolic_proof[tree]")
+    assert tree.status == R.PROVED, tree.detail
+    assert "well-formed" in tree.detail and "parent_list" in tree.detail and tree.replay
 
 
 def test_real_sglang_buffers_are_all_matched(real_report):
@@ -168,6 +179,32 @@ def test_cli_real_sglang(real_sglang, tmp_path, capsys):
     payload = json.loads(out.read_text())
     assert payload["summary"]["failed"] is False
     assert {r["id"] for r in payload["rows"]} >= {"helper.draft_kv_indices_used_len", "safety.kv_capacity.with_draft_room"}
+
+
+def test_cli_symbolic_all_reaches_the_symbolic_rows(monkeypatch, tmp_path, capsys):
+    """``--symbolic-all`` asks the symbolic rows for every listed specialization; without it
+    they prove the default one per kernel; with ``--no-kernels`` it is refused by name."""
+    from specbound.audit import symbolic
+
+    asked = []
+    monkeypatch.setattr(symbolic, "check_kv", lambda index, report, full: asked.append(("kv", full)))
+    monkeypatch.setattr(symbolic, "check_tree", lambda index, report, full: asked.append(("tree", full)))
+    monkeypatch.setattr("specbound.audit.run._helpers", lambda index, rep: None)
+    monkeypatch.setattr("specbound.audit.run._buffers", lambda index, rep, replay: None)
+    from specbound.audit import kernels as AK
+    from specbound.audit.cuda import check as CC
+    for name in ("check_tree_kernel", "check_kv_kernel"):
+        monkeypatch.setattr(AK, name, lambda *a, **k: None)
+    monkeypatch.setattr(AK, "check_launch_sites", lambda *a, **k: None)
+    monkeypatch.setattr(CC, "check_cuda_tree", lambda *a, **k: None)
+    pkg = write_sglang_package(tmp_path, {})
+    assert main(["audit", "sglang", "--sglang-path", str(pkg), "--symbolic-all"]) == 0
+    assert main(["audit", "sglang", "--sglang-path", str(pkg)]) == 0
+    assert asked == [("kv", True), ("tree", True), ("kv", False), ("tree", False)]
+    assert len(symbolic.kv_specs(True)) > len(symbolic.kv_specs(False)) == 1
+    with pytest.raises(SystemExit) as exc:
+        main(["audit", "sglang", "--sglang-path", str(pkg), "--symbolic-all", "--no-kernels"])
+    assert exc.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
 
 
 def test_kernel_mutant_is_caught(real_sglang, tmp_path):

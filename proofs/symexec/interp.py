@@ -23,6 +23,7 @@ import z3
 
 from specbound.proofs.terms import subterms
 
+from . import flow, memory
 from .values import (
     DTYPES, INT1, INT32, INT64, LANES, MAX_RANK, Access, DType, Ptr, PtrDType,
     Unsupported, V, as_bool, as_int, lane_range, lane_vars_in, promote, shift,
@@ -132,6 +133,14 @@ class Executor:
         self.store_mask = None
         self.oracle = oracle          # (name, hyps, goal) -> Proof | None: side facts that simplify terms
         self.side_proofs: list = []
+        # issue 15: control flow and memory beyond straight-line code (flow.py, memory.py)
+        self.mem: dict = {}              # tensor name -> flow.MemState (the program's own writes)
+        self.initial_contents: dict = {}  # tensor name -> FuncDecl (contents before the launch)
+        self.dropped: dict = {}          # name -> line of the fork after which it is unbound
+        self.helper_depth = 0
+        self.symbolic_loops = 0
+        self.invariant_proofs: list = []  # loop invariants proved inductive by the core
+        self.content_hyps: dict = {}     # quantified hypotheses on contents the run introduces (memory.py)
 
     # --- source -----------------------------------------------------------------------------
     def load_module(self):
@@ -150,6 +159,9 @@ class Executor:
                 self.globals[node.target.id] = eval(compile(inner, self.path, "eval"),
                                                     {"int": int, "spec": spec_mod})
         for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name != self.func_name and _is_jit(node):
+                self.globals.setdefault(node.name, flow.JitFn(node))
+        for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name == self.func_name:
                 return node
         raise Unsupported(f"no function {self.func_name} in {self.path}")
@@ -161,7 +173,9 @@ class Executor:
         for i, p in enumerate(self.pid):
             self.local_consts.append(p)
             self.path_cond.append((f"program_id{i}_in_grid", z3.And(p >= 0, p < self.grid[i])))
-        for arg in fn.args.args:
+        params = fn.args.args
+        defaults = dict(zip([a.arg for a in params[len(params) - len(fn.args.defaults):]], fn.args.defaults))
+        for arg in params:
             name = arg.arg
             if name in self.constexprs:
                 env[name] = self.constexprs[name]
@@ -169,6 +183,8 @@ class Executor:
                 env[name] = Ptr(self.tensors[name], V(z3.IntVal(0), (), INT64))
             elif name in self.scalars:
                 env[name] = self.scalars[name]
+            elif name in defaults and isinstance(defaults[name], ast.Constant):
+                env[name] = self.eval(defaults[name], {})   # an optional argument left at its default
             else:
                 raise Unsupported(f"kernel argument {name!r} has no model")
         self.exec_block(fn.body, env)
@@ -176,15 +192,56 @@ class Executor:
         res = ExecResult(self.accesses, self.obligations, self.functions, self.pid, self.grid,
                          self.local_consts, self.unclassified)
         res.side_proofs = self.side_proofs
+        res.invariant_proofs = self.invariant_proofs
+        res.content_hyps = self.content_hyps
         return res
 
     def exec_block(self, stmts, env):
-        for st in stmts:
-            self.exec_stmt(st, env)
+        """Run ``stmts``; returns the condition under which they returned (``False``: never,
+        ``True``: on every path, else a Z3 Bool); after a partial return the rest of the block
+        runs under its negation (flow.py)."""
+        return self.run_guarded((st.lineno, lambda st=st: self.exec_stmt(st, env)) for st in stmts)
+
+    def run_guarded(self, steps):
+        """Run ``(line, thunk)`` steps in order; each returns a return condition (None/False,
+        True, or a Z3 Bool).  A partial return makes the later steps run under its negation;
+        the combined return condition comes back."""
+        returned, pushed = False, []
+        try:
+            for line, step in steps:
+                r = step()
+                if r is None or r is False:
+                    continue
+                if r is True:
+                    return True
+                returned = flow.r_or(returned, r)
+                pushed.append(self.push_path(f"not_returned@{line}", z3.Not(r)))
+        finally:
+            for entry in pushed:
+                self.drop_path(entry)
+        return returned
+
+    def push_path(self, label, cond):
+        """Append a path condition under a label not yet on the path; the entry, for drop_path."""
+        labels = {lb for lb, _ in self.path_cond}
+        base, k = label, 1
+        while label in labels:
+            k += 1
+            label = f"{base}#{k}"
+        entry = (label, cond)
+        self.path_cond.append(entry)
+        return entry
+
+    def drop_path(self, entry):
+        for i in range(len(self.path_cond) - 1, -1, -1):
+            if self.path_cond[i] is entry:
+                del self.path_cond[i]
+                return
 
     def exec_stmt(self, st, env):
         line = st.lineno
-        self.cur_env = env
+        if not self.helper_depth:
+            self.cur_env = env   # accesses record the kernel's own variables (footprint maps)
         if isinstance(st, ast.Expr):
             if isinstance(st.value, ast.Constant):
                 return  # docstring
@@ -203,43 +260,25 @@ class Executor:
                 return
             self.bind(st.target, self.eval(st.value, env), env, line)
         elif isinstance(st, ast.For):
-            self.exec_for(st, env)
+            return self.exec_for(st, env)
         elif isinstance(st, ast.If):
             test = self.eval(st.test, env)
-            if isinstance(test, (bool, int)):
-                self.exec_block(st.body if test else st.orelse, env)
-            else:
-                self.exec_fork(st, test, env)
+            if isinstance(test, (bool, int)) or test is None:
+                return self.exec_block(st.body if test else st.orelse, env)
+            return flow.fork(self, st, test, env)
         elif isinstance(st, ast.Pass):
-            return
-        elif isinstance(st, ast.Return) and st.value is None:
-            raise Unsupported("early return", line)
+            return None
+        elif isinstance(st, ast.Return):
+            if self.helper_depth:
+                raise Unsupported("return inside an inlined helper other than its last statement", line)
+            if st.value is not None:
+                raise Unsupported("kernel return with a value", line)
+            if self.symbolic_loops:
+                raise Unsupported("return inside a symbolic loop", line)
+            return True
         else:
             raise Unsupported(f"statement {type(st).__name__}", line)
-
-    def exec_fork(self, st, test, env):
-        """A data-dependent ``if``: both branches run under their path condition and the
-        variables they assign are merged with ``If``."""
-        if not isinstance(test, V) or test.shape not in ((), (1,)):
-            raise Unsupported("if on a block value", st.lineno)
-        cond = as_bool(test.e)
-        results = []
-        for branch, c in ((st.body, cond), (st.orelse, z3.Not(cond))):
-            e2 = dict(env)
-            self.path_cond.append((f"if@{st.lineno}", c))
-            try:
-                self.exec_block(branch, e2)
-            finally:
-                self.path_cond.pop()
-            results.append(e2)
-        for name in set(results[0]) | set(results[1]):
-            a, b = results[0].get(name), results[1].get(name)
-            if a is b:
-                env[name] = a
-            elif isinstance(a, V) and isinstance(b, V) and a.shape == b.shape:
-                env[name] = V(z3.If(cond, a.e, b.e), a.shape, promote(a.dtype, b.dtype), a.arith or b.arith)
-            else:
-                raise Unsupported(f"variable {name!r} merged after a data-dependent if", st.lineno)
+        return None
 
     def exec_for(self, st, env):
         line = st.lineno
@@ -265,20 +304,20 @@ class Executor:
             trips = list(range(start, stop, step))
             if len(trips) > self.max_unroll:
                 raise Unsupported(f"constexpr loop of {len(trips)} trips (unroll limit {self.max_unroll})", line)
-            for i in trips:
+            def trip(i):   # unrolled: a return in one trip guards the later ones
                 env[st.target.id] = i
-                self.exec_block(st.body, env)
-            return
+                return self.exec_block(st.body, env)
+            return self.run_guarded((line, lambda i=i: trip(i)) for i in trips)
         if _is_tl_attr(it.func, "static_range"):
             raise Unsupported("tl.static_range with a non-constexpr bound", line)
-        if not (start == 0 and isinstance(step, int) and step > 0 and isinstance(stop, V) and stop.shape == ()):
-            raise Unsupported("symbolic loop other than range(0, scalar, constexpr step)", line)
         # One iteration at a symbolic index; variables assigned in the body must be new.
         assigned = {n.id for node in st.body for n in ast.walk(node)
                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         carried = sorted(a for a in assigned if a in env)
-        if carried:
-            raise Unsupported(f"loop-carried variable(s) {', '.join(carried)} in a symbolic loop", line)
+        simple = start == 0 and isinstance(step, int) and step > 0 and isinstance(stop, V) and stop.shape == ()
+        if carried or not simple:
+            flow.symbolic_loop(self, st, env, start, stop, step)   # induction variables, symbolic start/step
+            return None
         self.observe(stop, line, "loop bound")
         idx = z3.Int(fresh_name(f"{st.target.id}@{line}"))
         self.local_consts.append(idx)
@@ -289,12 +328,16 @@ class Executor:
         iv.tag = LaneTag(-1, step, idx, "loopvar", (stop_e, step))
         env[st.target.id] = iv
         self.path_cond.append((f"loop_index@{line}", cond))
+        self.symbolic_loops += 1
         try:
-            self.exec_block(st.body, env)
+            if self.exec_block(st.body, env) is not False:
+                raise Unsupported("return inside a symbolic loop", line)
         finally:
+            self.symbolic_loops -= 1
             self.path_cond.pop()
         for name in assigned | {st.target.id}:
             env.pop(name, None)  # values of "the last iteration" are not modelled
+        return None
 
     def bind(self, target, value, env, line):
         if isinstance(target, ast.Name):
@@ -310,6 +353,9 @@ class Executor:
             return env[name]
         if name in self.globals:
             return self.globals[name]
+        if name in self.dropped:
+            raise Unsupported(f"name {name!r} is bound on one path of the if at line {self.dropped[name]} only",
+                              line)
         raise Unsupported(f"name {name!r} (not a kernel variable or module constexpr)", line)
 
     # --- expressions -------------------------------------------------------------------------
@@ -335,8 +381,13 @@ class Executor:
         if isinstance(node, ast.Compare):
             if len(node.ops) != 1:
                 raise Unsupported("chained comparison", line)
-            return self.compare(type(node.ops[0]), self.eval(node.left, env),
-                                self.eval(node.comparators[0], env), line)
+            left, right = self.eval(node.left, env), self.eval(node.comparators[0], env)
+            if isinstance(node.ops[0], (ast.Is, ast.IsNot)):   # `arg is None`: decided at compile time
+                if not (left is None or right is None):
+                    raise Unsupported("`is` between values other than None", line)
+                same = left is right
+                return same if isinstance(node.ops[0], ast.Is) else not same
+            return self.compare(type(node.ops[0]), left, right, line)
         if isinstance(node, ast.Attribute):
             return self.attribute(self.eval(node.value, env), node.attr, line)
         if isinstance(node, ast.Subscript):
@@ -345,6 +396,13 @@ class Executor:
             return tuple(self.eval(e, env) for e in node.elts)
         if isinstance(node, ast.Call):
             return self.call(node, env)
+        if isinstance(node, ast.BoolOp):
+            return flow.bool_op(self, node, env)
+        if isinstance(node, ast.IfExp):
+            test = self.eval(node.test, env)
+            if isinstance(test, (bool, int)) or test is None:
+                return self.eval(node.body if test else node.orelse, env)
+            raise Unsupported("conditional expression on a runtime value", line)
         raise Unsupported(f"expression {type(node).__name__}", line)
 
     def attribute(self, obj, attr, line):
@@ -394,6 +452,8 @@ class Executor:
             return self.cast(fn[1], args[0] if args else kwargs["dtype"], line)
         if isinstance(fn, tuple) and fn[0] == "tl":
             return getattr(self, "tl_" + fn[1])(line, *args, **kwargs)
+        if isinstance(fn, flow.JitFn):
+            return flow.inline(self, fn, args, kwargs, line)
         raise Unsupported(f"call of {ast.unparse(node.func)}", line)
 
     def subscript(self, obj, sl, env, line):
@@ -470,14 +530,14 @@ class Executor:
         if isinstance(a, (int, bool)) and isinstance(b, (int, bool)):
             return _PY_BINOPS[op](a, b)
         if isinstance(a, Ptr) or isinstance(b, Ptr):
-            if op is ast.Add:
+            if op is ast.Add or (op is ast.Sub and isinstance(a, Ptr) and not isinstance(b, Ptr)):
                 p, o = (a, b) if isinstance(a, Ptr) else (b, a)
                 if isinstance(o, Ptr):
                     raise Unsupported("pointer + pointer", line)
                 o = self.lift(o, INT32)
                 if o.is_bool_expr():
                     raise Unsupported("pointer + boolean", line)
-                return Ptr(p.tensor, self.binop(ast.Add, p.off, o, line))
+                return Ptr(p.tensor, self.binop(op, p.off, o, line))
             raise Unsupported(f"pointer arithmetic {op.__name__}", line)
         av = self.lift(a, b.dtype if isinstance(b, V) else None)
         bv = self.lift(b, av.dtype)
@@ -487,6 +547,8 @@ class Executor:
             e = {ast.BitAnd: z3.And, ast.BitOr: z3.Or, ast.BitXor: z3.Xor}[op](x, y)
             return V(e, shape, INT1)
         dt = promote(av.dtype, bv.dtype)
+        self._widen(av2, dt, line)
+        self._widen(bv2, dt, line)
         x, y = as_int(x), as_int(y)
         if op in (ast.Add, ast.Sub, ast.Mult):
             e = {ast.Add: x + y, ast.Sub: x - y, ast.Mult: x * y}[op]
@@ -508,12 +570,24 @@ class Executor:
             return V(shl(x, y), shape, dt)
         raise Unsupported(f"operator {op.__name__}", line)
 
+    def _widen(self, v, dt, line):
+        """A narrower value that may hold a wrapped result (``int32 * int32``) is widened by
+        sign extension of its wrapped bits: it must fit its own dtype before the wider
+        operation sees it."""
+        if v.arith and not v.dtype.is_bool and not dt.is_bool and v.dtype.bits < dt.bits:
+            self.observe(v, line, f"{v.dtype} operand widened to {dt}")
+
+    def ask(self, name, hyps, goal):
+        """The oracle's proof of ``goal`` under ``hyps`` and the content hypotheses the run
+        has introduced so far, or None."""
+        return self.oracle(name, {**self.content_hyps, **hyps}, goal)
+
     def _nonneg_div(self, x, y, shape, line):
         if self.oracle is None:
             return False
         hyps = {label: c for label, c in self.path_cond}
         hyps.update(lane_range(shape))
-        proof = self.oracle(f"floor-division@{line}", hyps, z3.And(x >= 0, y > 0))
+        proof = self.ask(f"floor-division@{line}", hyps, z3.And(x >= 0, y > 0))
         if proof is None:
             return False
         self.side_proofs.append(proof)
@@ -726,6 +800,8 @@ class Executor:
             x, y = as_int(x), as_int(y)
         dt = promote(av.dtype, bv.dtype) if not (isinstance(a, int) or isinstance(b, int)) else \
             (bv.dtype if isinstance(a, int) else av.dtype)
+        self._widen(av2, dt, line)
+        self._widen(bv2, dt, line)
         return V(z3.If(as_bool(cv2.e), x, y), shape, dt, av2.arith or bv2.arith)
 
     def tl_device_assert(self, line, cond, msg=""):
@@ -750,11 +826,13 @@ class Executor:
         mask_e = as_bool(vals[1].e) if mask is not None else z3.BoolVal(True)
         self._mem_observe(vals[0], line, mask_e, shape)
         t = ptr.tensor
-        if t.written or t.content is None:
+        if t.written:
+            raw = memory.read(self, t, off_e, line)   # the program's own writes, then the caller's contents
+        elif t.content is None:
             raw = z3.Function(fresh_name(f"{t.name}_value@{line}"), z3.IntSort(), z3.IntSort())(off_e)
         else:
             raw = t.content(off_e)
-        if t.dtype.is_bool:
+        if t.dtype.is_bool and not z3.is_bool(raw):
             raw = raw != 0
         if mask is not None:
             oth = as_int(vals[2].e) if other is not None else z3.Int(fresh_name("undef"))
@@ -765,7 +843,10 @@ class Executor:
             e = raw
         self.accesses.append(Access("load", line, t, V(off_e, shape, vals[0].dtype), mask_e,
                                     list(self.path_cond), None, shape, dict(self.cur_env)))
-        return V(e, shape, t.dtype)
+        out = V(e, shape, t.dtype)
+        out.load = (t, off_e, mask_e if mask is not None else None,   # provenance, for prefix sums
+                    (as_int(vals[2].e) if mask is not None and other is not None else None))
+        return out
 
     def tl_store(self, line, ptr, value, mask=None, **kw):
         if kw:
@@ -788,12 +869,15 @@ class Executor:
                           f"stored value fits {t.dtype}", mask_e)
         self.accesses.append(Access("store", line, t, V(vals[0].e, shape, vals[0].dtype), mask_e,
                                     list(self.path_cond), val, shape, dict(self.cur_env)))
+        memory.write(self, t, vals[0].e, val.e, mask_e, shape)
         return None
 
     def _reduce(self, line, kind, x, axis):
+        x = self.lift(x)
+        if axis is None and x.rank <= 1:
+            axis = 0   # reduce over every axis of a rank-1 block
         if not isinstance(axis, int):
             raise Unsupported(f"tl.{kind} without a constexpr axis", line)
-        x = self.lift(x)
         if axis < 0:
             axis += x.rank
         size = x.shape[axis]
@@ -806,6 +890,10 @@ class Executor:
             return z3.substitute(expr, *subs) if subs else expr
         if size == 1:
             return V(to_result(e), rest_shape, x.dtype, x.arith)
+        if kind == "sum" and axis == 0:
+            exact = memory.prefix_sum(self, x, size, line)   # sum of a masked prefix load
+            if exact is not None:
+                return V(exact, rest_shape, x.dtype, True)
         if kind == "sum":
             onehot = _match_onehot(e, lk)
             if onehot is not None:
@@ -820,6 +908,12 @@ class Executor:
                     self.observe(V(f, x.shape, x.dtype, True), line, "one-hot selected value", active=rest_cond)
                     arith = False
                 return V(to_result(self.define(r, f"onehot@{line}")), rest_shape, x.dtype, arith)
+            if x.rank == 1 and size <= UNROLLED_SUM_LANES:
+                # a short rank-1 sum of anything else: the sum of its lanes, written out (each
+                # lane must fit first; the sum is then exact modulo 2^bits, so it fits iff observed)
+                self.observe(x, line, "summed value")
+                return V(z3.Sum([z3.substitute(as_int(e), (lk, z3.IntVal(i))) for i in range(size)]), (),
+                         x.dtype, True)
         if kind in ("min", "max"):
             self.observe(x, line, f"{kind} operand")
         # Abstract: R(pid, loop indices, remaining lanes) with valid lemmas only.
@@ -891,9 +985,37 @@ class Executor:
     def tl_constexpr(self, line, x):
         return x
 
+    def tl_minimum(self, line, a, b, **kw):
+        return self._elementwise_pick(line, a, b, "min", kw)
+
+    def tl_maximum(self, line, a, b, **kw):
+        return self._elementwise_pick(line, a, b, "max", kw)
+
+    def _elementwise_pick(self, line, a, b, kind, kw):
+        if kw and set(kw) - {"propagate_nan"}:
+            raise Unsupported(f"tl.{kind}imum options {sorted(kw)}", line)
+        if isinstance(a, (int, bool)) and isinstance(b, (int, bool)):
+            return min(a, b) if kind == "min" else max(a, b)
+        av = self.lift(a, b.dtype if isinstance(b, V) else None)
+        bv = self.lift(b, av.dtype)
+        (av2, bv2), shape = self.broadcast(av, bv)
+        self.observe(av2, line, f"{kind}imum operand")
+        self.observe(bv2, line, f"{kind}imum operand")
+        x, y = as_int(av2.e), as_int(bv2.e)
+        e = z3.If(x <= y, x, y) if kind == "min" else z3.If(x >= y, x, y)
+        return V(e, shape, promote(av.dtype, bv.dtype))
+
+    def tl_cast(self, line, x, dtype, **kw):
+        if kw:
+            raise Unsupported(f"tl.cast options {sorted(kw)}", line)
+        return self.cast(x, dtype, line)
+
+
+UNROLLED_SUM_LANES = 64   # rank-1 sums up to this many lanes are exact sums of their lanes
 
 _TL_FUNCS = {"program_id", "num_programs", "arange", "load", "store", "where", "max", "min", "sum",
-             "zeros", "full", "broadcast_to", "device_assert", "static_range", "range", "cdiv", "constexpr"}
+             "zeros", "full", "broadcast_to", "device_assert", "static_range", "range", "cdiv", "constexpr",
+             "minimum", "maximum", "cast"}
 
 _PY_BINOPS = {
     ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
@@ -906,6 +1028,15 @@ _PY_CMPS = {ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: la
 
 def _is_name(node, name):
     return isinstance(node, ast.Name) and node.id == name
+
+
+def _is_jit(node) -> bool:
+    """A function decorated ``@triton.jit`` / ``@jit`` (with or without arguments)."""
+    for d in node.decorator_list:
+        target = d.func if isinstance(d, ast.Call) else d
+        if (isinstance(target, ast.Attribute) and target.attr == "jit") or _is_name(target, "jit"):
+            return True
+    return False
 
 
 def _is_tl_attr(node, attr):

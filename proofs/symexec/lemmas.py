@@ -90,3 +90,51 @@ def kv_extension_read_in_row():
         return [kernel.instantiate(cdiv_covers(), s % page + d, page), kernel.instantiate(m, t + 1, k, npp_page),
                 kernel.instantiate(m, t + 1, k, d)]
     return kernel.check_forall("L-KV-EXTENSION-READ-IN-ROW", body, 6, by_at=steps)
+
+
+@cache
+def indptr_entry_is_segment_start():
+    """L-KV-INDPTR-IS-SEGMENT: a ``kv_indptr`` entry ``z = b*K + t`` computed from the positions
+    prefix ``q = K*P[b] + t*seq_len[b]`` is the start of branch z's segment,
+    ``kv_indptr_entry(q, z, it) == kv_segment_start(P[b], b, t, K, it, seq_len[b])`` (the
+    algebra behind KV-INDPTR-MATCHES-OFFSETS over plain variables, so a kernel query that
+    computes the entry by a sum needs no nonlinear search of its own)."""
+    def body(q, p, b, t, k, it, s):
+        return z3.Implies(q == k * p + t * s,
+                          spec.kv_indptr_entry(q, b * k + t, it) == spec.kv_segment_start(p, b, t, k, it, s))
+    return kernel.check_forall("L-KV-INDPTR-IS-SEGMENT", body, 7)
+
+
+@cache
+def kv_segment_start_nonneg():
+    """L-KV-SEGMENT-START-NONNEG: ``kv_segment_start(p, b, t, k, it, s) >= 0`` for non-negative
+    prefix, request, branch and length, ``k, it >= 1`` (a segment never starts before its row)."""
+    def body(p, b, t, k, it, s):
+        pre = z3.And(p >= 0, b >= 0, t >= 0, k >= 1, it >= 1, s >= 0)
+        return z3.Implies(pre, spec.kv_segment_start(p, b, t, k, it, s) >= 0)
+
+    def steps(p, b, t, k, it, s):
+        m = mul_le_mono()
+        return [kernel.instantiate(m, z3.IntVal(0), p, k), kernel.instantiate(m, z3.IntVal(0), b, it * k),
+                kernel.instantiate(m, z3.IntVal(0), t, s + it), kernel.instantiate(m, z3.IntVal(0), it, k)]
+    return kernel.check_forall("L-KV-SEGMENT-START-NONNEG", body, 6, by_at=steps)
+
+
+@cache
+def kv_cell_in_buffer():
+    """L-KV-CELL-IN-BUFFER: column ``col < s + it`` of branch (b, t) in row ``it - 1`` is a
+    cell of the ``(d, w)`` buffer, ``0 <= kv_indices_cell(w, it, start + col) < d*w``, under
+    L-KV-SEGMENT-IN-ROW's premises (capacity checked, ``p + s <= pn``)."""
+    def body(p, pn, b, ns, t, it, s, k, d, w, col):
+        start = spec.kv_segment_start(p, b, t, k, it, s)
+        cell = spec.kv_indices_cell(w, it, start + col)
+        pre = z3.And(k >= 1, 0 <= t, t < k, 1 <= it, it <= d, 0 <= b, b < ns, s >= 0, p >= 0, p + s <= pn,
+                     spec.draft_kv_capacity_ok(pn, k, ns, d, w), 0 <= col, col < spec.kv_segment_len(s, it))
+        return z3.Implies(pre, z3.And(0 <= cell, cell < d * w))
+
+    def steps(p, pn, b, ns, t, it, s, k, d, w, col):
+        m = mul_le_mono()
+        return [kernel.instantiate(kv_segment_in_row(), p, pn, b, ns, t, it, s, k, d, w),
+                kernel.instantiate(kv_segment_start_nonneg(), p, b, t, k, it, s),
+                kernel.instantiate(m, z3.IntVal(0), it - 1, w), kernel.instantiate(m, it, d, w)]
+    return kernel.check_forall("L-KV-CELL-IN-BUFFER", body, 11, by_at=steps)

@@ -83,6 +83,11 @@ class Run:
     lemmas: list = field(default_factory=list)
     axioms: list = field(default_factory=list)  # the launch contracts (core axioms), also among lemmas
 
+    def __post_init__(self):
+        # quantified hypotheses the run itself introduced (the caller's contents of a tensor
+        # the program reads back are values of its dtype: memory.py)
+        self.hyps.update(getattr(self.result, "content_hyps", {}))
+
     def base_hyps(self, path, shape, active=None) -> dict:
         h = dict(self.hyps)
         for label, cond in path:
@@ -124,12 +129,13 @@ class Run:
                                           hyps, goal, list(self.lemmas), replay=("oob", a.tensor.name)))
         return out
 
-    def _scalar_cases(self, e, limit: int = 2) -> list:
+    def _scalar_cases(self, e, limit: int = 2, program_ids: bool = False) -> list:
         """[(label, condition)] covering every input: the case split on the conditions of the
         ``If`` nodes in ``e`` that mention only runtime scalars (no lane, program id, loop
-        index or tensor content); ``[("", None)]`` when there is none."""
+        index or tensor content; with ``program_ids`` also program ids and loop indices);
+        ``[("", None)]`` when there is none."""
         conds, seen, todo = [], set(), [e]
-        locals_ = {c.get_id() for c in self.result.local_consts}
+        locals_ = set() if program_ids else {c.get_id() for c in self.result.local_consts}
         while todo:
             x = todo.pop()
             if not z3.is_expr(x) or x.get_id() in seen:
@@ -233,16 +239,19 @@ def _has_app_or_local(e, locals_) -> bool:
                                          and x.num_args() > 0) for x in subterms(e))
 
 
-def _prefix_schema(count):
+def _prefix_schema(count, lemmas: bool = True):
     """Contents of the host's prefix tensor: ``prefix[i] = P(i)``, with the axioms defining P
-    and the proved bound/monotonicity lemmas at ``i`` and ``i + 1``."""
+    and (``lemmas``) the proved bound/monotonicity lemmas at ``i`` and ``i + 1``; a scalar
+    kernel that reads many prefix cells cites the lemmas it needs itself."""
     def schema(app):
         i = app.arg(0)
-        return {"prefix_step": M.prefix_at(i), "prefix_zero": M.PREFIX_ZERO,
-                "L-PREFIX-BOUND": K_.instantiate(L.prefix_bound(count), i),
-                "L-PREFIX-BOUND+1": K_.instantiate(L.prefix_bound(count), i + 1),
-                "L-PREFIX-MONOTONE+1": K_.instantiate(L.prefix_monotone(count), count, i + 1),
-                "L-PREFIX-MONOTONE": K_.instantiate(L.prefix_monotone(count), count, i)}
+        out = {"prefix_step": M.prefix_at(i), "prefix_zero": M.PREFIX_ZERO}
+        if lemmas:
+            out.update({"L-PREFIX-BOUND": K_.instantiate(L.prefix_bound(count), i),
+                        "L-PREFIX-BOUND+1": K_.instantiate(L.prefix_bound(count), i + 1),
+                        "L-PREFIX-MONOTONE+1": K_.instantiate(L.prefix_monotone(count), count, i + 1),
+                        "L-PREFIX-MONOTONE": K_.instantiate(L.prefix_monotone(count), count, i)})
+        return out
     return schema
 
 
@@ -265,12 +274,13 @@ def _requests(count, *extra):
     return M.per_request(conds, count)
 
 
-def _content(functions, decl, name: str, holds) -> dict:
-    """A precondition on a tensor's contents, ``forall i. holds(i, decl(i))``, as a quantified
-    hypothesis; each value read gets the core's instance (``decl``'s schema)."""
-    hyp = {name: M.forall_index(lambda i: holds(i, decl(i)))}
-    _register(functions, decl, lambda app: {name: M.instances(hyp, app.arg(0))[0]})
-    return hyp
+def _content(functions, decl, name: str, holds, **more) -> dict:
+    """Preconditions on a tensor's contents, ``forall i. holds(i, decl(i))`` (and each of
+    ``more``: name -> holds), as quantified hypotheses; each value read gets the core's
+    instances (``decl``'s schema)."""
+    hyps = {label: M.forall_index(lambda i, h=h: h(i, decl(i))) for label, h in {name: holds, **more}.items()}
+    _register(functions, decl, lambda app: {proof.name: proof for proof in M.instances(hyps, app.arg(0))})
+    return hyps
 
 
 def _contracts(**named) -> list:

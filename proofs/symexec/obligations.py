@@ -197,9 +197,32 @@ def _witness(ob: Obligation, functions: dict):
             continue
         reason = ""
         break
+    if reason:
+        # Nonlinear queries without a verdict often have small models: one more search with
+        # every integer constant in [-WITNESS_BOX, WITNESS_BOX].  A model found there is a
+        # model of the hypotheses; no model there proves nothing, and the reason stands.
+        box = [z3.And(c >= -WITNESS_BOX, c <= WITNESS_BOX) for c in _int_constants(hyps, lemmas, ob.witness_extra)]
+        try:
+            boxed = kernel.satisfy(f"{ob.id}/witness-small", hyps, by=lemmas, extra=[*ob.witness_extra, *box],
+                                   rlimit=WITNESS_RLIMIT)
+        except kernel.Unknown:
+            boxed = None
+        if boxed is not None:
+            found, reason = boxed, ""
     result = (found, reason, hyps, lemmas)
     _WITNESSES[key] = (pinned, result)
     return result
+
+
+WITNESS_BOX = 64
+
+
+def _int_constants(hyps: dict, lemmas: list, extra) -> list:
+    """The uninterpreted integer constants of a witness query (quantified hypotheses aside)."""
+    formulas = [f for f in hyps.values() if not z3.is_quantifier(f)] + [lm.goal for lm in lemmas] + list(extra)
+    found = {e.get_id(): e for e in subterms(*formulas)
+             if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED and e.sort() == z3.IntSort()}
+    return list(found.values())
 
 
 def _dead(ob: Obligation, hyps: dict, lemmas: list):

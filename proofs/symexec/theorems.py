@@ -39,7 +39,7 @@ class KernelTheoremResult(TheoremResult):
                 and all(m.status == "refuted" for m in self.mutants))
 
 PROPERTIES = {
-    "IN-BOUNDS": ({"bounds", "assert", "divzero"},
+    "IN-BOUNDS": ({"bounds", "assert", "divzero", "loopstep"},
                   "every active lane of every load and store is inside its tensor (sizes from the spec's "
                   "allocation functions), every device_assert holds and no divisor is zero, for all runtime "
                   "inputs allowed by the preconditions"),
@@ -336,21 +336,27 @@ BUILDERS = {
 }
 
 
-def obligations(run, prop: str) -> list:
+def obligations(run, prop: str, *, bounds=None, executor=None, races=None, values=None, footprints=None) -> list:
+    """The obligations of one property.  The kernel-specific parts default to our kernels'
+    (``models.Run`` regions and races, the walk bound, :mod:`.footprint`); a third-party
+    kernel's model passes its own (``races`` then gives the region and race obligations)."""
     kinds = PROPERTIES[prop][0]
     obs = []
     if "bounds" in kinds:
-        obs += run.bounds_obligations()
-    obs += run.executor_obligations(kinds)
-    if "region" in kinds:
-        obs += run.region_obligations()
-    if "race" in kinds:
-        obs += run.race_obligations()
+        obs += bounds(run) if bounds else run.bounds_obligations()
+    obs += executor(run, kinds) if executor else run.executor_obligations(kinds)
+    if races is not None:
+        obs += races(run) if "region" in kinds else []
+    else:
+        if "region" in kinds:
+            obs += run.region_obligations()
+        if "race" in kinds:
+            obs += run.race_obligations()
     if "value" in kinds:
-        obs += models.tree_value_obligations(run)
+        obs += values(run) if values else models.tree_value_obligations(run)
     if "footprint" in kinds:
         from . import footprint
-        obs += footprint.obligations(run)
+        obs += footprints(run) if footprints else footprint.obligations(run)
     return obs
 
 
@@ -407,40 +413,48 @@ def prove_kernel(kind: str, sp, *, mutants: bool = True) -> list:
         start = time.perf_counter()
         outcomes = [check(ob, run.functions) for ob in obligations(run, prop)]
         seconds = time.perf_counter() - start  # the proof alone; mutants report their own time
-        failed = [o for o in outcomes if not o.ok]
-        status = "proved" if outcomes and not failed else \
-            ("unknown" if any(o.status in ("unknown",) for o in failed) else "failed")
-        detail = "; ".join(f"{o.obligation.id} (line {o.obligation.line}): {o.status} {o.detail}".strip()
-                           for o in failed[:6])
-        if not outcomes:
-            status, detail = "failed", "no obligations: nothing to prove"
-        hyps_used = sorted({h for o in outcomes if o.proof for h in o.proof.assumptions})
-        cited = sorted({c for o in outcomes if o.proof for c in o.proof.cited})
-        axioms = {name: ax for o in outcomes if o.proof for name, ax in axioms_of(o.proof).items()}
-        witness = {}
-        if outcomes and outcomes[0].witness is not None:
-            witness = _evaluate(outcomes[0].witness, run.report)
-        witness["obligations"] = len(outcomes)
-        witness["witnessed"] = sum(o.witness is not None for o in outcomes)
-        witness["dead"] = sum(o.status == "dead" for o in outcomes)  # accesses no lane ever activates
-        mres = []
+        mres, note = [], ""
         if mutants:
             for m in muts:
                 if m.prop == prop:
                     mres.append(refute(kind, sp, m))
-            if not mres and (kind, prop) in WITHOUT_MUTANT and not detail:
-                detail = f"no mutant: {WITHOUT_MUTANT[kind, prop]}"
-        tid = f"KERNEL-{run.name}-{prop}[{sp.label}]"
-        statement = f"{PROPERTIES[prop][1]} (obligations by line: " + ", ".join(
-            f"{o.obligation.kind}@{o.obligation.line}" for o in outcomes[:40]) + (", ..." if len(outcomes) > 40 else "") + ")"
-        res = KernelTheoremResult(
-            id=tid, statement=statement, family=FAMILY, status=status, seconds=seconds,
-            rlimit=sum(o.rlimit for o in outcomes), rlimit_limit=0, hypotheses_used=hyps_used,
-            lemmas_cited=cited, preconditions=sorted(run.hyps), witness=witness, mutants=mres, detail=detail,
-            axioms_used=axioms)
-        res.outcomes = outcomes
-        results.append(res)
+            if not mres and (kind, prop) in WITHOUT_MUTANT:
+                note = f"no mutant: {WITHOUT_MUTANT[kind, prop]}"
+        results.append(theorem_result(run, prop, outcomes, seconds, mres, note=note))
     return results
+
+
+def theorem_result(run, prop: str, outcomes: list, seconds: float, mutants: list,
+                   statement: str | None = None, note: str = "") -> KernelTheoremResult:
+    """The theorem ``KERNEL-<run.name>-<prop>[<label>]`` from its obligations' outcomes;
+    ``note`` is the detail of a proved theorem (e.g. why it has no mutant)."""
+    failed = [o for o in outcomes if not o.ok]
+    status = "proved" if outcomes and not failed else \
+        ("unknown" if any(o.status in ("unknown",) for o in failed) else "failed")
+    detail = "; ".join(f"{o.obligation.id} (line {o.obligation.line}): {o.status} {o.detail}".strip()
+                       for o in failed[:6])
+    if not outcomes:
+        status, detail = "failed", "no obligations: nothing to prove"
+    detail = detail or note
+    hyps_used = sorted({h for o in outcomes if o.proof for h in o.proof.hyps})
+    cited = sorted({c for o in outcomes if o.proof for c in o.proof.cited})
+    axioms = {name: ax for o in outcomes if o.proof for name, ax in axioms_of(o.proof).items()}
+    witness = {}
+    if outcomes and outcomes[0].witness is not None:
+        witness = _evaluate(outcomes[0].witness, run.report)
+    witness["obligations"] = len(outcomes)
+    witness["witnessed"] = sum(o.witness is not None for o in outcomes)
+    witness["dead"] = sum(o.status == "dead" for o in outcomes)  # accesses no lane ever activates
+    tid = f"KERNEL-{run.name}-{prop}[{run.label}]"
+    statement = f"{statement or PROPERTIES[prop][1]} (obligations by line: " + ", ".join(
+        f"{o.obligation.kind}@{o.obligation.line}" for o in outcomes[:40]) + (", ..." if len(outcomes) > 40 else "") + ")"
+    res = KernelTheoremResult(
+        id=tid, statement=statement, family=FAMILY, status=status, seconds=seconds,
+        rlimit=sum(o.rlimit for o in outcomes), rlimit_limit=0, hypotheses_used=hyps_used,
+        lemmas_cited=cited, preconditions=sorted(run.hyps) + sorted(getattr(run, "contract", ())), witness=witness,
+        mutants=mutants, detail=detail, axioms_used=axioms)
+    res.outcomes = outcomes
+    return res
 
 
 def run_all(full: bool = False, kinds=("kv", "tree", "fill"), mutant_specs: int = 1,

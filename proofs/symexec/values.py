@@ -88,6 +88,7 @@ class TensorModel:
     content: Any = None            # z3 FuncDecl Int -> Int (read-only tensors)
     schema: Callable | None = None  # index -> dict of hypotheses
     written: bool = False
+    prefix: Any = None             # (FuncDecl Pf, schema): Pf(j) = sum of content(i) for i < j (memory.py)
 
 
 @dataclass

@@ -1,9 +1,10 @@
 """``specbound audit sglang``: audit the installed sglang against the spec.
 
-Exit status: 1 when a row is ``diverged`` or ``oob`` (sglang disagrees with the spec,
-or one of its Triton kernels left its tensors on an in-contract input); 0 otherwise.
-``not present``, ``unchecked``, ``unknown signature``, ``unavailable`` and ``error``
-rows are warnings: the table shows them and the exit status stays 0.
+Exit status: 1 when a row is ``diverged``, ``oob``, ``hang``, ``overrun`` or ``refuted``
+(sglang disagrees with the spec, one of its kernels left its tensors or did not finish on an
+in-contract input, a buffer is too small, or a symbolic proof of its kernel is refuted);
+2 when ``--sglang-path`` holds no sglang; 0 otherwise.  Every other status is a warning:
+the table shows it and the exit status stays 0.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def cmd_audit_sglang(args) -> int:
     from .report import render_markdown, render_text
     from .run import run_audit
 
-    rep = run_audit(args.sglang_path, examples=args.examples, seed=args.seed, kernels=not args.no_kernels)
+    rep = run_audit(args.sglang_path, examples=args.examples, seed=args.seed, kernels=not args.no_kernels,
+                    symbolic_all=args.symbolic_all)
     print(render_markdown(rep) if args.markdown else render_text(rep))
     if args.json:
         rep.write_json(args.json)
@@ -45,5 +47,9 @@ def register(subparsers) -> None:
                    help="audit the sglang package in DIR (the package folder or a folder holding sglang/) "
                    "instead of the installed one; also $SPECBOUND_SGLANG_PATH")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
-    p.add_argument("--no-kernels", action="store_true", help="only the helper checks (no Triton)")
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--no-kernels", action="store_true", help="only the helper checks (no Triton)")
+    scope.add_argument("--symbolic-all", action="store_true",
+                       help="prove sglang's Triton kernels symbolically for every listed specialization "
+                       "(kernel.symbolic_proof rows; about 6 minutes more on 2 cores) instead of one per kernel")
     p.set_defaults(func=cmd_audit_sglang)

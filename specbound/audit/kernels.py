@@ -102,8 +102,6 @@ class Finding:
 
 
 def _first_diff(name, got, want, n=None):
-    import torch
-
     g, w = got.reshape(-1), want.reshape(-1)
     bad = (g != w).nonzero().reshape(-1)
     if bad.numel() == 0:
@@ -601,21 +599,18 @@ def check_launch_sites(index: SourceIndex, report: R.AuditReport) -> None:
                      seconds=time.perf_counter() - t0))
 
 
-def check_symbolic(report: R.AuditReport) -> None:
+def check_symbolic(report: R.AuditReport, full: bool = False) -> None:
+    """``kernel.symbolic_proof[draft_kv]`` and ``[tree]``: sglang's own kernels proved or
+    refuted by specbound's symbolic executor (:mod:`.symbolic`); ``full``: every listed
+    specialization."""
     import importlib.util
 
-    for name in SYMBOLIC_EXECUTORS:
-        try:
-            spec_ = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec_ = None
-        if spec_ is not None:
-            report.add(R.Row("kernel.symbolic_proof", "sgl_build_tree_kernel_efficient_triton, "
-                             "generate_draft_decode_kv_indices", "the kernels proved or refuted for all inputs",
-                             "-", R.UNAVAILABLE, f"{name} proves specbound's own kernels; it has no adapter for "
-                             "sglang's kernel sources yet, so these are only fuzzed"))
-            return
-    report.add(R.Row("kernel.symbolic_proof", "sgl_build_tree_kernel_efficient_triton, "
-                     "generate_draft_decode_kv_indices", "the kernels proved or refuted for all inputs", "-",
-                     R.UNAVAILABLE, "symbolic kernel proof: executor not available in this specbound "
-                     "(issue 6); the kernels are only fuzzed"))
+    if not any(importlib.util.find_spec(name) for name in SYMBOLIC_EXECUTORS):
+        report.add(R.Row("kernel.symbolic_proof", "sgl_build_tree_kernel_efficient_triton, "
+                         "generate_draft_decode_kv_indices", "the kernels proved or refuted for all inputs", "-",
+                         R.UNAVAILABLE, "symbolic kernel proof: executor not available in this specbound; the "
+                         "kernels are only fuzzed"))
+        return
+    from . import symbolic
+
+    symbolic.check(report, full)

@@ -17,6 +17,15 @@ Statuses (what a row may say):
 * ``error``: the check itself failed to run, or the audit's own machinery (a stand-in, an
   unsupported construct) failed; never blamed on sglang (the detail says why).
 
+Symbolic proof rows (``kernel.symbolic_proof[...]``: sglang's own Triton kernel proved by the
+symbolic executor):
+
+* ``proved``: proved for every input of its host contract (the detail names the contract,
+  the specializations and the preconditions sglang leaves unchecked, with their
+  counterexamples).
+* ``refuted``: a property of the sglang code is false on an input of its own contract;
+  the counterexample is replayed on sglang's code.
+
 Buffer rows (``buffer.*``: an allocation that reaches a kernel, judged against the spec):
 
 * ``overrun``: Z3 refuted the allocation under the spec's stated preconditions; the
@@ -26,9 +35,9 @@ Buffer rows (``buffer.*``: an allocation that reaches a kernel, judged against t
 * ``unknown``: the size (or the buffer's origin) could not be traced: the detail says
   which name is unbound or where the trail ended.
 
-Only ``diverged``, ``oob``, ``hang`` and ``overrun`` make ``specbound audit sglang`` exit 1; every
-other non-``matched`` status is a warning.  An explicit ``--sglang-path`` that holds no
-sglang exits 2.
+Only ``diverged``, ``oob``, ``hang``, ``overrun`` and ``refuted`` make ``specbound audit sglang``
+exit 1; every other status but ``matched`` and ``proved`` is a warning.  An explicit
+``--sglang-path`` that holds no sglang exits 2.
 """
 
 from __future__ import annotations
@@ -49,9 +58,11 @@ ERROR = "error"
 OVERRUN = "overrun"
 HOLDS_ONLY_IF = "holds only if"
 UNKNOWN = "unknown"
+PROVED = "proved"
+REFUTED = "refuted"
 
-FAILING = (DIVERGED, OOB, HANG, OVERRUN)
-STATUSES = (MATCHED, DIVERGED, OOB, HANG, OVERRUN, HOLDS_ONLY_IF, UNCHECKED, NOT_PRESENT,
+FAILING = (DIVERGED, OOB, HANG, OVERRUN, REFUTED)
+STATUSES = (MATCHED, PROVED, DIVERGED, OOB, HANG, OVERRUN, REFUTED, HOLDS_ONLY_IF, UNCHECKED, NOT_PRESENT,
             UNKNOWN_SIGNATURE, UNAVAILABLE, UNKNOWN, ERROR)
 
 
@@ -145,9 +156,9 @@ def _summary(report: AuditReport) -> str:
     if report.fatal:
         verdict = f"ERROR: {report.fatal}"
     elif report.failed:
-        verdict = "FAILED (divergence, out-of-bounds access, hang or buffer overrun)"
+        verdict = "FAILED (divergence, out-of-bounds access, hang, buffer overrun or refuted proof)"
     else:
-        verdict = "OK (no divergence, no OOB, no hang, no overrun)"
+        verdict = "OK (no divergence, no OOB, no hang, no overrun, no refuted proof)"
     return f"{len(report.rows)} rows: {counts}; {report.seconds:.1f} s; {verdict}"
 
 

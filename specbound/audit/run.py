@@ -13,8 +13,11 @@ DEFAULT_SEED = 20240607
 
 
 def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, seed: int = DEFAULT_SEED,
-              kernels: bool = True) -> R.AuditReport:
-    """The full audit; never raises for a missing or unexpected sglang (those are rows)."""
+              kernels: bool = True, symbolic_all: bool = False) -> R.AuditReport:
+    """The full audit; never raises for a missing or unexpected sglang (those are rows).
+    ``symbolic_all``: the symbolic proof rows prove every listed specialization (minutes)."""
+    if symbolic_all and not kernels:
+        raise ValueError("symbolic_all=True needs kernels=True (the symbolic proofs are kernel checks)")
     t0 = time.perf_counter()
     try:
         inst = locate(sglang_path)
@@ -34,7 +37,7 @@ def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, 
     index = SourceIndex(inst.root)
     stages = [("helpers", lambda: _helpers(index, rep)), ("buffers", lambda: _buffers(index, rep, kernels))]
     if kernels:
-        stages.append(("kernels", lambda: _kernels(index, rep, examples, seed)))
+        stages.append(("kernels", lambda: _kernels(index, rep, examples, seed, symbolic_all)))
     for name, stage in stages:
         try:
             stage()
@@ -56,7 +59,7 @@ def _buffers(index, rep, replay):
     check_buffers(index, rep, replay=replay)
 
 
-def _kernels(index, rep, examples, seed):
+def _kernels(index, rep, examples, seed, symbolic_all):
     from . import kernels
     from .cuda.check import check_cuda_tree
     from .helpers import SPEC_UTILS_FILE
@@ -72,4 +75,4 @@ def _kernels(index, rep, examples, seed):
     kernels.check_kv_kernel(index, rep, examples, seed, width_fn, width_source)
     kernels.check_launch_sites(index, rep)
     check_cuda_tree(index, rep, examples, seed)
-    kernels.check_symbolic(rep)
+    kernels.check_symbolic(rep, full=symbolic_all)

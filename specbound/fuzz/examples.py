@@ -113,7 +113,8 @@ def tree_call_examples() -> list[TreeCall]:
     out += [TreeCall(base[FULL], f"short:{name}") for name in ("tree_mask", "positions", "retrive_index")]
     out += [TreeCall(base[BITPACK], f"dtype:tree_mask:{name}") for name in ("uint8", "uint16")]
     out += [TreeCall(base[QLEN], "alias:retrive_next_token:retrive_next_sibling"),
-            TreeCall(base[QLEN], "noncontig:tree_mask")]
+            TreeCall(base[QLEN], "noncontig:tree_mask"),
+            TreeCall(base[FULL], "input_dtype:seq_lens:float32")]   # the oracle sizes from float lengths too
     over = dataclasses.asdict(_case(1, 2, 4, QLEN, [([0, 1, 2], [-1, 0])]))   # n - 1 = 3 > K + (D-1)K^2 = 2
     out.append(TreeCall({**over, "defects": ["arbitrary"]}, "shape"))
     return out

@@ -1,0 +1,88 @@
+"""Proof time per specialization of sglang's own Triton kernels (issue 15), as a Markdown table.
+
+    python bench/bench_sglang_symexec.py [--all] [--kernel draft_kv|tree] [--sglang-path DIR] [--json PATH]
+
+The kernels are read from the installed sglang (or DIR) by path; the specializations are
+the audit's (``specbound.audit.symbolic.kv_specs`` / ``tree_specs``; ``--all``: every one).
+After the table: per kernel, the declared preconditions and the axioms its proofs used
+(``--json``: per theorem).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+
+from specbound.audit.locate import locate
+from specbound.audit.symbolic import KV_FILES, TREE_FILES, kv_specs, sglang_width, tree_specs
+from specbound.proofs.symexec import sglang_draft_kv as KV
+from specbound.proofs.symexec import sglang_tree as TREE
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--all", action="store_true", help="every specialization (default: the audit's subset)")
+    ap.add_argument("--sglang-path", default=None)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--kernel", choices=("draft_kv", "tree"), default=None, help="only this kernel")
+    args = ap.parse_args()
+    from specbound.audit.extract import SourceIndex
+
+    root = locate(args.sglang_path).root
+    index = SourceIndex(root)
+    width_fn, _where = sglang_width(index)
+    host = KV.Host(width_fn=width_fn) if width_fn else KV.Host()
+    rows = []
+    for kind, mod, files, specs, prove in (
+            ("draft_kv", KV, KV_FILES, kv_specs(args.all), lambda sp, p: KV.prove(sp, p, host)),
+            ("tree", TREE, TREE_FILES, tree_specs(args.all), lambda sp, p: TREE.prove(sp, p))):
+        if args.kernel not in (None, kind):
+            continue
+        path = str(index.find(mod.KERNEL, files).path)
+        for sp in specs:
+            start = time.perf_counter()
+            results = prove(sp, path)
+            row = {"kernel": kind, "spec": sp.label, "wall_s": round(time.perf_counter() - start, 1),
+                   "ok": all(r.ok for r in results),
+                   "obligations": sum(r.witness.get("obligations", 0) for r in results),
+                   "seconds": {_prop(r.id): round(r.seconds, 1) for r in results},
+                   # what each theorem's proofs rest on, read from them
+                   "rests_on": {_prop(r.id): {"preconditions": sorted(set(r.hypotheses_used) & set(r.preconditions)),
+                                              "axioms": sorted(r.axioms_used)} for r in results}}
+            rows.append(row)
+            print(f"{kind} {sp.label}: {row['wall_s']} s, ok={row['ok']}", flush=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024
+    print(markdown(rows))
+    for kind in dict.fromkeys(r["kernel"] for r in rows):
+        used = {part: sorted({n for r in rows if r["kernel"] == kind for t in r["rests_on"].values() for n in t[part]})
+                for part in ("preconditions", "axioms")}
+        print(f"\n{kind}: preconditions used: {', '.join(used['preconditions'])}; "
+              f"axioms used: {', '.join(used['axioms'])}")
+    print(f"\npeak memory {peak:.2f} GB")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+def _prop(theorem_id: str) -> str:
+    from specbound.proofs.symexec.theorems import PROPERTIES
+    name = theorem_id.split("[")[0]
+    return next(p for p in PROPERTIES if name.endswith("-" + p))
+
+
+def markdown(rows) -> str:
+    props = ["IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT", "WALK-BOUNDED"]
+    out = ["| kernel | specialization | " + " | ".join(props) + " | total s | obligations | verdict |",
+           "|---|---|" + "---|" * (len(props) + 3)]
+    for r in rows:
+        cells = [str(r["seconds"].get(p, "")) for p in props]
+        out.append(f"| {r['kernel']} | {r['spec']} | " + " | ".join(cells)
+                   + f" | {r['wall_s']} | {r['obligations']} | {'proved' if r['ok'] else 'NOT proved'} |")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

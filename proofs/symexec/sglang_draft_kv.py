@@ -1,0 +1,397 @@
+"""sglang's draft-decode kernel ``generate_draft_decode_kv_indices``: its launch model, host
+contract, specializations and obligations (issue 15).
+
+The kernel is read from sglang's source file by path (never imported).  One program per
+(step row, request, branch) — grid ``(num_steps * blocks, num_seqs, topk)``; with
+``NUM_STEPS > 0`` the prefix copy of a branch is split over ``blocks`` token-block programs
+(``range(blk, num_loop, num_blk)``) and block 0 alone writes the extension and ``kv_indptr``.
+
+**Host contract** (from sglang's launch sites: ``FlashInferMultiStepDraftBackend`` and the
+Triton/aiter/MLA backends' ``common_template``; every fact below names its source).  What
+the launch sites establish by construction (the grid, ``kv_indices_stride`` = the sizing's
+width, the ``kv_indptr`` row width, a non-empty request pool, ``num_seqs >= 1``) enters as a
+launch-contract axiom of the core; the rest are declared preconditions (hypotheses), a
+per-request or per-entry one as a single quantified hypothesis (:func:`preconditions`):
+
+* grid ``(G0, num_seqs, K)`` with ``G0 = num_steps`` (``NUM_STEPS = 0``) or
+  ``G0 = NUM_STEPS * blocks``, ``blocks >= 1`` (``NUM_STEPS = num_steps``);
+* ``kv_indices`` is ``(num_steps, width)`` with ``width`` from sglang's sizing
+  (``draft_kv_indices_buffer_width(alloc_bs, K, C)``, ``alloc_bs = batch`` (eager) or
+  ``max_bs >= num_seqs`` (CUDA graph); its own assert keeps it below 2^31), passed as the
+  constexpr ``kv_indices_stride``;  a caller may supply the width as a Z3 term (the audit
+  runs sglang's own helper on Z3 terms; allocation tracing can supply any extent);
+* ``kv_indptr`` is ``(num_steps, stride)`` with ``stride >= num_seqs*K + 1``, zero-filled
+  (entry 0 is never written);
+* ``positions[z] = seq_len[z div K]`` for the ``num_seqs*K`` branches;
+* ``req_to_token`` rows of ``row_stride`` slots, each request's row at least
+  ``spec.kv_req_to_token_span`` wide (the prefix and every branch's extension);
+* the lane bounds are next powers of two: ``num_seqs <= bs_upper``,
+  ``num_steps <= iter_upper``, ``num_seqs*K <= num_tokens_upper``;
+* ``window_size = sink_size = 0``, ``ENTRY_PAGE_SIZE = 1``, no ``v2p`` (the pristine read
+  plan; the windowed and translated paths run in the executor but the spec has no model of
+  their output, so they are not proved).
+
+**Preconditions sglang does not check** (``UNCHECKED``, each refuted by a replay on
+sglang's kernel when left out): draft room, ``seq_len[b] + num_steps <= C``
+(``spec.draft_room_ok``: the scheduler keeps it, no launch site asserts it; flashinfer's
+``assert_buffer_fits`` checks its batch-total consequence, the Triton backend nothing), and
+int32 row offsets, ``(num_steps - 1) * stride < 2^31`` for both buffers
+(``spec.int32_row_offsets_ok``: the kernel multiplies the constexpr stride by the program id
+in int32; sglang asserts only ``width < 2^31``).
+
+Obligations: :mod:`.sglang_draft_kv_obligations`; replays: :mod:`.sglang_replay`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import z3
+
+from specbound import spec
+from specbound.proofs import kernel as K_
+from specbound.proofs import lemmas as L
+from specbound.proofs import model as M
+from specbound.proofs.model import C, D, K, P, Q, labelled, num_seqs, page, seq_len
+
+from . import lemmas as SL
+from .interp import Executor
+from .models import Run, _content, _contracts, _mul_mono, _prefix_schema, _register, _seq_len_schema, make_oracle
+from .values import DTYPES, INT32, INT64, LANES, TensorModel, V
+
+KERNEL = "generate_draft_decode_kv_indices"
+SOURCE = "kernels/ops/speculative/cache_locs.py"   # inside the sglang package (0.5.23)
+
+SCOPED = "!scoped"   # a precondition given only to the no-wrap queries that mention its symbols
+
+alloc_bs = z3.Int("alloc_bs")            # requests the kv_indices row was sized for
+indptr_stride = z3.Int("indptr_stride")
+r2t_width, pool_rows = z3.Ints("row_stride pool_rows")
+blocks = z3.Int("token_blocks")
+G0 = z3.Int("grid0")
+width = z3.Int("width")
+
+
+@dataclass(frozen=True)
+class KvSpec:
+    """One constexpr specialization sglang launches."""
+
+    NUM_STEPS: int          # 0: grid (num_steps, ...); N > 0: N steps, token blocks on axis 0
+    paged: bool             # False: page_size == 1; True: any page_size >= 2 (symbolic)
+    bs_upper: int
+    iter_upper: int
+    num_tokens_upper: int
+    seq_lens_dtype: str = "int64"
+
+    @property
+    def label(self):
+        page_ = "page>1" if self.paged else "page=1"
+        return (f"NUM_STEPS={self.NUM_STEPS},{page_},bs_upper={self.bs_upper},iter_upper={self.iter_upper},"
+                f"num_tokens_upper={self.num_tokens_upper},seq_lens={self.seq_lens_dtype}")
+
+
+def kernel_params(path: str) -> list:
+    """The kernel's parameter names, read from its source."""
+    import ast
+
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == KERNEL:
+            return [a.arg for a in node.args.args]
+    from .values import Unsupported
+    raise Unsupported(f"no function {KERNEL} in {path}")
+
+
+def default_width(alloc, k, c):
+    """sglang's sizing as the spec states it: ``draft_kv_indices_buffer_width``, with the
+    helper's own ``< 2^31`` assert as its path condition."""
+    w = spec.draft_kv_indices_buffer_width(alloc, k, c)
+    return w, labelled(spec.int32_alloc_ok(w, "kv_indices row width"))
+
+
+@dataclass
+class Host:
+    """What the launch sites supply, replaceable from outside (the seam for the audit and
+    for allocation tracing): ``width_fn(alloc_bs, K, C) -> (term, {label: condition})``,
+    ``extents`` (tensor name -> Z3 numel overriding the model's), ``drop`` (preconditions
+    left out, to refute them)."""
+
+    width_fn: Callable = default_width
+    extents: dict = field(default_factory=dict)
+    drop: tuple = ()
+    # the read-plan constexprs (window_size, sink_size, ENTRY_PAGE_SIZE, TRANSLATE): only their
+    # identity settings are proved (the spec has no model of the others); the executor runs
+    # any, for the checks against the interpreter
+    paths: dict = field(default_factory=dict)
+
+
+def _positions_schema(app):
+    """The positions prefix ``Q``: its definition (the axioms ``positions_zero`` and, at this
+    index, ``positions_step``)."""
+    return {"positions_zero": M.POSITIONS_ZERO, "positions_step": M.positions_at(app.arg(0))}
+
+
+def preconditions(sp: KvSpec, host: Host) -> tuple[dict, dict]:
+    """The host contract: (hypotheses, launch contracts).  Hypotheses are the declared
+    preconditions; a per-request one is a single quantified hypothesis (``M.per_request``),
+    used at a request only through the core's instance.  Launch contracts are what sglang's
+    launch sites establish by construction: ``name -> (formula, reason)``, core axioms."""
+    hyps = labelled(spec.kv_shape_ok(K, D, page))
+    hyps.update(labelled(spec.context_ok(C)))
+    hyps.update(M.per_request(M.seq_len_conds, num_seqs))
+    hyps.update(M.per_request(M.draft_room_conds, num_seqs))
+    w_term, w_hyps = host.width_fn(alloc_bs, K, C)
+    hyps.update(w_hyps)
+    hyps["!sizing"] = tuple(w_hyps)   # (names of the sizing's own conditions; removed below)
+    hyps["sized_for_the_batch"] = num_seqs <= alloc_bs
+    # not checked by sglang: each row's offset kv_indices_stride * iters is an int32 product
+    # (kept apart: only the queries that mention the stride get it, see ``obligations``)
+    for stride, name in ((width, "kv_indices_stride"), (indptr_stride, "kv_indptr_stride")):
+        hyps.update({f"{label}{SCOPED}": cond for label, cond in
+                     labelled(spec.int32_row_offsets_ok(D, stride, name)).items()})
+    bs_d = spec.draft_branches(num_seqs, K)
+    contracts = {
+        "batch_nonempty": (num_seqs >= 1, "grid axis 1 is num_seqs: an empty batch launches no program"),
+        "width_from_sizing": (width == w_term, "sglang's launch sites pass the kv_indices row width, the value "
+                                               "of its sizing (draft_kv_indices_buffer_width), as kv_indices_stride"),
+        "indptr_row_width": (indptr_stride >= bs_d + 1, "sglang allocates kv_indptr rows of (max_bs or bs) * topk "
+                                                         "+ 1 entries and launches at most that many branches"),
+        "req_to_token_pool": (z3.And(pool_rows >= 1, r2t_width >= 1),
+                              "sglang passes req_to_token.shape[1] as row_stride of its non-empty request pool"),
+    }
+    if sp.NUM_STEPS == 0:
+        contracts["grid0_is_num_steps"] = (G0 == D, "launched with grid (num_steps, num_seqs, topk) when "
+                                                    "NUM_STEPS = 0")
+    else:
+        hyps["num_steps_is_NUM_STEPS"] = D == sp.NUM_STEPS
+        contracts["grid0_is_steps_times_blocks"] = (
+            z3.And(blocks >= 1, G0 == sp.NUM_STEPS * blocks),
+            "the token-block launch uses grid (NUM_STEPS * blocks, num_seqs, topk), blocks >= 1")
+    if not sp.paged:
+        hyps["page_size_is_1"] = page == 1
+    else:
+        hyps["page_size_above_1"] = page >= 2
+    hyps.update(labelled(spec.lane_bound_ok(num_seqs, sp.bs_upper, "bs_upper")))
+    hyps.update(labelled(spec.lane_bound_ok(D, sp.iter_upper, "iter_upper")))
+    hyps.update(labelled(spec.lane_bound_ok(bs_d, sp.num_tokens_upper, "num_tokens_upper")))
+    for name, term in (("grid0", G0), ("num_seqs", num_seqs), ("topk", K), ("row_stride", r2t_width),
+                       ("page_size", page),
+                       ("kv_indices_stride", width), ("kv_indptr_stride", indptr_stride),
+                       ("max_context_len", C)):
+        hyps.update(labelled(spec.int32_arg_ok(term, name)))
+    for name in host.drop:
+        hyps.pop(name, None)
+        hyps.pop(name + SCOPED, None)
+    return hyps, contracts
+
+
+REQUESTS = ("seq_len_nonneg", "seq_len_le_context", "draft_room")   # instantiated at each seq_lens read
+
+
+def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
+    """Symbolic run of sglang's kernel at ``path`` under the host contract."""
+    host = host or Host()
+    hyps, contracts = preconditions(sp, host)
+    sizing = hyps.pop("!sizing")
+    axioms = _contracts(**contracts)
+    functions: dict = {}
+    pool_row = z3.Function("pool_row", z3.IntSort(), z3.IntSort())
+    r2t = z3.Function("req_to_token", z3.IntSort(), z3.IntSort())
+    # the row-span condition rides on the request's req_to_token row (pool_row), not on
+    # seq_len: its paged span (div/mod by page_size) would otherwise enter every query
+    row = {"req_to_token_row_covers_reads": lambda i, v: z3.Implies(
+        M.in_batch(i, num_seqs), spec.kv_req_to_token_span(seq_len(i), K, D, page) <= r2t_width)}
+    row = {k: f for k, f in row.items() if k not in host.drop}
+    hyps.update(_content(functions, pool_row, "pool_row_in_req_to_token", lambda i, v: z3.Implies(
+        M.in_batch(i, num_seqs), z3.And(0 <= v, v < pool_rows)), **row))
+    hyps.update(_content(functions, r2t, "req_to_token_int32", lambda i, v: z3.And(v >= INT32.lo(), v < INT32.hi())))
+    _register(functions, seq_len, _seq_len_schema({k: hyps[k] for k in REQUESTS if k in hyps}))
+    _register(functions, P, _prefix_schema(num_seqs))
+    _register(functions, Q, _positions_schema)
+    seq_dt = DTYPES[sp.seq_lens_dtype]
+    bs_d = spec.draft_branches(num_seqs, K)
+    numel = {"kv_indices": D * width, "kv_indptr": D * indptr_stride, "req_to_token": pool_rows * r2t_width,
+             "seq_lens": num_seqs, "positions": bs_d, "req_pool_indices": num_seqs}
+    numel.update(host.extents)
+    tensors = {
+        "req_pool_indices": TensorModel("req_pool_indices", numel["req_pool_indices"], INT64, pool_row),
+        "req_to_token": TensorModel("req_to_token", numel["req_to_token"], INT32, r2t),
+        "paged_kernel_lens": TensorModel("seq_lens", numel["seq_lens"], seq_dt, seq_len,
+                                         prefix=(P, _prefix_schema(num_seqs))),
+        "kv_indices": TensorModel("kv_indices", numel["kv_indices"], INT32, written=True),
+        "kv_indptr": TensorModel("kv_indptr", numel["kv_indptr"], INT32, written=True),
+        "positions": TensorModel("positions", numel["positions"], INT64, lambda z: seq_len(z / K),
+                                 prefix=(Q, _positions_schema)),
+    }
+    params = kernel_params(path)
+    if sp.NUM_STEPS and "NUM_STEPS" not in params:
+        from .values import Unsupported
+        raise Unsupported(f"specialization NUM_STEPS={sp.NUM_STEPS}: this release's kernel has no token-block "
+                          "launch (no NUM_STEPS parameter)")
+    # the req_to_token row stride: a runtime argument (0.5.23) or the constexpr pool_len (older releases)
+    scalars = {"row_stride": V(r2t_width, (), INT32)}
+    constexprs = {"pool_len": V(r2t_width, (), INT32),
+                  "kv_indices_stride": V(width, (), INT32), "kv_indptr_stride": V(indptr_stride, (), INT32),
+                  "bs_upper": sp.bs_upper, "iter_upper": sp.iter_upper, "num_tokens_upper": sp.num_tokens_upper,
+                  "page_size": 1 if not sp.paged else V(page, (), INT32), "NUM_STEPS": sp.NUM_STEPS}
+    constexprs.update(host.paths)
+    if host.paths.get("TRANSLATE"):
+        v2p = z3.Function("v2p", z3.IntSort(), z3.IntSort())
+        _register(functions, v2p, lambda app: {})
+        tensors["v2p"] = TensorModel("v2p", z3.Int("v2p_len"), INT64, v2p)
+    ex = Executor(path, KERNEL, constexprs=constexprs, scalars=scalars, tensors=tensors,
+                  grid=[G0, num_seqs, K], oracle=make_oracle(hyps, functions, axioms))
+    res = ex.run()
+    functions.update(res.functions)
+    res.block, res.extra_owner, res.batch = 1, False, num_seqs
+    report = {"num_seqs": num_seqs, "topk": K, "num_steps": D, "page_size": page, "C": C, "width": width,
+              "alloc_bs": alloc_bs, "indptr_stride": indptr_stride, "row_stride": r2t_width, "pool_rows": pool_rows,
+              "grid0": G0, "pid0": res.pid[0], "pid1": res.pid[1], "pid2": res.pid[2]}
+    if sp.NUM_STEPS:
+        report["token_blocks"] = blocks
+    run = Run("SGLANG-DRAFT-KV", sp.label, res, hyps, functions, tensors, {}, None, None, report,
+              list(res.side_proofs) + axioms, axioms)
+    run.spec, run.host, run.host_width_hyps = sp, host, sizing
+    # tensor contents the launch model fixes rather than assumes (listed with the preconditions)
+    run.contract = ("model: positions[z] = seq_len[z div K] (sglang passes the branch positions)",)
+    run.lemmas += _lemmas(sp, res, pool_row)
+    # a lemma proved from a left-out precondition (L-PREFIX-ROOM from draft room) would put
+    # it back: such lemmas go with it
+    run.lemmas = [lm for lm in run.lemmas if not (set(lm.hyps) & set(host.drop))]
+    run.capacity = capacity(run)
+    if run.capacity is not None:
+        run.lemmas.insert(0, run.capacity)
+    b = res.pid[1]
+    # only the req_to_token reads need these (the paged read's div/mod slows every other query)
+    run.read_lemmas = [SL.at(SL.kv_extension_read_in_row, seq_len(b), res.pid[2], LANES[0], K, D, page),
+                       _mul_mono(pool_row(b) + 1, pool_rows, r2t_width)]
+    return run
+
+
+def capacity(run):
+    """KV capacity under this run's contract, proved once (draft room for every request and
+    sglang's width give ``used_len(S, K, bs_d, D) <= width``), or None when the contract does
+    not give it (draft room left out): every query then gets the linear fact instead of
+    re-deriving it through the products."""
+    lem = [K_.instantiate(L.prefix_room(num_seqs), num_seqs), _mul_mono(num_seqs, alloc_bs, K * C),
+           _mul_mono(P(num_seqs) + num_seqs * D, num_seqs * C, K)]
+    lem = [lm for lm in lem if not (set(lm.hyps) & set(run.host.drop))]
+    try:
+        return K_.check("KV-CAPACITY-UNDER-SGLANG-CONTRACT",
+                        spec.draft_kv_capacity_ok(P(num_seqs), K, num_seqs, D, width), hyps=spec_hyps(run),
+                        by=lem + run.axioms, rlimit=2_000_000)
+    except (K_.Refuted, K_.Unknown):
+        return None
+
+
+# The host's shape, sizing and per-request conditions: what the capacity (and the spec's cell
+# map, which races are proved through) rests on; none of the kernel's launch facts (lane
+# bounds, int32 arguments), so facts proved from them hold for every launch.
+SPEC_TERMS = ("topk_positive", "num_steps_positive", "page_size_positive", "context_positive", "sized_for_the_batch")
+
+
+def spec_hyps(run) -> dict:
+    return {label: cond for label, cond in run.hyps.items()
+            if label in SPEC_TERMS or label in run.host_width_hyps or z3.is_quantifier(cond)}
+
+
+def _lemmas(sp, res, pool_row) -> list:
+    """Lemma instances at the program's own terms: the branch segment stays in its row
+    (L-KV-SEGMENT-IN-ROW, with the capacity that draft room and sglang's width give),
+    the extension reads stay in the request's req_to_token row, the positions prefix."""
+    b, t = res.pid[1], res.pid[2]
+    it = iters_of(sp, res.pid[0])
+    s = seq_len(b)
+    return [K_.instantiate(L.prefix_room(num_seqs), num_seqs), _mul_mono(num_seqs, alloc_bs, K * C),
+            K_.instantiate(L.prefix_bound(num_seqs), b), K_.instantiate(L.prefix_bound(num_seqs), b + 1),
+            K_.instantiate(L.prefix_bound(num_seqs), num_seqs),
+            _mul_mono(P(num_seqs) + num_seqs * D, num_seqs * C, K),
+            K_.instantiate(L.prefix_monotone(num_seqs), num_seqs, b + 1), _mul_mono(P(b + 1), P(num_seqs), K),
+            _mul_mono(b + 1, num_seqs, it * K), _mul_mono(it, D, num_seqs * K), _mul_mono(it, D, width),
+            _mul_mono(t, K - 1, s + it),
+            SL.at(SL.kv_segment_in_row, P(b), P(num_seqs), b, num_seqs, t, it, s, K, D, width),
+            K_.instantiate(L.positions_within_request(), t, b), K_.instantiate(L.positions_prefix(), b),
+            K_.instantiate(L.positions_prefix(), num_seqs), SL.at(SL.div_unique, b, t, K),
+            SL.at(SL.indptr_entry_is_segment_start, Q(b * K + t), P(b), b, t, K, it, s),
+            SL.at(SL.kv_segment_start_nonneg, P(b), b, t, K, it, s), SL.at(SL.div_unique, num_seqs, z3.IntVal(0), K)]
+
+
+# --- the launch layout -------------------------------------------------------------------------
+
+PROPERTIES = ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT")
+
+# Every store is read through the launch layout, never through kernel variable names: program
+# (pid0, pid1, pid2) works on step ``iters`` (from pid0), request pid1 and branch pid2, and a
+# store's column is its address minus the start of that branch's segment.  So a release that
+# renames the kernel's variables is still proved, and one that changes the layout fails.
+
+
+def iters_of(sp, pid0):
+    """The step (1-based) program ``pid0`` works on: the launch layout of the grid's axis 0."""
+    return pid0 + 1 if sp.NUM_STEPS == 0 else pid0 % sp.NUM_STEPS + 1
+
+
+def block_of(sp, pid0):
+    """The token block of program ``pid0`` (0 without token blocks)."""
+    return z3.IntVal(0) if sp.NUM_STEPS == 0 else pid0 / sp.NUM_STEPS
+
+
+# --- proving, refuting, replaying --------------------------------------------------------------------
+
+# Preconditions sglang does not check, each refuted by a replay when left out.
+UNCHECKED = {
+    "draft_room": "seq_len[b] + num_steps <= max_context_len (spec.draft_room_ok): the scheduler keeps it, "
+                  "no launch site asserts it",
+    "row_offsets_int32_kv_indices_stride": "(num_steps - 1) * kv_indices_stride < 2^31 "
+                                           "(spec.int32_row_offsets_ok): sglang asserts only the row width < 2^31, "
+                                           "and the kernel computes kv_indices_stride * step in int32",
+    "row_offsets_int32_kv_indptr_stride": "(num_steps - 1) * kv_indptr_stride < 2^31 (spec.int32_row_offsets_ok): "
+                                          "kv_indptr_stride * step is an int32 product too (never checked; far "
+                                          "from today's kv_indptr rows)",
+}
+REPLAY_LIMITS = {"num_seqs": (1, 3), "topk": (1, 3), "num_steps": (1, 4), "page_size": (1, 4), "C": (1, 24),
+                 "width": (0, 400), "alloc_bs": (1, 4), "indptr_stride": (1, 20), "row_stride": (1, 200),
+                 "pool_rows": (1, 6), "grid0": (1, 8), "token_blocks": (1, 2)}
+# A wrapped row offset needs a row of 2^30 cells: the smallest such batch (3 steps, one request,
+# one branch), its buffers allocated but never filled (only the cells the kernel writes are touched).
+WRAP_LIMITS = {"num_seqs": (1, 1), "topk": (1, 1), "num_steps": (1, 3), "page_size": (1, 1), "C": (1, 2**31),
+               "width": (0, 2**30 + 2**20), "alloc_bs": (1, 1), "indptr_stride": (1, 2**30 + 2**20),
+               "row_stride": (1, 64), "pool_rows": (1, 2), "grid0": (1, 3), "token_blocks": (1, 1)}
+BIG_BUFFER = 1 << 24   # cells: above this a replay buffer is allocated untouched (torch.empty)
+
+
+IDENTITY_PATHS = {"window_size": 0, "sink_size": 0, "ENTRY_PAGE_SIZE": 1, "TRANSLATE": False}
+
+
+def prove(sp: KvSpec, path: str, host: Host | None = None, progress=None) -> list:
+    from .sglang_common import prove as prove_run
+    from .sglang_draft_kv_obligations import obligations
+
+    if host is not None and any(host.paths.get(k, d) != d for k, d in IDENTITY_PATHS.items()):
+        raise ValueError(f"read-plan settings {host.paths}: the spec describes the identity plan only "
+                         f"({IDENTITY_PATHS})")
+    run = run_kernel(sp, path, host)
+    return prove_run(run, obligations, PROPERTIES, progress)
+
+
+def refute_without(sp: KvSpec, path: str, precondition: str = "", host: Host | None = None):
+    """Leave one precondition out (none: ``""``): the property it protects must fail, and the
+    counterexample, replayed on the kernel at ``path`` under the checked interpreter, must
+    reproduce it: an out-of-bounds store without draft room; Triton's int32 overflow check
+    (on in the checked interpreter) on the row offset without the int32 rows, with the
+    smallest buffers that show it (3 rows of 2^30 cells, allocated, never filled)."""
+    from dataclasses import replace as dc_replace
+
+    from .sglang_common import refute
+    from .sglang_draft_kv_obligations import obligations
+    from .sglang_replay import replay_kv
+
+    host = host or Host()
+    if precondition:
+        host = dc_replace(host, drop=tuple(host.drop) + (precondition,))
+    run = run_kernel(sp, path, host)
+    props = {"": PROPERTIES, "draft_room": ("IN-BOUNDS",)}.get(precondition, ("NO-WRAP",))
+    limits = WRAP_LIMITS if precondition.startswith("row_offsets") else REPLAY_LIMITS
+    return refute(run, obligations, props, lambda conc: replay_kv(sp, conc, path), limits,
+                  batch_cap=limits["num_seqs"][1], expect=("oob", "assert", "wrap", "race", "output"))

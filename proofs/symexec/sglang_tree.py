@@ -1,0 +1,314 @@
+"""sglang's Triton tree build ``sgl_build_tree_kernel_efficient_triton`` (what sglang runs on
+XPU): launch model, host contract, specializations and obligations (issue 15).
+
+Every shape parameter of this kernel is a ``tl.constexpr`` — ``topk``, ``depth``,
+``draft_token_num``, ``tree_mask_mode``, ``batch_size`` and both row strides — so Triton
+compiles one kernel per (K, D, n, mode, batch size) and the proofs here are **per
+specialization**: for a stated set of them, not for unbounded batch sizes.  Within one,
+the program id, every ``seq_len``, the prefix sums and every tree entry are symbolic.
+
+The kernel is scalar code: one program per request, loops over the nodes unrolled
+(constexpr trip counts), data-dependent ``if``s on loaded values, and a read-modify-write
+of ``retrieve_next_token`` (it reads the cells it wrote for earlier nodes: program-written
+memory, :mod:`.memory`).
+
+**Host contract** (``sgl_build_tree_kernel_triton``): grid ``(batch_size,)``; contiguous
+``parent_list`` ``(bs, spec.parent_list_width(K, D))`` and ``selected_index``
+``(bs, n - 1)`` (the constexpr strides are their row widths); ``seq_len_prefix_sum`` the
+exclusive prefix sum of ``verified_seq_len``; ``tree_mask`` of ``spec.mask_batch_numel``
+cells (FULL_MASK / QLEN_ONLY; BITPACKING is rejected by the wrapper); outputs of ``bs*n``
+cells.  **Well-formed** trees: every ``selected_index`` entry names the root or a
+``parent_list`` slot (``spec.parent_slot_kind != SLOT_INVALID``); sglang's own draft step
+produces them and nothing checks it — without it the ``parent_list`` read is unguarded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import z3
+
+from specbound import spec
+from specbound.proofs import kernel as K_
+from specbound.proofs import lemmas as L
+from specbound.proofs import model as M
+from specbound.proofs.model import C, P, bs, labelled, seq_len
+
+from .interp import Executor
+from .models import Run, _content, _prefix_schema, _register, _seq_len_schema, make_oracle
+from .obligations import Obligation
+from .values import DTYPES, INT64, TensorModel
+
+KERNEL = "sgl_build_tree_kernel_efficient_triton"
+SOURCE = "kernels/ops/speculative/spec_tree.py"
+MODE_NAMES = {0: "FULL", 1: "QLEN"}
+
+
+@dataclass(frozen=True)
+class TreeSpec:
+    topk: int
+    depth: int
+    n: int          # draft_token_num
+    mode: int       # 0 FULL_MASK, 1 QLEN_ONLY
+    bs: int         # batch_size (a constexpr: one specialization per batch size)
+
+    @property
+    def label(self):
+        return f"K={self.topk},D={self.depth},n={self.n},mode={MODE_NAMES[self.mode]},batch_size={self.bs}"
+
+    @property
+    def pl_width(self):
+        return spec.parent_list_width(self.topk, self.depth)
+
+    @property
+    def sel_width(self):
+        return spec.selected_index_width(self.n)
+
+
+@dataclass
+class Host:
+    """Replaceable host facts: ``extents`` (tensor name -> Z3 numel), ``drop`` (preconditions
+    left out: ``well_formed_tree`` to refute the unguarded read)."""
+
+    extents: dict = field(default_factory=dict)
+    drop: tuple = ()
+
+
+def well_formed(sel_value, sp: TreeSpec):
+    return spec.parent_slot_kind(sel_value, sp.topk, sp.depth) != spec.SLOT_INVALID
+
+
+def run_kernel(sp: TreeSpec, path: str, host: Host | None = None) -> Run:
+    host = host or Host()
+    if sp.mode not in MODE_NAMES:
+        raise ValueError(f"tree_mask_mode {sp.mode}: sglang's Triton port rejects BITPACKING")
+    shape = spec.tree_shape_ok(sp.topk, sp.depth, sp.n)
+    if not all(c.holds for c in shape):
+        raise ValueError(f"{sp.label}: not a draft tree shape ({[c.text for c in shape if not c.holds]})")
+    functions: dict = {}
+    sel = z3.Function("selected_index", z3.IntSort(), z3.IntSort())
+    pl = z3.Function("parent_list", z3.IntSort(), z3.IntSort())
+    sel_cells = sp.bs * sp.sel_width
+    hyps = labelled(spec.context_ok(C))
+    # per-request and per-entry conditions: quantified hypotheses, used at each value read
+    # through the core's instances
+    sel_more = {} if "well_formed_tree" in host.drop else {
+        "well_formed_tree": lambda i, v: z3.Implies(z3.And(0 <= i, i < sel_cells), well_formed(v, sp))}
+    hyps.update(_content(functions, sel, "selected_index_int64", lambda i, v: z3.And(v >= INT64.lo(), v < INT64.hi()),
+                         **sel_more))
+    hyps.update(_content(functions, pl, "parent_list_int64", lambda i, v: z3.And(v >= INT64.lo(), v < INT64.hi())))
+    requests = M.per_request(M.seq_len_conds, bs)
+    hyps.update(requests)
+    _register(functions, seq_len, _seq_len_schema(requests))
+    # the prefix's definition only: the lemmas this scalar kernel needs are cited once, below
+    _register(functions, P, _prefix_schema(bs, lemmas=False))
+    mode = spec.TreeMaskMode(sp.mode)
+    n = sp.n
+    numel = {"parent_list": bs * sp.pl_width, "selected_index": sel_cells, "seq_lens": bs, "prefix": bs,
+             "tree_mask": spec.mask_batch_numel(mode, bs, n, P(bs)), "positions": bs * n,
+             "retrive_index": bs * n, "retrive_next_token": bs * n, "retrive_next_sibling": bs * n}
+    numel.update(host.extents)
+    tensors = {
+        "parent_list_ptr": TensorModel("parent_list", numel["parent_list"], INT64, pl),
+        "selected_index_ptr": TensorModel("selected_index", numel["selected_index"], INT64, sel),
+        "verified_seq_len_ptr": TensorModel("seq_lens", numel["seq_lens"], INT64, seq_len),
+        "seq_len_prefix_sum_ptr": TensorModel("prefix", numel["prefix"], INT64, P),
+        "tree_mask_ptr": TensorModel("tree_mask", numel["tree_mask"], DTYPES["int1"], written=True),
+        "positions_ptr": TensorModel("positions", numel["positions"], INT64, written=True),
+        "retrieve_index_ptr": TensorModel("retrive_index", numel["retrive_index"], INT64, written=True),
+        "retrieve_next_token_ptr": TensorModel("retrive_next_token", numel["retrive_next_token"], INT64,
+                                               written=True),
+        "retrieve_next_sibling_ptr": TensorModel("retrive_next_sibling", numel["retrive_next_sibling"], INT64,
+                                                 written=True),
+    }
+    hyps["batch_size_constexpr"] = bs == sp.bs   # the grid and every extent use it
+    hyps.update(labelled(spec.int32_arg_ok(C, "max_context_len")))
+    # the host's seq_len_prefix_sum is the exclusive prefix sum (its content function is P)
+    constexprs = {"topk": sp.topk, "depth": sp.depth, "draft_token_num": n, "tree_mask_mode": sp.mode,
+                  "batch_size": sp.bs, "parent_list_stride": sp.pl_width if sp.pl_width else 1,
+                  "selected_index_stride": sp.sel_width if sp.sel_width else 1}
+    ex = Executor(path, KERNEL, constexprs=constexprs, scalars={}, tensors=tensors, grid=[bs],
+                  oracle=make_oracle(hyps, functions, []))
+    res = ex.run()
+    functions.update(res.functions)
+    res.block, res.extra_owner, res.batch = 1, False, bs
+    b = res.pid[0]
+    lemmas = [K_.instantiate(L.prefix_monotone(bs), bs, b + 1), K_.instantiate(L.prefix_monotone(bs), bs, b),
+              K_.instantiate(L.prefix_bound(bs), b)]
+    report = {"bs": bs, "C": C, "pid": b}
+    run = Run(f"SGLANG-TREE-{MODE_NAMES[sp.mode]}", sp.label, res, hyps, functions, tensors, {}, None, None,
+              report, list(res.side_proofs) + lemmas)
+    run.spec, run.host = sp, host
+    # tensor contents the launch model fixes rather than assumes (listed with the preconditions)
+    run.contract = ("model: seq_len_prefix_sum = the exclusive prefix sum P of verified_seq_len (sglang's wrapper "
+                    "computes it)",)
+    return run
+
+
+
+# --- obligations ---------------------------------------------------------------------------------
+
+# No NO-TRUNCATION: the kernel has no masked (arange) accesses, every access is one scalar cell.
+PROPERTIES = ("IN-BOUNDS", "NO-WRAP", "RACE-FREE", "FOOTPRINT", "WALK-BOUNDED")
+TOKEN_TENSORS = ("positions", "retrive_index", "retrive_next_token", "retrive_next_sibling")
+EXACT = ("tree_mask", "positions", "retrive_index")   # written in full; the links only where a parent is found
+
+
+def _row_base(run, a, b):
+    """First cell of the row a store lands in: (mask) tree column 0 of row ``t`` of request
+    b, t the kernel's node loop variable; (tokens) node 0 of request b."""
+    sp = run.spec
+    if a.tensor.name == "tree_mask":
+        t = a.env.get("draft_tokenx")
+        if not isinstance(t, int):
+            from .values import Unsupported
+            raise Unsupported("footprint map: tree_mask store outside the constexpr node loop (draft_tokenx)", a.line)
+        mode = spec.TreeMaskMode(sp.mode)
+        return t, spec.mask_tree_cell(mode, b, t, 0, sp.n, seq_len(b), P(b))
+    return None, spec.token_cell(b, 0, sp.n)
+
+
+def _in_row(run, a):
+    """The store's cell is one of the n cells of its row (request = the program's own)."""
+    b = run.result.pid[0]
+    _t, base = _row_base(run, a, b)
+    off = a.off.e
+    return z3.And(0 <= b, b < run.spec.bs, base <= off, off < base + run.spec.n), off - base
+
+
+def _stores(run):
+    return [(i, a) for i, a in enumerate(run.result.accesses) if a.kind == "store"]
+
+
+def race_obligations(run) -> list:
+    """Each store lands in its own request's row cells, each read of an output reads its own
+    request's cells (so no other program's store is involved: the memory model's premise),
+    and rows of different requests never share a cell."""
+    out = []
+    for i, a in enumerate(run.result.accesses):
+        if a.kind == "store" or (a.kind == "load" and a.tensor.written):
+            goal, _col = _in_row(run, a)
+            what = "stores into" if a.kind == "store" else "reads only"
+            out.append(Obligation(f"own-row-{a.tensor.name}@{a.line}#{i}", "region", a.line,
+                                  f"every active lane {what} its own request's row of {a.tensor.name}",
+                                  run.base_hyps(a.path, a.shape, a.mask), goal, list(run.lemmas)))
+    out += _requests_disjoint(run)
+    return out
+
+
+def _requests_disjoint(run) -> list:
+    """Rows of request bA < bB never share a cell (none to state with one request: its one
+    program cannot race)."""
+    sp = run.spec
+    if sp.bs < 2:
+        return []
+    n = sp.n
+    mode = spec.TreeMaskMode(sp.mode)
+    ba, bb, ta, tb, ja, jb = z3.Ints("bA bB tA tB jA jB")
+    hyps = dict(run.hyps)
+    hyps["requests_ordered"] = z3.And(0 <= ba, ba < bb, bb < sp.bs)
+    hyps["cells"] = z3.And(0 <= ta, ta < n, 0 <= tb, tb < n, 0 <= ja, ja < n, 0 <= jb, jb < n)
+    lem = [K_.instantiate(L.prefix_monotone(bs), bb, ba + 1), K_.instantiate(L.prefix_bound(bs), bb)]
+    cell = lambda b_, t_, j_: spec.mask_tree_cell(mode, b_, t_, j_, n, seq_len(b_), P(b_))
+    return [Obligation("requests-disjoint-tree_mask", "race", 0, "tree_mask cells of a request come before "
+                       "every cell of a later request", hyps, cell(ba, ta, ja) < cell(bb, tb, jb), lem),
+            Obligation("requests-disjoint-tokens", "race", 0, "token cells of a request come before every cell "
+                       "of a later request", hyps, spec.token_cell(ba, ta, n) < spec.token_cell(bb, tb, n), [])]
+
+
+def footprint_obligations(run) -> list:
+    """Soundness (every store's cell is a spec cell of its own request's row; retrive_index
+    stores its own cell) for every store, and completeness for the outputs written in full:
+    every spec cell (t, j) is the cell of a store that runs unconditionally (its indices are
+    constants of the unrolled loops: the set of them is compared with the spec's in full),
+    and that store runs for every request."""
+    sp = run.spec
+    out = []
+    b = run.result.pid[0]
+    covered: dict = {}
+    for i, a in _stores(run):
+        goal, col = _in_row(run, a)
+        if a.tensor.name == "retrive_index":
+            goal = z3.And(goal, a.value.e == a.off.e)
+        out.append(Obligation(f"footprint-{a.tensor.name}@{a.line}#{i}", "footprint", a.line,
+                              f"every active lane stores a spec cell of its own request's row of {a.tensor.name}"
+                              + (" with its own cell as the value" if a.tensor.name == "retrive_index" else ""),
+                              run.base_hyps(a.path, a.shape, a.mask), goal, list(run.lemmas)))
+        unconditional = all(label.startswith("program_id") for label, _ in a.path) and z3.is_true(z3.simplify(a.mask))
+        if a.tensor.name in EXACT and unconditional:
+            t, _base = _row_base(run, a, b)
+            j = z3.simplify(col)
+            if z3.is_int_value(j):
+                key = (a.tensor.name, t if a.tensor.name == "tree_mask" else None, j.as_long())
+                covered.setdefault(key, (i, a))
+    fb = z3.Int("cell_b")
+    for name in EXACT:
+        for t in (range(sp.n) if name == "tree_mask" else (None,)):
+            for j in range(sp.n):
+                hit = covered.get((name, t, j))
+                where = f"t={t}, " if t is not None else ""
+                if hit is None:   # no unconditional store writes this spec cell: an obligation that fails
+                    out.append(Obligation(f"coverage-{name}[{where}j={j}]", "coverage", 0,
+                                          f"spec cell ({where}column {j}) of every request is stored",
+                                          dict(run.hyps), z3.BoolVal(False)))
+                    continue
+                i, a = hit
+                hyps = dict(run.hyps)
+                hyps["spec_request"] = z3.And(0 <= fb, fb < sp.bs)
+                hyps["chosen_pid"] = b == fb
+                goal = z3.And(*[c for _l, c in a.path], a.mask)
+                out.append(Obligation(f"coverage-{name}[{where}j={j}]@{a.line}#{i}", "coverage", a.line,
+                                      f"the store of spec cell ({where}column {j}) runs for every request",
+                                      hyps, goal, list(run.lemmas)))
+    return out
+
+
+def walk_obligations(run) -> list:
+    out = []
+    b = run.result.pid[0]
+    for i, a in _stores(run):
+        if a.tensor.name != "positions":
+            continue
+        v = a.value.e
+        out.append(Obligation(f"walk-bounded-positions@{a.line}#{i}", "value", a.line,
+                              "stored position = seq_len + depth with 0 <= depth <= walk_max_steps(D)",
+                              run.base_hyps(a.path, a.shape, a.mask),
+                              z3.And(seq_len(b) <= v, v <= seq_len(b) + spec.walk_max_steps(run.spec.depth)),
+                              list(run.lemmas)))
+    return out
+
+
+def obligations(run, prop: str) -> list:
+    from .theorems import obligations as generic
+
+    return generic(run, prop, races=race_obligations, values=walk_obligations, footprints=footprint_obligations)
+
+
+# --- proving, refuting, replaying --------------------------------------------------------------------
+
+REPLAY_LIMITS = {"C": (1, 24)}
+
+
+def prove(sp: TreeSpec, path: str, host: Host | None = None, progress=None) -> list:
+    from .sglang_common import prove as prove_run
+
+    return prove_run(run_kernel(sp, path, host), obligations, PROPERTIES, progress)
+
+
+def refute_malformed(sp: TreeSpec, path: str):
+    """Without well-formedness the unguarded ``parent_list`` read must leave its tensor; the
+    counterexample is replayed on the kernel at ``path`` under the checked interpreter."""
+    return refute_run(sp, path, Host(drop=("well_formed_tree",)), ("IN-BOUNDS",), ("oob",))
+
+
+def refute_run(sp: TreeSpec, path: str, host: Host | None = None, props=PROPERTIES,
+               expect=("oob", "race", "assert", "output")):
+    """The first counterexample of ``props`` under ``host`` that a replay on the kernel at
+    ``path`` reproduces (see :func:`.sglang_common.refute`)."""
+    from .sglang_common import refute
+    from .sglang_replay import replay_tree
+
+    run = run_kernel(sp, path, host)
+    cells = sp.bs * max(sp.sel_width, sp.pl_width, sp.n)
+    return refute(run, obligations, props, lambda conc: replay_tree(sp, conc, path), REPLAY_LIMITS,
+                  batch_cap=cells, expect=expect)

@@ -1,0 +1,299 @@
+"""sglang's own Triton kernels under the symbolic executor (issue 15), read from the installed
+sglang by path: the executor's model of them equals the checked interpreter on random
+launches; the default specializations are proved; the preconditions sglang leaves unchecked
+are refuted by replays; planted off-by-ones in copies of the source are refuted by replays."""
+
+from __future__ import annotations
+
+import random
+import shutil
+
+import pytest
+
+from specbound import spec
+from specbound.proofs.symexec import selfcheck
+from specbound.proofs.symexec import sglang_draft_kv as KV
+from specbound.proofs.symexec import sglang_tree as TREE
+
+pytest.importorskip("specbound.kernels")  # before triton: it sets TRITON_INTERPRET
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def sglang_root():
+    from specbound.audit.locate import NotInstalled, locate
+    try:
+        return locate().root
+    except NotInstalled:
+        pytest.skip("sglang is not installed (pip install --no-deps sglang==0.5.23)")
+
+
+def _source(root, module):
+    path = root / module.SOURCE
+    if not path.is_file():
+        pytest.skip(f"this sglang keeps {module.KERNEL} elsewhere")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def kv_path(sglang_root):
+    return _source(sglang_root, KV)
+
+
+@pytest.fixture(scope="module")
+def tree_path(sglang_root):
+    return _source(sglang_root, TREE)
+
+
+def _interpreted(fn):
+    from specbound.kernels import INTERPRETED, checked_interpreter
+    if not INTERPRETED:
+        pytest.skip("kernels are compiled: the checked interpreter does not apply")
+    with checked_interpreter():
+        fn()
+
+
+# --- the model equals the interpreter --------------------------------------------------------------
+
+KV_SPECS = [KV.KvSpec(0, False, 4, 4, 16), KV.KvSpec(0, True, 4, 4, 16), KV.KvSpec(2, True, 4, 2, 16)]
+
+
+@pytest.mark.parametrize("sp,seed", [(sp, s) for sp in KV_SPECS for s in range(2)], ids=str)
+def test_kv_model_matches_the_interpreter(kv_path, sp, seed):
+    from specbound.proofs.symexec.sglang_common import load_jit
+
+    rng = random.Random(seed)
+    ns = rng.randint(1, 2 if sp.NUM_STEPS else 4)
+    k = rng.randint(1, max(1, min(2 if sp.NUM_STEPS else 4, sp.num_tokens_upper // ns)))
+    d = sp.NUM_STEPS or rng.randint(1, sp.iter_upper)
+    page = rng.choice([2, 3, 4]) if sp.paged else 1
+    seq = [rng.randint(0, 530 if sp.NUM_STEPS else 40) for _ in range(ns)]   # past one 512-slot tile
+    c = max(seq) + d + rng.randint(0, 3)
+    alloc = ns + rng.randint(0, 1)
+    width, stride = alloc * k * c, ns * k + 1 + rng.randint(0, 2)
+    span = max(spec.kv_req_to_token_span(s, k, d, page) for s in seq)
+    pool = ns + 1
+    rows = rng.sample(range(pool), ns)
+    blocks = rng.randint(1, 2) if sp.NUM_STEPS else 1
+    g0 = d * blocks
+    r2t = torch.arange(pool * span, dtype=torch.int32).reshape(pool, span) + 1000
+    kv_i, kv_p = torch.zeros((d, width), dtype=torch.int32), torch.zeros((d, stride), dtype=torch.int32)
+    seq_t = torch.tensor(seq, dtype=torch.int64)
+    kernel = load_jit(kv_path, KV.KERNEL)
+    _interpreted(lambda: kernel[(g0, ns, k)](torch.tensor(rows), r2t, seq_t, kv_i, kv_p, seq_t.repeat_interleave(k),
+                                             span, width, stride, sp.bs_upper, sp.iter_upper, sp.num_tokens_upper,
+                                             page, NUM_STEPS=sp.NUM_STEPS))
+    run = KV.run_kernel(sp, kv_path)
+    scalars = {"num_seqs": ns, "K": k, "D": d, "page_size": page, "C": c, "width": width, "alloc_bs": alloc,
+               "indptr_stride": stride, "row_stride": span, "pool_rows": pool, "grid0": g0, "token_blocks": blocks}
+    positions_prefix = [sum(seq[z // k] for z in range(j)) for j in range(ns * k + 1)]
+    tables = {"seq_len": seq, "P": spec.prefix_sums(seq), "Q": positions_prefix, "pool_row": rows,
+              "req_to_token": r2t.reshape(-1).tolist()}
+    writes = selfcheck.concrete_writes(run, scalars, tables, (g0, ns, k))
+    mem = selfcheck.final_memory(writes, {"kv_indices": [0] * (d * width), "kv_indptr": [0] * (d * stride)})
+    assert mem["kv_indices"] == kv_i.reshape(-1).tolist()
+    assert mem["kv_indptr"] == kv_p.reshape(-1).tolist()
+
+
+TREE_SPECS = [TREE.TreeSpec(2, 2, 4, 1, 2), TREE.TreeSpec(2, 3, 6, 0, 3)]
+
+
+@pytest.mark.parametrize("sp,malformed", [(sp, m) for sp in TREE_SPECS for m in (0.0, 0.3)], ids=str)
+def test_tree_model_matches_the_interpreter(tree_path, sp, malformed):
+    """Scalar code with data-dependent ifs and read-modify-write of retrive_next_token: the
+    final contents of every output equal the interpreter's, on valid and malformed trees."""
+    from specbound.kernels.testing import random_tree_batch
+    from specbound.proofs.symexec.sglang_common import load_jit
+
+    from specbound.kernels import OutOfBoundsAccess
+
+    rng = random.Random(11)
+    kernel = load_jit(tree_path, TREE.KERNEL)
+    for _ in range(20):   # a malformed batch may read outside parent_list: draw one that does not
+        tb = random_tree_batch(rng, sp.bs, sp.topk, sp.depth, sp.n, max_seq_len=20, malformed=malformed)
+        seq = tb.seq_lens.tolist()
+        numel = spec.mask_batch_numel(spec.TreeMaskMode(sp.mode), sp.bs, sp.n, sum(seq))
+        outs = [torch.ones(numel, dtype=torch.bool), torch.zeros(sp.bs * sp.n, dtype=torch.int64)] + \
+            [torch.full((sp.bs, sp.n), -1, dtype=torch.int64) for _ in range(3)]
+        try:
+            _interpreted(lambda: kernel[(sp.bs,)](tb.parent_list, tb.selected_index, tb.seq_lens,
+                                                  torch.cumsum(tb.seq_lens, 0) - tb.seq_lens, *outs, topk=sp.topk,
+                                                  depth=sp.depth, draft_token_num=sp.n, tree_mask_mode=sp.mode,
+                                                  batch_size=sp.bs, parent_list_stride=sp.pl_width,
+                                                  selected_index_stride=sp.sel_width))
+            break
+        except OutOfBoundsAccess:
+            assert malformed, "a well-formed tree left its buffers"
+    else:
+        pytest.fail("no in-bounds batch drawn")
+    run = TREE.run_kernel(sp, tree_path, TREE.Host(drop=("well_formed_tree",)))
+    cells = sp.bs * sp.n
+    tables = {"seq_len": seq, "P": spec.prefix_sums(seq), "selected_index": tb.selected_index.reshape(-1).tolist(),
+              "parent_list": tb.parent_list.reshape(-1).tolist(), "retrive_next_token_initial": [-1] * cells}
+    writes = selfcheck.concrete_writes(run, {"bs": sp.bs, "C": 64}, tables, (sp.bs,))
+    initial = {"tree_mask": [1] * numel, "positions": [0] * cells}
+    initial.update({n: [-1] * cells for n in ("retrive_index", "retrive_next_token", "retrive_next_sibling")})
+    mem = selfcheck.final_memory(writes, initial)
+    got = [outs[0].to(torch.int64).tolist()] + [o.reshape(-1).tolist() for o in outs[1:]]
+    for name, values in zip(("tree_mask", "positions", "retrive_index", "retrive_next_token", "retrive_next_sibling"),
+                            got):
+        assert mem[name] == values, name
+
+
+# --- proofs and refutations ------------------------------------------------------------------------
+
+def test_kv_default_specialization_is_proved(kv_path):
+    results = KV.prove(KV.KvSpec(0, False, 8, 4, 32), kv_path)
+    assert {r.id.split("[")[0] for r in results} == {f"KERNEL-SGLANG-DRAFT-KV-{p}" for p in KV.PROPERTIES}
+    assert all(r.ok for r in results), [(r.id, r.detail) for r in results if not r.ok]
+    # what the proofs rest on is read from them: draft room (a declared precondition sglang
+    # does not check) and the launch contracts (core axioms) under which the stores stay in bounds
+    in_bounds = next(r for r in results if "-IN-BOUNDS[" in r.id)
+    assert "draft_room" in in_bounds.preconditions and "draft_room" in in_bounds.hypotheses_used
+    assert {"width_from_sizing", "grid0_is_num_steps", "prefix_step"} <= set(in_bounds.axioms_used)
+
+
+def test_kv_per_request_conditions_are_quantified_hypotheses(kv_path):
+    """Per-request and per-entry preconditions are single quantified hypotheses of the run
+    (the core instantiates them at each index read); the launch contracts are core axioms."""
+    import z3
+
+    run = KV.run_kernel(KV.KvSpec(0, False, 8, 4, 32), kv_path)
+    for name in ("seq_len_nonneg", "seq_len_le_context", "draft_room", "pool_row_in_req_to_token",
+                 "req_to_token_row_covers_reads", "req_to_token_int32"):
+        assert z3.is_quantifier(run.hyps[name]) and run.hyps[name].is_forall(), name
+    assert not any("@" in label for label in run.hyps)
+    assert {ax.name for ax in run.axioms} >= {"width_from_sizing", "grid0_is_num_steps", "indptr_row_width",
+                                              "req_to_token_pool", "batch_nonempty"}
+
+
+def test_kv_token_blocks_paged_is_proved(kv_path):
+    results = KV.prove(KV.KvSpec(3, True, 4, 4, 16), kv_path)
+    assert all(r.ok for r in results), [(r.id, r.detail) for r in results if not r.ok]
+
+
+def test_kv_without_draft_room_writes_past_the_buffer(kv_path):
+    ref = KV.refute_without(KV.KvSpec(0, False, 8, 4, 32), kv_path, "draft_room")
+    assert ref.status == "refuted" and ref.verdict == "oob", ref.detail
+    cex = ref.counterexample
+    assert "out-of-bounds store" in ref.detail
+    assert max(cex["replay.seq_lens"]) + cex["num_steps"] > cex["C"]   # a request without room
+
+
+@pytest.mark.parametrize("stride", ["kv_indices_stride", "kv_indptr_stride"])
+def test_kv_row_offset_wraps_in_int32(kv_path, stride):
+    """(num_steps - 1) * stride >= 2^31 with a row below 2^31 (all sglang asserts): the row
+    offset ``stride * step`` is an int32 product; replayed on sglang's kernel with the smallest
+    such buffers (3 rows of 2^30 cells, allocated untouched), Triton's overflow check fires."""
+    ref = KV.refute_without(KV.KvSpec(0, False, 8, 4, 32), kv_path, f"row_offsets_int32_{stride}")
+    if ref.status != "refuted" and "cannot allocate" in ref.detail:
+        pytest.skip(f"this machine refuses the replay buffers: {ref.detail}")
+    assert ref.status == "refuted" and ref.verdict == "wrap", ref.detail
+    cex = ref.counterexample
+    row = cex["width"] if stride == "kv_indices_stride" else cex["indptr_stride"]
+    assert (cex["num_steps"] - 1) * row >= 2**31 > row
+    assert "int32 overflow" in ref.detail
+
+
+def test_tree_default_specialization_is_proved(tree_path):
+    results = TREE.prove(TREE.TreeSpec(2, 2, 4, 1, 2), tree_path)
+    assert all(r.ok for r in results), [(r.id, r.detail) for r in results if not r.ok]
+    in_bounds = next(r for r in results if "-IN-BOUNDS[" in r.id)
+    assert "well_formed_tree" in in_bounds.hypotheses_used   # the unguarded parent_list read rests on it
+
+
+def test_tree_on_malformed_trees_reads_outside_parent_list(tree_path):
+    ref = TREE.refute_malformed(TREE.TreeSpec(2, 2, 4, 1, 2), tree_path)
+    assert ref.status == "refuted" and ref.verdict == "oob" and "parent_list" in ref.detail
+
+
+def _planted(tmp_path, path, old, new):
+    text = open(path).read()
+    assert text.count(old) == 1, f"the planted change no longer matches the source: {old!r}"
+    copy = tmp_path / "planted.py"
+    copy.write_text(text.replace(old, new))
+    return str(copy)
+
+
+def test_planted_off_by_one_in_sglang_kv_kernel_is_refuted(kv_path, tmp_path):
+    """A copy of sglang's kernel whose extension store lands one slot late: refuted, and the
+    replay on that copy faults (out of bounds, or a cell another program owns)."""
+    sp = KV.KvSpec(0, False, 8, 4, 32)
+    copy = _planted(tmp_path, kv_path, "kv_ptr + seq_len_w + extend_offset,", "kv_ptr + seq_len_w + extend_offset + 1,")
+    ref = KV.refute_without(sp, copy)
+    assert ref.status == "refuted" and ref.verdict in ("oob", "race"), ref.detail
+    assert KV.refute_without(sp, kv_path).status == "survived"   # the real kernel: nothing to refute
+
+
+def test_planted_search_past_the_row_in_sglang_tree_kernel_is_refuted(tree_path, tmp_path):
+    """The CUDA kernel's historical bug planted in a copy of the Triton port: the parent search
+    scans n entries of the (n - 1)-entry selected_index row."""
+    sp = TREE.TreeSpec(2, 2, 4, 1, 2)
+    copy = _planted(tmp_path, tree_path, "for pp in range(draft_token_num - 1):", "for pp in range(draft_token_num):")
+    ref = TREE.refute_run(sp, copy)
+    assert ref.status == "refuted" and ref.verdict == "oob" and "selected_index" in ref.detail, ref.detail
+
+
+def test_unsupported_construct_in_a_future_kernel_is_named(kv_path, tmp_path):
+    from specbound.proofs.symexec.values import Unsupported
+
+    anchor = "    seq_lens = tl.load(paged_kernel_lens + load_offset, mask=load_offset < bid, other=0)\n"
+    copy = _planted(tmp_path, kv_path, anchor, anchor + "    while bid > 0:\n        bid -= 1\n")
+    with pytest.raises(Unsupported, match="While"):
+        KV.run_kernel(KV.KvSpec(0, False, 8, 4, 32), copy)
+
+
+def test_older_release_without_token_blocks(kv_path, tmp_path):
+    """A token-block specialization on a kernel without ``NUM_STEPS`` is refused, by name."""
+    from specbound.proofs.symexec.values import Unsupported
+
+    src = tmp_path / "old.py"
+    shutil.copy(kv_path, src)
+    text = src.read_text().replace("NUM_STEPS: tl.constexpr = 0,", "")
+    src.write_text(text)
+    with pytest.raises(Unsupported, match="no token-block launch"):
+        KV.run_kernel(KV.KvSpec(2, False, 4, 2, 16), str(src))
+
+
+@pytest.mark.parametrize("paths", [{"window_size": 6, "sink_size": 2}, {"ENTRY_PAGE_SIZE": 2},
+                                   {"TRANSLATE": True}, {"window_size": 5, "ENTRY_PAGE_SIZE": 4, "TRANSLATE": True}],
+                         ids=str)
+def test_kv_read_plan_paths_match_the_interpreter(kv_path, paths):
+    """The paths the optional arguments switch on (draft window, page-granular read table,
+    v2p translation) run in the executor as in the interpreter (they are not proved: the spec
+    describes the identity plan only, and ``prove`` refuses them)."""
+    from specbound.proofs.symexec.sglang_common import load_jit
+
+    rng = random.Random(5)
+    sp = KV.KvSpec(0, True, 4, 4, 16)
+    ns, k, d, page = 3, 2, 3, 2
+    eps = paths.get("ENTRY_PAGE_SIZE", 1)
+    seq = [rng.randint(0, 20) for _ in range(ns)]
+    c = max(seq) + d + 2
+    width, stride = ns * k * c, ns * k + 1
+    span = -(-max(spec.kv_req_to_token_span(s, k, d, page) for s in seq) // eps)
+    pool = ns + 1
+    rows = rng.sample(range(pool), ns)
+    r2t = torch.tensor([rng.randint(0, 30) for _ in range(pool * span)], dtype=torch.int32).reshape(pool, span)
+    v2p = torch.tensor([rng.randint(0, 50) for _ in range(64)], dtype=torch.int64)
+    kv_i, kv_p = torch.zeros((d, width), dtype=torch.int32), torch.zeros((d, stride), dtype=torch.int32)
+    seq_t = torch.tensor(seq, dtype=torch.int64)
+    kernel = load_jit(kv_path, KV.KERNEL)
+    extra = dict(paths)
+    if paths.get("TRANSLATE"):
+        extra["v2p"] = v2p
+    window, sink = paths.get("window_size", 0), paths.get("sink_size", 0)
+    _interpreted(lambda: kernel[(d, ns, k)](torch.tensor(rows), r2t, seq_t, kv_i, kv_p, seq_t.repeat_interleave(k),
+                                            span, width, stride, sp.bs_upper, sp.iter_upper, sp.num_tokens_upper,
+                                            page, **{"window_size": window, "sink_size": sink, **extra}))
+    run = KV.run_kernel(sp, kv_path, KV.Host(paths=paths))
+    scalars = {"num_seqs": ns, "K": k, "D": d, "page_size": page, "C": c, "width": width, "alloc_bs": ns,
+               "indptr_stride": stride, "row_stride": span, "pool_rows": pool, "grid0": d, "v2p_len": 64}
+    tables = {"seq_len": seq, "P": spec.prefix_sums(seq), "pool_row": rows, "req_to_token": r2t.reshape(-1).tolist(),
+              "Q": [sum(seq[z // k] for z in range(j)) for j in range(ns * k + 1)], "v2p": v2p.tolist()}
+    writes = selfcheck.concrete_writes(run, scalars, tables, (d, ns, k))
+    mem = selfcheck.final_memory(writes, {"kv_indices": [0] * (d * width), "kv_indptr": [0] * (d * stride)})
+    assert mem["kv_indices"] == kv_i.reshape(-1).tolist()
+    assert mem["kv_indptr"] == kv_p.reshape(-1).tolist()
+    with pytest.raises(ValueError, match="identity plan"):
+        KV.prove(sp, kv_path, KV.Host(paths=paths))

@@ -1,0 +1,236 @@
+"""``kernel.symbolic_proof[...]`` rows: sglang's own Triton kernels proved or refuted by
+specbound's symbolic executor (issue 15), one row per kernel.
+
+The kernel is read from the audited sglang's source by path (never imported).  The kv
+buffer width is what sglang's own sizing helper computes, run on Z3 terms; the host
+contract and the specializations are those of sglang's launch sites
+(:mod:`specbound.proofs.symexec.sglang_draft_kv`, :mod:`specbound.proofs.symexec.sglang_tree`).
+A row is ``proved`` when every property theorem of every specialization in the subset is
+proved, and then names the preconditions sglang does not check, each with the
+counterexample that breaks the kernel without it (replayed on sglang's kernel under the
+checked interpreter where a replay fits in this machine); ``refuted`` when a property
+fails under sglang's own contract (with the replay); ``error`` when the executor meets a
+construct it does not model (the row names it) or the solver gives no verdict.
+
+The default subset (one specialization per kernel) keeps the audit around a minute;
+``specbound audit sglang --symbolic-all`` proves every specialization of the two lists below.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from . import report as R
+from .extract import SourceIndex
+
+KV_ROW, TREE_ROW = "kernel.symbolic_proof[draft_kv]", "kernel.symbolic_proof[tree]"
+KV_FILES = ("kernels/ops/speculative/cache_locs.py", "srt/speculative/spec_utils.py")
+TREE_FILES = ("kernels/ops/speculative/spec_tree.py", "srt/speculative/spec_tree.py")
+SPEC_UTILS_FILE = "srt/speculative/spec_utils.py"
+
+
+def kv_specs(full: bool):
+    """The specializations sglang launches (``common_template`` of the multi-step draft
+    backends): ``NUM_STEPS`` 0 (one program per step; the Triton backend, flashinfer with one
+    token block) and ``= speculative_num_steps`` (flashinfer's token blocks); ``page_size`` 1
+    or any larger page (symbolic); the lane bounds the next powers of two of ``num_seqs``,
+    ``num_steps`` and ``num_seqs*topk``."""
+    from specbound.proofs.symexec.sglang_draft_kv import KvSpec
+
+    if not full:
+        return [KvSpec(0, False, 8, 4, 32)]
+    out = []
+    for steps, iter_upper in ((0, 4), (0, 8), (1, 1), (3, 4), (5, 8), (8, 8)):
+        for paged in (False, True):
+            out.append(KvSpec(steps, paged, 8, iter_upper, 32))
+    for bs_upper, tokens in ((1, 1), (1, 8), (64, 256), (256, 2048)):
+        out.append(KvSpec(0, False, bs_upper, 8, tokens))
+    return out   # seq_lens are int64 in every sglang batch (schedule_batch), so no int32 variant
+
+
+def tree_specs(full: bool):
+    """Per (K, D, n, mode, batch size): ``batch_size`` is a constexpr of this kernel, so each
+    batch size is its own compiled kernel and its own proof; the stated bound is the set below."""
+    from specbound.proofs.symexec.sglang_tree import TreeSpec
+
+    if not full:
+        return [TreeSpec(2, 2, 4, 1, 2)]
+    out = [TreeSpec(k, d, n, mode, bs) for (k, d, n) in ((2, 2, 4), (1, 3, 4), (4, 4, 8))
+           for mode in (0, 1) for bs in (1, 2, 4)]
+    return out
+
+
+def sglang_width(index: SourceIndex):
+    """sglang's ``draft_kv_indices_buffer_width`` as a ``Host.width_fn`` (every return path
+    explored on Z3 terms; its asserts become the width's conditions), and where it was found;
+    ``(None, why)`` when it cannot be used."""
+    import z3
+
+    from . import symexec as S
+
+    found = index.find("draft_kv_indices_buffer_width", (SPEC_UTILS_FILE,))
+    if found is None or len(found.params()) != 3:
+        return None, "no draft_kv_indices_buffer_width(num_seqs, topk, max_context_len) in this sglang"
+    hook = S.make_bool_hook()
+    fn = index.load_helper(found, {"__sb_bool__": hook}, transform=S.instrument)
+
+    def width_fn(alloc, k, c):
+        expl = S.explore(hook, lambda: fn(alloc, k, c), [alloc >= 0, k >= 1, c >= 1])
+        if expl.unsupported or expl.truncated:
+            raise ValueError(f"sglang's width helper does not run on Z3 terms: {expl.unsupported or 'too many paths'}")
+        done = [p for p in expl.paths if p.returned]
+        if not done:
+            raise ValueError("sglang's width helper never returns")
+        term = done[-1].value
+        for p in reversed(done[:-1]):
+            term = z3.If(z3.And(*p.condition), p.value, term)
+        accepts = z3.Or(*[z3.And(*p.condition) if p.condition else z3.BoolVal(True) for p in done])
+        return term, {"sglang_width_helper_accepts": accepts}
+    return width_fn, f"{found.name} ({found.where})"
+
+
+def _names_unsupported(exc) -> str:
+    return f"the executor does not model {exc.construct}" + (f" (kernel line {exc.line})" if exc.line else "")
+
+
+def _assumed(results) -> tuple[list, list, list]:
+    """What the proofs rest on, read from them: the declared preconditions they used, the
+    axioms (launch contracts, definitions) they used, and the tensor contents the launch
+    model fixes (``model: ...``)."""
+    used, axioms, models = set(), set(), set()
+    for r in results:
+        declared = set(r.preconditions)
+        used |= {h for h in r.hypotheses_used if h in declared}
+        axioms |= set(r.axioms_used)
+        models |= {p for p in r.preconditions if p.startswith("model: ")}
+    return sorted(used), sorted(axioms), sorted(models)
+
+
+def _cex_fields(ref) -> tuple[dict, dict]:
+    cex = {k: v for k, v in ref.counterexample.items() if not k.startswith("replay.")}
+    replay = {k[len("replay."):]: v for k, v in ref.counterexample.items() if k.startswith("replay.")}
+    return cex, replay
+
+
+def _prove_row(report, row_id, subject, what, specs, prove, refute, unchecked) -> None:
+    """Prove every specialization (``prove(sp)``); then refute each unchecked precondition
+    (``unchecked``: name -> (text, thunk)) by a replay.  One row: ``proved`` with the
+    specializations, their times, the contract and the refutations; ``refuted``/``error``
+    for the first specialization that does not prove; ``error`` naming an unsupported
+    construct."""
+    from specbound.proofs.symexec.values import Unsupported
+
+    t0 = time.perf_counter()
+    done, times = [], []
+    try:
+        for sp in specs:
+            start = time.perf_counter()
+            results = prove(sp)
+            bad = [r for r in results if not r.ok]
+            if bad:
+                report.add(_failed_row(row_id, subject, what, bad, lambda: refute(sp), t0, sp))
+                return
+            done.append(results)
+            times.append(f"{sp.label}: {time.perf_counter() - start:.1f} s")
+        refutations = {name: (text, thunk()) for name, (text, thunk) in unchecked.items()}
+    except Unsupported as e:
+        report.add(R.Row(row_id, subject, what, "symbolic execution", R.ERROR, _names_unsupported(e),
+                         seconds=time.perf_counter() - t0))
+        return
+    except Exception as e:  # noqa: BLE001 - never a traceback
+        report.add(R.Row(row_id, subject, what, "symbolic execution", R.ERROR, f"{type(e).__name__}: {e}",
+                         seconds=time.perf_counter() - t0))
+        return
+    props = [r.id.split("[")[0] for r in done[0]]
+    used, axioms, models = _assumed([r for rs in done for r in rs])
+    parts = [f"{len(props)} properties ({', '.join(props)}) proved for {len(done)} specialization(s): "
+             + "; ".join(times), "preconditions used: " + (", ".join(used) or "none"),
+             "axioms used (launch contracts, definitions): " + (", ".join(axioms) or "none")] + models
+    cex = replay = None
+    for name, (text, ref) in refutations.items():
+        if ref.status == "refuted":
+            parts.append(f"NOT CHECKED BY SGLANG: {text}; without it: refuted ({ref.obligation}), replayed on "
+                         f"sglang's kernel as {ref.verdict}: {ref.detail[:220]}")
+            if cex is None:
+                cex, replay = _cex_fields(ref)
+        else:
+            parts.append(f"NOT CHECKED BY SGLANG: {text}; without it: {ref.detail[:220]}")
+    report.add(R.Row(row_id, subject, what, "symbolic execution (z3)", R.PROVED, "; ".join(parts), cex, replay,
+                     seconds=time.perf_counter() - t0))
+
+
+def _find(index, report, row_id, kernel, files, what):
+    """The kernel's definition, or None after a ``not present`` row."""
+    found = index.find(kernel, files)
+    if found is None:
+        report.add(R.Row(row_id, kernel, what, "-", R.NOT_PRESENT, f"no `{kernel}` in this sglang"))
+    return found
+
+
+def check_kv(index: SourceIndex, report: R.AuditReport, full: bool) -> None:
+    from specbound.proofs.symexec import sglang_draft_kv as M
+
+    what = ("in bounds, race free, exact spec footprint (values included), no int32 wrap, no truncated copy, for "
+            "every input sglang's host contract allows, per launched specialization")
+    found = _find(index, report, KV_ROW, M.KERNEL, KV_FILES, what)
+    if found is None:
+        return
+    path = str(found.path)
+    try:
+        width_fn, width_src = sglang_width(index)
+    except Exception as e:  # noqa: BLE001 - the helper rows report the helper itself
+        width_fn, width_src = None, f"sglang's width helper failed: {type(e).__name__}: {e}"
+    host = M.Host(width_fn=width_fn) if width_fn is not None else M.Host()
+    sizing = (f"row width: sglang's {width_src} on Z3 terms" if width_fn is not None else
+              f"row width: spec.draft_kv_indices_buffer_width ({width_src})")
+    params = M.kernel_params(path)
+    specs = [sp for sp in kv_specs(full) if not sp.NUM_STEPS or "NUM_STEPS" in params]
+    unchecked = {name: (text, lambda name=name: M.refute_without(specs[0], path, name, host))
+                 for name, text in M.UNCHECKED.items()}
+    _prove_row(report, KV_ROW, f"{M.KERNEL} ({found.where}); {sizing}", what, specs,
+               lambda sp: M.prove(sp, path, host), lambda sp: M.refute_without(sp, path, host=host), unchecked)
+
+
+def check_tree(index: SourceIndex, report: R.AuditReport, full: bool) -> None:
+    from specbound.proofs.symexec import sglang_tree as M
+
+    what = ("well-formed trees: in bounds, race free, exact footprint of tree_mask/positions/retrive_index "
+            "(links inside their rows), no int32 wrap, walk bounded; per (K, D, n, mode, batch size) "
+            "specialization (batch_size is a constexpr: the listed ones, not every batch size)")
+    found = _find(index, report, TREE_ROW, M.KERNEL, TREE_FILES, what)
+    if found is None:
+        return
+    path = str(found.path)
+    specs = tree_specs(full)
+    unchecked = {"well_formed_tree": ("well-formed trees (every selected_index entry names the root or a "
+                                      "parent_list slot)", lambda: M.refute_malformed(specs[0], path))}
+    _prove_row(report, TREE_ROW, f"{M.KERNEL} ({found.where})", what, specs, lambda sp: M.prove(sp, path),
+               lambda sp: M.refute_run(sp, path), unchecked)
+
+
+def _failed_row(row_id, subject, what, bad, refute, t0, sp) -> R.Row:
+    """A theorem failed under sglang's own contract: ``refuted`` with a replayed
+    counterexample, else ``error`` (an unknown verdict or a counterexample the replay did
+    not reproduce is no refutation)."""
+    detail = "; ".join(f"{r.id}: {r.status} ({r.detail[:200]})" for r in bad[:3])
+    if refute is not None and any(r.status == "failed" for r in bad):
+        ref = refute()
+        if ref.status == "refuted":
+            cex, replay = _cex_fields(ref)
+            return R.Row(row_id, subject, what, "symbolic execution (z3) + replay", R.REFUTED,
+                         f"{sp.label}: {ref.obligation} refuted, replayed as {ref.verdict}: {ref.detail[:300]}",
+                         cex, replay, seconds=time.perf_counter() - t0)
+        detail += f"; replay: {ref.detail[:200]}"
+    return R.Row(row_id, subject, what, "symbolic execution (z3)", R.ERROR, f"{sp.label}: {detail}",
+                 seconds=time.perf_counter() - t0)
+
+
+def check(report: R.AuditReport, full: bool = False) -> None:
+    """Both rows, for the sglang the report is about; ``full``: every listed specialization
+    (``--symbolic-all``), else the default one per kernel."""
+    if report.sglang_path is None:
+        return
+    index = SourceIndex(Path(report.sglang_path))
+    check_kv(index, report, full)
+    check_tree(index, report, full)
