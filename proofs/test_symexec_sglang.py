@@ -102,7 +102,7 @@ TREE_SPECS = [TREE.TreeSpec(2, 2, 4, 1, 2), TREE.TreeSpec(2, 3, 6, 0, 3)]
 def test_tree_model_matches_the_interpreter(tree_path, sp, malformed):
     """Scalar code with data-dependent ifs and read-modify-write of retrive_next_token: the
     final contents of every output equal the interpreter's, on valid and malformed trees."""
-    from specbound.kernels.testing import random_tree_batch
+    from specbound.reference.samples import random_tree_batch
     from specbound.proofs.symexec.sglang_common import load_jit
 
     from specbound.kernels import OutOfBoundsAccess
