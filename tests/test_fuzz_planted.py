@@ -2,7 +2,7 @@
 
 Bugs are planted into the *implementations* (never the spec the properties read): proof
 mutants' formulas swapped into the reference's view of the spec, and variants of our own
-Triton kernel carrying sglang's historical CUDA-kernel bugs (specbound.fuzz.launch).
+Triton kernel carrying sglang's historical CUDA-kernel bugs (the kernel mutant registry, specbound.proofs.symexec.mutants).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from specbound import kernels, spec
-from specbound.fuzz import launch
+from specbound.proofs.symexec import mutants as kernel_mutants
 from specbound.fuzz import properties as P
 from specbound.fuzz import strategies as sst
 from specbound.fuzz.runner import falsify
@@ -69,14 +69,14 @@ def test_differential_catches_a_links_bug_in_the_reference(monkeypatch):
 
 @needs_interpreter
 def test_kernel_footprint_property_catches_the_search_past_row_variant(monkeypatch):
-    monkeypatch.setattr(kernels.tree_build, "build_tree_kernel", launch.tree_kernel_variant("search-past-row"))
+    monkeypatch.setattr(kernels.tree_build, "build_tree_kernel", kernel_mutants.get("MUT-SEARCH-PAST-ROW").plant.kernel())
     case = falsify(lambda c: P.check_tree_footprint(c, "triton"), sst.tree_cases(max_bs=4), 40)
     assert case is not None and case.bs >= 1
 
 
 @needs_interpreter
 def test_kernel_semantics_property_catches_the_unbounded_walk_variant(monkeypatch):
-    monkeypatch.setattr(kernels.tree_build, "build_tree_kernel", launch.tree_kernel_variant("walk-past-depth"))
+    monkeypatch.setattr(kernels.tree_build, "build_tree_kernel", kernel_mutants.get("MUT-UNBOUNDED-WALK").plant.kernel())
     case = falsify(lambda c: P.check_tree_semantics(c, "triton"), sst.tree_cases(max_bs=4, malformed=True), 60)
     assert case is not None and case.defects   # only a malformed tree (a cycle) walks past D
 

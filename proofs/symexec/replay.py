@@ -14,8 +14,6 @@ a bug).
 
 from __future__ import annotations
 
-import ast
-import linecache
 from dataclasses import dataclass, field
 
 import z3
@@ -23,7 +21,7 @@ import z3
 from specbound import spec
 from specbound.proofs import kernel as K_
 
-from . import models
+from . import mutants
 from .obligations import instantiate
 
 
@@ -84,31 +82,6 @@ def concretise(run, ob, limits: dict, batch_cap: int, content_box: dict | None =
     return out
 
 
-# --- building mutated kernels ----------------------------------------------------------------
-
-def jit_kernel(module: str, func_name: str, transform=None):
-    """The real kernel, or a JIT function built from the transformed source in memory."""
-    import importlib
-
-    import specbound.kernels  # noqa: F401  (sets TRITON_INTERPRET before any @triton.jit)
-    mod = importlib.import_module(f"specbound.kernels.{module}")
-    if transform is None:
-        return getattr(mod, func_name)
-    import triton
-
-    tree = ast.parse(open(models.kernel_path(module)).read())
-    tree = transform(tree)
-    ast.fix_missing_locations(tree)
-    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == func_name)
-    fn.decorator_list = []
-    src = ast.unparse(fn) + "\n"
-    filename = f"<specbound-mutant-{module}-{func_name}-{abs(hash(src))}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    ns = dict(vars(mod))
-    exec(compile(src, filename, "exec"), ns)
-    return triton.jit(ns[func_name])
-
-
 # --- running under the checked interpreter -------------------------------------------------------
 
 def _checked_fault(launch, inputs) -> Replay | None:
@@ -129,7 +102,7 @@ def _checked_fault(launch, inputs) -> Replay | None:
 
 # --- kernels -----------------------------------------------------------------------------------
 
-def replay_kv(sp, conc: dict, transform=None, host: dict | None = None) -> Replay:
+def replay_kv(sp, conc: dict, plant=None, host: dict | None = None) -> Replay:
     import torch
 
     from specbound.reference import draft_decode_kv_indices as ref_kv
@@ -151,7 +124,7 @@ def replay_kv(sp, conc: dict, transform=None, host: dict | None = None) -> Repla
     stride = max(conc["indptr_stride"], ns_ * k + 1)
     inputs = {"num_seqs": ns_, "topk": k, "num_steps": d, "page_size": page, "seq_lens": seq,
               "req_pool_indices": rows, "width": width, "indptr_stride": stride, "spec": sp.label}
-    fn = jit_kernel("draft_kv", "draft_kv_kernel", transform)
+    fn = mutants.kernel_of("draft_kv", "draft_kv_kernel", plant)
     kv_dtype = {"int64": torch.int64, "int32": torch.int32}
     kv_indices = torch.full((d, width), -1, dtype=kv_dtype[sp.indices_dtype])
     kv_indptr = torch.full((d, stride), -1, dtype=kv_dtype[sp.indptr_dtype])
@@ -187,7 +160,7 @@ def _tree_inputs(conc, n_cap=64):
     return bs_, k, d, n, seq, sel, pl
 
 
-def replay_tree(sp, conc: dict, transform=None, host=None) -> Replay:
+def replay_tree(sp, conc: dict, plant=None, host=None) -> Replay:
     import torch
 
     from specbound import reference
@@ -201,7 +174,7 @@ def replay_tree(sp, conc: dict, transform=None, host=None) -> Replay:
     args = validation.validate_build_tree_args(pl, sel, seq_t, topk=k, depth=d, num_draft_tokens=n, mode=mode,
                                                fill_prefix_mask=False)
     prefix = torch.tensor(args.prefix[:-1], dtype=torch.int64)
-    fn = jit_kernel("tree_build", "build_tree_kernel", transform)
+    fn = mutants.kernel_of("tree_build", "build_tree_kernel", plant)
     grid = (-(-bs_ // sp.BLOCK_B),)
 
     def launch():
@@ -223,7 +196,7 @@ def replay_tree(sp, conc: dict, transform=None, host=None) -> Replay:
     return Replay("none", "the launch matched the reference", inputs)
 
 
-def replay_fill(sp, conc: dict, transform=None, host=None) -> Replay:
+def replay_fill(sp, conc: dict, plant=None, host=None) -> Replay:
     import torch
 
     bs_, n = conc["bs"], conc["n"]
@@ -234,7 +207,7 @@ def replay_fill(sp, conc: dict, transform=None, host=None) -> Replay:
     mask = torch.zeros(numel, dtype=torch.bool)
     seq_t = torch.tensor(seq, dtype=torch.int64)
     prefix = torch.tensor(spec.prefix_sums(seq)[:-1], dtype=torch.int64)
-    fn = jit_kernel("tree_build", "fill_prefix_kernel", transform)
+    fn = mutants.kernel_of("tree_build", "fill_prefix_kernel", plant)
     grid = (-(-bs_ // sp.BLOCK_B),)
 
     def launch():
