@@ -83,16 +83,13 @@ def test_kernel_semantics_property_catches_the_unbounded_walk_variant(monkeypatc
 
 @needs_interpreter
 def test_kv_kernel_property_catches_a_short_row(monkeypatch):
-    """A planted host bug: the wrapper's kernel launched with one slot less of row width."""
-    real = kernels.draft_kv.draft_kv_kernel
+    """A planted host bug: the wrapper's launch plan passes one slot less of row width."""
+    from specbound.kernels import plan as launch_plans
 
-    class Short:
-        def __getitem__(self, grid):
-            def run(*args, **kw):
-                args = list(args)
-                args[10] = args[10] - 1          # width: rows overlap by one slot
-                return real[grid](*args, **kw)
-            return run
-    monkeypatch.setattr(kernels.draft_kv, "draft_kv_kernel", Short())
+    real = launch_plans.kv_plan
+
+    def short(tensors, *, width, **kw):
+        return real(tensors, width=width - 1, **kw)          # rows overlap by one slot
+    monkeypatch.setattr(launch_plans, "kv_plan", short)
     case = falsify(lambda c: P.check_kv_footprint(c, "triton"), sst.kv_cases(max_bs=3), 40)
     assert case is not None and case.num_steps >= 2

@@ -1,8 +1,8 @@
 """Concrete replays of counterexamples through the real kernel launch.
 
 A counterexample (a Z3 model) is re-solved inside a small box so it reads as a real batch,
-turned into concrete tensors, and launched through ``kernel[grid](...)`` exactly as the
-launch wrappers do (same argument computation from the spec), under
+turned into concrete tensors, and launched through the kernel's launch plan exactly as the
+launch wrappers do (:mod:`specbound.kernels.plan`), under
 :func:`specbound.kernels.checked.checked_interpreter` with a per-program store recorder.
 torch and triton are imported here only, at replay time.
 
@@ -124,6 +124,8 @@ def replay_kv(sp, conc: dict, plant=None, host: dict | None = None) -> Replay:
     stride = max(conc["indptr_stride"], ns_ * k + 1)
     inputs = {"num_seqs": ns_, "topk": k, "num_steps": d, "page_size": page, "seq_lens": seq,
               "req_pool_indices": rows, "width": width, "indptr_stride": stride, "spec": sp.label}
+    from specbound.kernels import plan as launch_plans
+
     fn = mutants.kernel_of("draft_kv", "draft_kv_kernel", plant)
     kv_dtype = {"int64": torch.int64, "int32": torch.int32}
     kv_indices = torch.full((d, width), -1, dtype=kv_dtype[sp.indices_dtype])
@@ -131,12 +133,15 @@ def replay_kv(sp, conc: dict, plant=None, host: dict | None = None) -> Replay:
     seq_t = torch.tensor(seq, dtype=torch.int64)
     prefix = torch.tensor(spec.prefix_sums(seq)[:-1], dtype=torch.int64)
     rows_t = torch.tensor(rows, dtype=torch.int64)
-    grid = (-(-ns_ // sp.BLOCK_B),)
+    plan = launch_plans.kv_plan(
+        {"req_pool_indices_ptr": rows_t, "req_to_token_ptr": r2t, "seq_lens_ptr": seq_t, "prefix_ptr": prefix,
+         "kv_indices_ptr": kv_indices, "kv_indptr_ptr": kv_indptr},
+        num_seqs=ns_, topk=k, num_steps=d, page_size=page, width=width, indptr_stride=stride,
+        r2t_stride0=r2t.stride(0), r2t_stride1=r2t.stride(1), block_b=sp.BLOCK_B, pairs=sp.PAIRS, steps=sp.STEPS,
+        block_c=sp.BLOCK_C)
 
     def launch():
-        fn[grid](rows_t, r2t, seq_t, prefix, kv_indices, kv_indptr, ns_, k, d, page, width, stride,
-                 r2t.stride(0), r2t.stride(1), BLOCK_B=sp.BLOCK_B, PAIRS=sp.PAIRS, STEPS=sp.STEPS,
-                 BLOCK_C=sp.BLOCK_C)
+        plan.launch(fn)
     fault = _checked_fault(launch, inputs)
     if fault is not None:
         return fault
@@ -174,14 +179,18 @@ def replay_tree(sp, conc: dict, plant=None, host=None) -> Replay:
     args = validation.validate_build_tree_args(pl, sel, seq_t, topk=k, depth=d, num_draft_tokens=n, mode=mode,
                                                fill_prefix_mask=False)
     prefix = torch.tensor(args.prefix[:-1], dtype=torch.int64)
+    from specbound.kernels import plan as launch_plans
+
     fn = mutants.kernel_of("tree_build", "build_tree_kernel", plant)
-    grid = (-(-bs_ // sp.BLOCK_B),)
+    plan = launch_plans.tree_plan(
+        {"parent_list_ptr": args.parent_list, "selected_index_ptr": args.selected_index,
+         "seq_lens_ptr": args.seq_lens, "prefix_ptr": prefix, "tree_mask_ptr": args.tree_mask,
+         "positions_ptr": args.positions, "retrive_index_ptr": args.retrive_index,
+         "next_token_ptr": args.retrive_next_token, "next_sibling_ptr": args.retrive_next_sibling},
+        bs=bs_, topk=k, depth=d, n=n, mode=sp.MODE, block_b=sp.BLOCK_B, nodes=sp.NODES)
 
     def launch():
-        fn[grid](args.parent_list, args.selected_index, args.seq_lens, prefix, args.tree_mask, args.positions,
-                 args.retrive_index, args.retrive_next_token, args.retrive_next_sibling, bs_, k,
-                 spec.parent_list_width(k, d), spec.selected_index_width(n), n,
-                 MODE=sp.MODE, DEPTH=spec.walk_max_steps(d), BLOCK_B=sp.BLOCK_B, NODES=sp.NODES)
+        plan.launch(fn)
     fault = _checked_fault(launch, inputs)
     if fault is not None:
         return fault
@@ -207,11 +216,14 @@ def replay_fill(sp, conc: dict, plant=None, host=None) -> Replay:
     mask = torch.zeros(numel, dtype=torch.bool)
     seq_t = torch.tensor(seq, dtype=torch.int64)
     prefix = torch.tensor(spec.prefix_sums(seq)[:-1], dtype=torch.int64)
+    from specbound.kernels import plan as launch_plans
+
     fn = mutants.kernel_of("tree_build", "fill_prefix_kernel", plant)
-    grid = (-(-bs_ // sp.BLOCK_B),)
+    plan = launch_plans.fill_plan({"tree_mask_ptr": mask, "seq_lens_ptr": seq_t, "prefix_ptr": prefix}, bs=bs_,
+                                  n=n, block_b=sp.BLOCK_B, nodes=sp.NODES, block_c=sp.BLOCK_C)
 
     def launch():
-        fn[grid](mask, seq_t, prefix, bs_, n, BLOCK_B=sp.BLOCK_B, NODES=sp.NODES, BLOCK_C=sp.BLOCK_C)
+        plan.launch(fn)
     fault = _checked_fault(launch, inputs)
     if fault is not None:
         return fault
