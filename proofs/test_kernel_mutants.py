@@ -51,6 +51,7 @@ def test_every_mutant_is_replayed_by_the_fuzz_or_says_why_not():
     for m in mutants.MUTANTS:
         if m.fuzz_theorem:
             assert (m.fuzz_theorem, m.id) in spec_mutants, f"{m.id}: no spec mutant of this id in {m.fuzz_theorem}"
+            assert not m.fuzz_skip, m.id
         else:
             assert m.fuzz_skip, m.id
     for theorem, mid in spec_mutants:

@@ -266,10 +266,11 @@ MUTANTS = (
           "pid.to(tl.int64) * BLOCK_B", "pid.to(tl.int64) * (BLOCK_B - 1)", expect=("race", "output")),
     _swap("MUT-UNBOUNDED-WALK",
           "the root-ward walk runs DEPTH + 1 steps (bound larger than D): a cycle pushes depth past D", "tree", "WALK-BOUNDED",
-          "tl.static_range(DEPTH)", "tl.static_range(DEPTH + 1)", fuzz_theorem="VM-WALK-BOUNDED"),
+          "tl.static_range(DEPTH)", "tl.static_range(DEPTH + 1)", fuzz_theorem="VM-WALK-BOUNDED", fuzz_skip=""),
     _swap("MUT-SEARCH-PAST-ROW",
           "parent search scans n entries of the (n-1)-entry selected_index row (sglang's CUDA kernel)",
-          "tree", "IN-BOUNDS", "node2 < sel_width", "node2 < n", expect=("oob",), fuzz_theorem="VM-WALK-CONFINED"),
+          "tree", "IN-BOUNDS", "node2 < sel_width", "node2 < n", expect=("oob",), fuzz_theorem="VM-WALK-CONFINED",
+          fuzz_skip=""),
     _swap("MUT-MASK-ROW-STRIDE",
           "FULL_MASK tree columns stored with row stride seq_len + n - 1 instead of spec.mask_row_width "
           "(seq_len + n): every cell stays inside its request's region (so in bounds and race free), but "
@@ -299,6 +300,7 @@ MUTANTS = (
 
 BY_ID = {m.id: m for m in MUTANTS}
 assert len(BY_ID) == len(MUTANTS), "duplicate kernel mutant id"
+assert all(bool(m.fuzz_theorem) != bool(m.fuzz_skip) for m in MUTANTS), "a fuzz replay or the reason there is none"
 
 
 def of_kind(kind: str) -> tuple:
