@@ -6,7 +6,7 @@ tree is found) sglang's own Triton kernels interpreted on the same inputs.
 
 sglang is looked up at ``--sglang``, ``/tmp/sgl/x/sglang``, or an installed ``sglang``
 package.  Its ``@triton.jit`` functions are picked out of the source files with ``ast``
-and exec'd here (the text registered in ``linecache`` so Triton can read it); nothing of
+and exec'd here (by :mod:`specbound.kernels.source`, so Triton can read them); nothing of
 sglang is copied into this repository and its package is never imported.
 
 Targets (issue 5): our interpreted kernels >= 3x sglang's rate on each op; the
@@ -17,8 +17,6 @@ each target is met; it does not fail on a miss.
 from __future__ import annotations
 
 import argparse
-import ast
-import linecache
 import os
 import random
 import sys
@@ -32,6 +30,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from specbound import reference as ref  # noqa: E402
+from specbound.kernels import source  # noqa: E402
 from specbound.reference.samples import random_kv_batch, random_tree_batch  # noqa: E402
 
 K, STEPS, N = 4, 5, 8          # serving default (steps, topk, n) = (5, 4, 8)
@@ -55,18 +54,8 @@ def find_sglang(explicit: str | None) -> Path | None:
 
 def load_jit_functions(path: Path) -> dict:
     """Exec only the @triton.jit functions of a source file; returns them by name."""
-    text = path.read_text()
-    tree = ast.parse(text)
     namespace = {"triton": triton, "tl": tl, "torch": torch}
-    filename = f"<sglang {path.name}>"
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
-            # keep the original line numbers so tracebacks and Triton's source lookup agree
-            chunk = ast.Module(body=[node], type_ignores=[])
-            code = compile(chunk, filename, "exec")
-            exec(code, namespace)  # noqa: S102 - sglang's kernel text, run locally for comparison
-    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
-    return namespace
+    return source.load_jit_functions(path.read_text(), f"<sglang {path.name}>", namespace)
 
 
 def rate(fn, requests: int, repeat: int) -> float:

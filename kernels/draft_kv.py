@@ -110,6 +110,9 @@ def draft_kv_kernel(
 
 # --- launch wrapper ----------------------------------------------------------------------
 
+# below the kernels, so that their line numbers (cited by the proofs and their reports) stay put
+from . import plan as launch_plans  # noqa: E402
+
 # Elements per (request x pair x column) tile of the prefix copy: large when interpreted
 # (cost per program and per op), register sized when compiled.
 TILE_BUDGET = (1 << 20) if interpreter_active() else 4096
@@ -160,8 +163,9 @@ def launch_kv(req_pool_indices, req_to_token, seq_lens, kv_indices, kv_indptr, *
     prefix = spec.prefix_sums(lens) if prefix is None else prefix
     p = torch.tensor(prefix[:-1], dtype=torch.int64, device=seq_lens.device)
     block_b, pairs, steps, block_c = kv_blocks(num_seqs, topk, num_steps, max(lens), tile_budget or TILE_BUDGET)
-    draft_kv_kernel[(triton.cdiv(num_seqs, block_b),)](
-        req_pool_indices, req_to_token, seq_lens, p, kv_indices, kv_indptr,
-        num_seqs, topk, num_steps, page_size, kv_indices.shape[1], kv_indptr.shape[1],
-        req_to_token.stride(0), req_to_token.stride(1),
-        BLOCK_B=block_b, PAIRS=pairs, STEPS=steps, BLOCK_C=block_c)
+    tensors = {"req_pool_indices_ptr": req_pool_indices, "req_to_token_ptr": req_to_token, "seq_lens_ptr": seq_lens,
+               "prefix_ptr": p, "kv_indices_ptr": kv_indices, "kv_indptr_ptr": kv_indptr}
+    launch_plans.kv_plan(tensors, num_seqs=num_seqs, topk=topk, num_steps=num_steps, page_size=page_size,
+                         width=kv_indices.shape[1], indptr_stride=kv_indptr.shape[1],
+                         r2t_stride0=req_to_token.stride(0), r2t_stride1=req_to_token.stride(1), block_b=block_b,
+                         pairs=pairs, steps=steps, block_c=block_c).launch(draft_kv_kernel)

@@ -180,6 +180,9 @@ def fill_prefix_kernel(
 
 # --- launch wrapper ----------------------------------------------------------------------
 
+# below the kernels, so that their line numbers (cited by the proofs and their reports) stay put
+from . import plan as launch_plans  # noqa: E402
+
 # Elements per (request x node x node) tile; BLOCK_B is derived from it.  Interpreted,
 # the cost is per program and per op, so tiles are large; compiled, a tile lives in
 # registers, so it stays small.
@@ -260,10 +263,11 @@ def launch_tree(parent_list, selected_index, seq_lens, tree_mask, positions, ret
     block_b, nodes = tree_blocks(bs, n, tile_budget or TILE_BUDGET)
     if mode is spec.TreeMaskMode.FULL_MASK and fill_prefix_mask:
         fill_b, fill_c = fill_blocks(bs, nodes, max(lens))
-        fill_prefix_kernel[(triton.cdiv(bs, fill_b),)](
-            tree_mask, seq_lens, p, bs, n, BLOCK_B=fill_b, NODES=nodes, BLOCK_C=fill_c)
-    (kernel or build_tree_kernel)[(triton.cdiv(bs, block_b),)](
-        parent_list, selected_index, seq_lens, p, tree_mask, positions, retrive_index,
-        retrive_next_token, retrive_next_sibling,
-        bs, topk, spec.parent_list_width(topk, depth), spec.selected_index_width(n), n,
-        MODE=int(mode), DEPTH=spec.walk_max_steps(depth), BLOCK_B=block_b, NODES=nodes)
+        launch_plans.fill_plan({"tree_mask_ptr": tree_mask, "seq_lens_ptr": seq_lens, "prefix_ptr": p}, bs=bs,
+                               n=n, block_b=fill_b, nodes=nodes, block_c=fill_c).launch(fill_prefix_kernel)
+    tensors = {"parent_list_ptr": parent_list, "selected_index_ptr": selected_index, "seq_lens_ptr": seq_lens,
+               "prefix_ptr": p, "tree_mask_ptr": tree_mask, "positions_ptr": positions,
+               "retrive_index_ptr": retrive_index, "next_token_ptr": retrive_next_token,
+               "next_sibling_ptr": retrive_next_sibling}
+    launch_plans.tree_plan(tensors, bs=bs, topk=topk, depth=depth, n=n, mode=mode, block_b=block_b,
+                           nodes=nodes).launch(kernel or build_tree_kernel)

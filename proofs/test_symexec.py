@@ -47,7 +47,7 @@ REQUIRED_MUTANTS = {
            "MUT-KV-STEPS-LANES-BELOW-BATCH": "race", "MUT-KV-INDPTR-ENTRY-VALUE": "output",
            "MUT-KV-EXTENSION-READ-STRIDE": "output", "MUT-KV-COPY-STOPS-EARLY": "output",
            "MUT-KV-TOKENS-INT32": "output"},
-    "tree": {"MUT-WALK-UNBOUNDED": "output", "MUT-SEARCH-PAST-ROW": "oob", "MUT-MASK-ROW-STRIDE": "output",
+    "tree": {"MUT-UNBOUNDED-WALK": "output", "MUT-SEARCH-PAST-ROW": "oob", "MUT-MASK-ROW-STRIDE": "output",
              "MUT-POSITIONS-INT32": "assert", "MUT-NODES-LANES-BELOW-N": "output", "MUT-TREE-PROGRAM-STRIDE": "race"},
     "fill": {"MUT-FILL-TAIL-NO-MASK": "oob", "MUT-FILL-TAIL-SHORT": "output", "MUT-FILL-STORES-FALSE": "output",
              "MUT-FILL-STOPS-EARLY": "output", "MUT-FILL-PROGRAM-STRIDE": "race"},
@@ -75,14 +75,26 @@ def test_kernel_theorems_list_their_launch_contracts():
     assert "draft_kv_capacity_ok" in kv["KERNEL-KV-IN-BOUNDS"].hypotheses_used
 
 
+def test_every_registered_mutant_is_required():
+    from specbound.proofs.symexec import mutants
+
+    assert {k: set(v) for k, v in REQUIRED_MUTANTS.items()} == \
+        {kind: {m.id for m in mutants.of_kind(kind)} for kind in mutants.KIND_KERNEL}
+
+
 @pytest.mark.parametrize("kind", sorted(REQUIRED_MUTANTS))
 def test_mutants_refuted_by_replay(kind):
+    """Every registered mutant is refuted by the proofs (a counterexample whose concrete
+    launch on the planted kernel reproduces the fault)."""
+    from specbound.proofs.symexec import mutants
+
     sp = T.selected_specs()[kind][0]
     seen = {m.id: m for r in _results(kind, sp) for m in r.mutants}
     for mid, verdict in REQUIRED_MUTANTS[kind].items():
         assert mid in seen, f"{mid} not run"
         assert seen[mid].status == "refuted", f"{mid}: {seen[mid].note}"
         assert seen[mid].counterexample["replay"] == verdict, seen[mid].counterexample
+        assert verdict in mutants.get(mid).expect, (mid, verdict)
 
 
 @pytest.mark.parametrize("kind,mid", [(k, m) for k, ids in sorted(T.FOOTPRINT_ONLY.items()) for m in ids])
@@ -91,8 +103,9 @@ def test_footprint_only_mutants_escape_bounds_and_races(kind, mid):
     kernel those theorems still hold, so the footprint obligation is the one that refutes it."""
     from specbound.proofs.symexec.obligations import check
 
-    build, muts = T.BUILDERS[kind][0], T.BUILDERS[kind][1]
-    m = next(x for x in muts if x.id == mid)
+    from specbound.proofs.symexec import mutants
+
+    build, m = T.BUILDERS[kind][0], mutants.get(mid)
     assert m.prop == "FOOTPRINT"
     run = build(T.selected_specs()[kind][0], transform=m.transform, host=dict(m.host))
     for prop in ("IN-BOUNDS", "RACE-FREE"):

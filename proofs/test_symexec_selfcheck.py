@@ -33,6 +33,7 @@ def _loops(seq, block_b, block_c):
 @pytest.mark.parametrize("seed", range(3))
 def test_kv_addresses_match_the_interpreter(seed):
     from specbound.kernels.draft_kv import draft_kv_kernel
+    from specbound.kernels.plan import kv_plan
     from specbound.reference.samples import random_kv_batch
 
     rng = random.Random(seed)
@@ -48,12 +49,16 @@ def test_kv_addresses_match_the_interpreter(seed):
     kv_indptr = torch.full((d, stride), -1, dtype=torch.int64)
     prefix = torch.tensor(spec.prefix_sums(seq)[:-1], dtype=torch.int64)
     r2t = batch.req_to_token.to(torch.int64)
-    grid = -(-ns // sp.BLOCK_B)
+    plan = kv_plan({"req_pool_indices_ptr": batch.req_pool_indices, "req_to_token_ptr": r2t,
+                    "seq_lens_ptr": batch.seq_lens, "prefix_ptr": prefix, "kv_indices_ptr": kv_indices,
+                    "kv_indptr_ptr": kv_indptr},
+                   num_seqs=ns, topk=k, num_steps=d, page_size=page, width=width, indptr_stride=stride,
+                   r2t_stride0=r2t.stride(0), r2t_stride1=r2t.stride(1), block_b=sp.BLOCK_B, pairs=sp.PAIRS,
+                   steps=sp.STEPS, block_c=sp.BLOCK_C)
+    (grid,) = plan.grid
 
     def launch():
-        draft_kv_kernel[(grid,)](batch.req_pool_indices, r2t, batch.seq_lens, prefix, kv_indices, kv_indptr,
-                                 ns, k, d, page, width, stride, r2t.stride(0), r2t.stride(1),
-                                 BLOCK_B=sp.BLOCK_B, PAIRS=sp.PAIRS, STEPS=sp.STEPS, BLOCK_C=sp.BLOCK_C)
+        plan.launch(draft_kv_kernel)
     written = _recorded(launch)
     run = models.kv_run(sp)
     scalars = {"num_seqs": ns, "K": k, "D": d, "page_size": page, "width": width, "indptr_stride": stride,
@@ -67,6 +72,7 @@ def test_kv_addresses_match_the_interpreter(seed):
 @pytest.mark.parametrize("mode,seed", [(m, s) for m in (0, 1, 2) for s in range(2)])
 def test_tree_addresses_match_the_interpreter(mode, seed):
     from specbound.reference.samples import random_tree_batch
+    from specbound.kernels.plan import fill_plan, tree_plan
     from specbound.kernels.tree_build import build_tree_kernel, fill_prefix_kernel
     from specbound.reference import validation
 
@@ -80,25 +86,27 @@ def test_tree_addresses_match_the_interpreter(mode, seed):
     args = validation.validate_build_tree_args(tb.parent_list, tb.selected_index, tb.seq_lens, topk=k, depth=d,
                                                num_draft_tokens=n, mode=mode, fill_prefix_mask=False)
     prefix = torch.tensor(args.prefix[:-1], dtype=torch.int64)
-    grid = -(-bs_ // sp.BLOCK_B)
     fill = models.FillSpec(2, 8, 16)
+    plan = tree_plan({"parent_list_ptr": args.parent_list, "selected_index_ptr": args.selected_index,
+                      "seq_lens_ptr": args.seq_lens, "prefix_ptr": prefix, "tree_mask_ptr": args.tree_mask,
+                      "positions_ptr": args.positions, "retrive_index_ptr": args.retrive_index,
+                      "next_token_ptr": args.retrive_next_token, "next_sibling_ptr": args.retrive_next_sibling},
+                     bs=bs_, topk=k, depth=d, n=n, mode=mode, block_b=sp.BLOCK_B, nodes=sp.NODES)
+    fplan = fill_plan({"tree_mask_ptr": args.tree_mask, "seq_lens_ptr": args.seq_lens, "prefix_ptr": prefix},
+                      bs=bs_, n=n, block_b=fill.BLOCK_B, nodes=fill.NODES, block_c=fill.BLOCK_C)
+    assert plan.constexprs["DEPTH"] == sp.DEPTH
+    (grid,) = plan.grid
 
     def launch():
-        build_tree_kernel[(grid,)](args.parent_list, args.selected_index, args.seq_lens, prefix, args.tree_mask,
-                                   args.positions, args.retrive_index, args.retrive_next_token,
-                                   args.retrive_next_sibling, bs_, k, spec.parent_list_width(k, d),
-                                   spec.selected_index_width(n), n, MODE=mode, DEPTH=d, BLOCK_B=sp.BLOCK_B,
-                                   NODES=sp.NODES)
+        plan.launch(build_tree_kernel)
         if mode == 0:
-            fill_prefix_kernel[(grid,)](args.tree_mask, args.seq_lens, prefix, bs_, n,
-                                        BLOCK_B=fill.BLOCK_B, NODES=fill.NODES, BLOCK_C=fill.BLOCK_C)
+            fplan.launch(fill_prefix_kernel)
     from specbound.kernels import INTERPRETED, checked_interpreter
     if not INTERPRETED:
         pytest.skip("compiled kernels")
     with checked_interpreter(record_footprint=True) as session:
         launch()
-    scalars = {"bs": bs_, "K": k, "n": n, "pl_width": spec.parent_list_width(k, d),
-               "sel_width": spec.selected_index_width(n)}
+    scalars = {"bs": bs_, "K": k, "n": n, "pl_width": plan.args["pl_width"], "sel_width": plan.args["sel_width"]}
     contents = {"seq_len": seq, "P": prefix.tolist(),
                 "selected_index": tb.selected_index.reshape(-1).tolist(),
                 "parent_list": tb.parent_list.reshape(-1).tolist()}
@@ -111,6 +119,6 @@ def test_tree_addresses_match_the_interpreter(mode, seed):
         assert cells[name] == written[arg], name
     if mode == 0:
         frun = models.fill_run(fill)
-        fcells = selfcheck.symbolic_cells(frun, {"bs": bs_, "n": n}, {"seq_len": seq, "P": prefix.tolist()}, grid,
+        fcells = selfcheck.symbolic_cells(frun, {"bs": bs_, "n": n}, {"seq_len": seq, "P": prefix.tolist()}, fplan.grid[0],
                                           _loops(seq, fill.BLOCK_B, fill.BLOCK_C))
         assert fcells.get("tree_mask", set()) == session.written("fill_prefix_kernel").get("tree_mask_ptr", set())

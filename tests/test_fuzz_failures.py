@@ -10,7 +10,7 @@ import shlex
 import pytest
 
 from specbound import cli, kernels
-from specbound.fuzz import command, launch, replay
+from specbound.fuzz import command, replay
 from specbound.fuzz import properties
 from specbound.spec import SpecArgumentError
 
@@ -78,9 +78,13 @@ def test_the_state_machine_still_runs_after_failed_properties_and_replays(monkey
 
 @needs_interpreter
 def test_a_kernel_variant_that_cannot_be_built_fails_its_replay(monkeypatch):
-    monkeypatch.setitem(launch.TREE_VARIANTS, "search-past-row",
-                        ("MUT-SEARCH-PAST-ROW", [("text no kernel contains", "x")]))
-    monkeypatch.setattr(launch, "_variant_cache", {})
+    from dataclasses import replace
+
+    from specbound.proofs.symexec import mutants as kernel_mutants
+
+    m = kernel_mutants.get("MUT-SEARCH-PAST-ROW")
+    broken = replace(m.plant, replace=(("text no kernel contains", "x"),))
+    monkeypatch.setitem(kernel_mutants.BY_ID, m.id, replace(m, plant=broken))
     rows = replay.replay_all(lambda th, m: m == "MUT-SEARCH-PAST-ROW")
     assert rows and all(r.status == "FAILED" and not r.ok and "cannot be built" in r.note for r in rows)
 

@@ -2,7 +2,7 @@
 
 Bugs are planted into the *implementations* (never the spec the properties read): proof
 mutants' formulas swapped into the reference's view of the spec, and variants of our own
-Triton kernel carrying sglang's historical CUDA-kernel bugs (specbound.fuzz.launch).
+Triton kernel carrying sglang's historical CUDA-kernel bugs (the kernel mutant registry, specbound.proofs.symexec.mutants).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from specbound import kernels, spec
-from specbound.fuzz import launch
+from specbound.proofs.symexec import mutants as kernel_mutants
 from specbound.fuzz import properties
 from specbound.fuzz import strategies as sst
 from specbound.fuzz.runner import falsify
@@ -69,30 +69,27 @@ def test_differential_catches_a_links_bug_in_the_reference(monkeypatch):
 
 @needs_interpreter
 def test_kernel_footprint_property_catches_the_search_past_row_variant(monkeypatch):
-    monkeypatch.setattr(kernels.tree_build, "build_tree_kernel", launch.tree_kernel_variant("search-past-row"))
+    monkeypatch.setattr(kernels.tree_build, "build_tree_kernel", kernel_mutants.get("MUT-SEARCH-PAST-ROW").plant.kernel())
     case = falsify(lambda c: properties.check_tree_footprint(c, "triton"), sst.tree_cases(max_bs=4), 40)
     assert case is not None and case.bs >= 1
 
 
 @needs_interpreter
 def test_kernel_semantics_property_catches_the_unbounded_walk_variant(monkeypatch):
-    monkeypatch.setattr(kernels.tree_build, "build_tree_kernel", launch.tree_kernel_variant("walk-past-depth"))
+    monkeypatch.setattr(kernels.tree_build, "build_tree_kernel", kernel_mutants.get("MUT-UNBOUNDED-WALK").plant.kernel())
     case = falsify(lambda c: properties.check_tree_semantics(c, "triton"), sst.tree_cases(max_bs=4, malformed=True), 60)
     assert case is not None and case.defects   # only a malformed tree (a cycle) walks past D
 
 
 @needs_interpreter
 def test_kv_kernel_property_catches_a_short_row(monkeypatch):
-    """A planted host bug: the wrapper's kernel launched with one slot less of row width."""
-    real = kernels.draft_kv.draft_kv_kernel
+    """A planted host bug: the wrapper's launch plan passes one slot less of row width."""
+    from specbound.kernels import plan as launch_plans
 
-    class Short:
-        def __getitem__(self, grid):
-            def run(*args, **kw):
-                args = list(args)
-                args[10] = args[10] - 1          # width: rows overlap by one slot
-                return real[grid](*args, **kw)
-            return run
-    monkeypatch.setattr(kernels.draft_kv, "draft_kv_kernel", Short())
+    real = launch_plans.kv_plan
+
+    def short(tensors, *, width, **kw):
+        return real(tensors, width=width - 1, **kw)          # rows overlap by one slot
+    monkeypatch.setattr(launch_plans, "kv_plan", short)
     case = falsify(lambda c: properties.check_kv_footprint(c, "triton"), sst.kv_cases(max_bs=3), 40)
     assert case is not None and case.num_steps >= 2

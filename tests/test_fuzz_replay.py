@@ -37,6 +37,19 @@ def test_replay(replays, key):
         assert r.status == "infeasible" and "2^31" in r.note
 
 
+def test_every_kernel_mutant_the_fuzz_replays_is_caught(replays):
+    """The registry's planted kernels (the same change the kernel proofs refute) on the spec
+    counterexamples: the parent search past the row reads out of bounds, the walk past D
+    diverges."""
+    from specbound.proofs.symexec import mutants
+
+    for theorem, ms in mutants.fuzzed().items():
+        for m in ms:
+            r = replays[(theorem, m.id)]
+            assert r.status in ("reproduced", "diverged") and r.mutant_sizing.startswith("planted "), r.line()
+            assert m.plant.describe() in r.mutant_sizing
+
+
 def test_seed_000_batch_of_48_on_a_buffer_captured_at_8():
     """The seed's own numbers, sized by the mutant's formula: an overrun; the spec falls back."""
     from specbound.fuzz.stateful import mutant_override

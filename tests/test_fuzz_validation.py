@@ -12,7 +12,8 @@ import torch
 from hypothesis import given, settings
 
 from specbound import kernels, spec
-from specbound.fuzz import calls, examples, launch, properties, refusals
+from specbound.fuzz import calls, examples, properties, refusals
+from specbound.proofs.symexec import mutants as kernel_mutants
 from specbound.fuzz.runner import run_property
 from specbound.fuzz.strategies import KvCase
 from specbound.pytest_plugin import fuzz_budget
@@ -255,15 +256,12 @@ def test_tree_examples_sit_on_the_boundaries_they_name():
 
 
 @needs_interpreter
-@pytest.mark.parametrize("variant, edits", [
-    ("search-past-row", None),                                           # sglang's CUDA scan of n entries
-    ("search-match-only", [("& (j3 < sel_width)", "& (j3 < n)")]),       # only the compare runs to n
-])
-def test_a_parent_search_past_n_minus_1_fails_in_the_first_examples(monkeypatch, variant, edits):
-    if edits:
-        monkeypatch.setitem(launch.TREE_VARIANTS, variant, ("MUT-SEARCH-PAST-ROW", edits))
-    monkeypatch.setattr(launch, "_variant_cache", {})
-    monkeypatch.setattr(kernels.tree_build, "build_tree_kernel", launch.tree_kernel_variant(variant))
+@pytest.mark.parametrize("plant", [
+    kernel_mutants.get("MUT-SEARCH-PAST-ROW").plant,                     # sglang's CUDA scan of n entries
+    kernel_mutants.Plant("tree_build", "build_tree_kernel", (("j3 < sel_width", "j3 < n"),)),  # only the compare
+], ids=["search-past-row", "search-match-only"])
+def test_a_parent_search_past_n_minus_1_fails_in_the_first_examples(monkeypatch, plant):
+    monkeypatch.setattr(kernels.tree_build, "build_tree_kernel", plant.kernel())
     for name in ("tree.semantics.triton", "tree.differential"):
         res = _first_failure(name, max_examples=1)
         assert res.failures and res.examples <= len(examples.tree_boundary_cases()), (name, res.message)
@@ -271,10 +269,7 @@ def test_a_parent_search_past_n_minus_1_fails_in_the_first_examples(monkeypatch,
 
 @needs_interpreter
 def test_a_walk_one_step_past_depth_fails_in_the_first_examples(monkeypatch):
-    monkeypatch.setattr(launch, "_variant_cache", {})
-    monkeypatch.setitem(launch.TREE_VARIANTS, "walk-one-more", ("MUT-UNBOUNDED-WALK", [
-        ("for _step in tl.static_range(DEPTH):", "for _step in tl.static_range(DEPTH + 1):")]))
-    monkeypatch.setattr(kernels.tree_build, "build_tree_kernel", launch.tree_kernel_variant("walk-one-more"))
+    monkeypatch.setattr(kernels.tree_build, "build_tree_kernel", kernel_mutants.get("MUT-UNBOUNDED-WALK").plant.kernel())
     res = _first_failure("tree.semantics.triton", max_examples=1)
     assert res.failures and res.examples <= len(examples.tree_boundary_cases())
     assert {"too_deep", "self_loop"} & set(res.case.defects)

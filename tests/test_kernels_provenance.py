@@ -207,7 +207,7 @@ K, D, N = 4, 5, 8
 def _atomic_variant(module: str, kernel: str, first_arg: str):
     """Our kernel with every ``tl.store`` whose pointer starts with ``first_arg`` turned
     into ``tl.atomic_xchg`` (same effect), built by the kernel proofs' mutant mechanism."""
-    from specbound.proofs.symexec.replay import jit_kernel
+    from specbound.proofs.symexec.mutants import build_kernel
 
     changed = []
 
@@ -219,7 +219,7 @@ def _atomic_variant(module: str, kernel: str, first_arg: str):
                 changed.append(node.lineno)
             return node
 
-    variant = jit_kernel(module, kernel, lambda tree: ToAtomic().visit(tree))
+    variant = build_kernel(module, kernel, lambda tree: ToAtomic().visit(tree))
     assert changed, f"no tl.store through {first_arg} in {kernel}"
     return variant
 
@@ -263,7 +263,7 @@ def test_tree_parent_search_past_its_row_reads_the_next_argument(checked):
     """The search-past-row mutant (sglang's CUDA kernel scans n entries of an (n-1)-entry
     row) reads one entry past ``selected_index``; laid out before ``seq_lens``, that read
     lands inside ``seq_lens``."""
-    from specbound.fuzz.launch import tree_kernel_variant
+    from specbound.proofs.symexec.mutants import get
 
     pl, sel, seq = random_tree_batch(random.Random(2), 3, K, D, N)
     sel_v, seq_v = adjacent_views((tuple(sel.shape), I64, 0), (tuple(seq.shape), I64, 0))
@@ -271,7 +271,7 @@ def test_tree_parent_search_past_its_row_reads_the_next_argument(checked):
     seq_v.copy_(seq)
     bufs = _tree_buffers(3, TreeMaskMode.QLEN_ONLY, int(seq.sum()))
     with pytest.raises(OutOfBoundsAccess) as info:
-        _launch_tree((pl, sel_v, seq_v), bufs, TreeMaskMode.QLEN_ONLY, tree_kernel_variant("search-past-row"))
+        _launch_tree((pl, sel_v, seq_v), bufs, TreeMaskMode.QLEN_ONLY, get("MUT-SEARCH-PAST-ROW").plant.kernel())
     err = info.value
     assert err.op.startswith("load") and (err.argument, err.past_end, err.landed_in) == \
         ("selected_index_ptr", 0, "seq_lens_ptr")

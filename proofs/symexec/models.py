@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -38,6 +39,24 @@ def kernels_dir() -> str:
 
 def kernel_path(module: str) -> str:
     return os.path.join(kernels_dir(), f"{module}.py")
+
+
+def launch_plans():
+    """:mod:`specbound.kernels.plan`, the launch plans the wrappers use, imported by path: the
+    package's ``__init__`` imports torch and triton, which symbolic runs never need, and the
+    plans import only ``spec``.  Registered under its own name, so the kernels that import it
+    later share this module (one plan, whoever reads it)."""
+    name = "specbound.kernels.plan"
+    if name not in sys.modules:
+        found = importlib.util.spec_from_file_location(name, kernel_path("plan"))
+        module = importlib.util.module_from_spec(found)
+        sys.modules[name] = module
+        try:
+            found.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return sys.modules[name]
 
 
 def _scalar(name, term=None):
@@ -288,6 +307,14 @@ def _contracts(**named) -> list:
     return [K_.axiom(name, formula, reason) for name, (formula, reason) in named.items()]
 
 
+def _check_plan(kernel: str, plan, scalars: dict, tensors: dict) -> None:
+    """The wrapper's plan passes exactly the arguments this model gives the kernel; one it
+    added or dropped would otherwise go unmodelled."""
+    if set(plan.args) != set(scalars) | set(tensors):
+        raise ValueError(f"{kernel}: the launch plan passes {sorted(plan.args)}, the model "
+                         f"{sorted(set(scalars) | set(tensors))}: update the model with the plan")
+
+
 def make_oracle(global_hyps: dict, functions: dict, axioms: list):
     """Side facts for term simplification, each proved by the trusted core under the run's
     hypotheses (a failed or unknown check just leaves the general term)."""
@@ -368,10 +395,14 @@ def kv_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run:
         "kv_indices_ptr": TensorModel("kv_indices", D * width, DTYPES[sp.indices_dtype], written=True),
         "kv_indptr_ptr": TensorModel("kv_indptr", D * indptr_stride, DTYPES[sp.indptr_dtype], written=True),
     }
+    plan = launch_plans().kv_plan(tensors, num_seqs=num_seqs, topk=K, num_steps=D, page_size=page, width=width,
+                                  indptr_stride=indptr_stride, r2t_stride0=r2t_s0, r2t_stride1=r2t_s1,
+                                  block_b=sp.BLOCK_B, pairs=sp.PAIRS, steps=sp.STEPS, block_c=sp.BLOCK_C)
+    _check_plan("draft_kv_kernel", plan, scalars, tensors)
     # no int32 grid contract: the kernels widen the program id (pid.to(tl.int64) * BLOCK)
     axioms = _contracts(
         batch_nonempty=(num_seqs >= 1, "the launch wrapper returns before launching an empty batch"),
-        grid_is_cdiv=(G == spec.cdiv(num_seqs, sp.BLOCK_B), f"the wrapper launches cdiv(num_seqs, {sp.BLOCK_B}) programs"),
+        grid_is_cdiv=(G == plan.grid[0], f"the wrapper launches cdiv(num_seqs, {sp.BLOCK_B}) programs"),
         indptr_row_width=(indptr_stride >= spec.draft_branches(num_seqs, K) + 1,
                           "the wrapper allocates kv_indptr rows of num_seqs*K + 1 entries"),
         req_to_token_contiguous=(z3.And(r2t_s0 == r2t_width, r2t_s1 == 1, pool_rows >= 1),
@@ -388,8 +419,7 @@ def kv_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run:
             spec.draft_kv_indices_used_len(P(num_seqs), K, spec.draft_branches(num_seqs, K), D), "used_len")))
     hyps.update(_int32_args(scalars))
     hyps.update(labelled(spec.int32_arg_ok(C, "max_context_len")))
-    ex = Executor(kernel_path("draft_kv"), "draft_kv_kernel",
-                  constexprs={"BLOCK_B": sp.BLOCK_B, "PAIRS": sp.PAIRS, "STEPS": sp.STEPS, "BLOCK_C": sp.BLOCK_C},
+    ex = Executor(kernel_path("draft_kv"), "draft_kv_kernel", constexprs=dict(plan.constexprs),
                   scalars=scalars, tensors=tensors, grid=[G], transform=transform,
                   oracle=make_oracle(hyps, functions, axioms))
     res = ex.run()
@@ -499,7 +529,7 @@ class FillSpec:
         return f"BLOCK_B={self.BLOCK_B},NODES={self.NODES},BLOCK_C={self.BLOCK_C}"
 
 
-def _tree_common(hyps, G, block, scalars, **contracts) -> list:
+def _tree_common(hyps, G, plan, block, scalars, **contracts) -> list:
     """Preconditions shared by the tree kernels (into ``hyps``); returns the launch contracts."""
     hyps.update(labelled(spec.tree_shape_ok(K, D, N)))
     hyps.update(labelled(spec.context_ok(C)))
@@ -507,7 +537,7 @@ def _tree_common(hyps, G, block, scalars, **contracts) -> list:
     hyps.update(_int32_args(scalars))
     # no int32 grid contract: the kernels widen the program id (pid.to(tl.int64) * BLOCK)
     return _contracts(batch_nonempty=(bs >= 1, "the launch wrapper returns before launching an empty batch"),
-                      grid_is_cdiv=(G == spec.cdiv(bs, block), f"the wrapper launches cdiv(bs, {block}) programs"),
+                      grid_is_cdiv=(G == plan.grid[0], f"the wrapper launches cdiv(bs, {block}) programs"),
                       **contracts)
 
 
@@ -569,23 +599,26 @@ def tree_run(sp: TreeSpec, *, transform=None, host: dict | None = None) -> Run:
     G = z3.Int("grid")
     scalars = {"bs": _scalar("bs", bs), "topk": _scalar("topk", K), "pl_width": _scalar("pl_width", pl_width),
                "sel_width": _scalar("sel_width", sel_width), "n": _scalar("n", N)}
+    # the wrapper's own launch plan, on Z3 terms: its grid, widths and walk bound are the contracts
+    plan = launch_plans().tree_plan(tensors, bs=bs, topk=K, depth=D, n=N, mode=mode, block_b=sp.BLOCK_B,
+                                    nodes=sp.NODES)
+    _check_plan("build_tree_kernel", plan, scalars, tensors)
     contracts = {
-        "DEPTH_is_walk_max_steps": (host.get("depth_hyp", lambda d: spec.walk_max_steps(d) == sp.DEPTH)(D),
+        "DEPTH_is_walk_max_steps": (host["depth_hyp"](D) if "depth_hyp" in host else plan.constexprs["DEPTH"] == sp.DEPTH,
                                     f"the wrapper specializes DEPTH = spec.walk_max_steps(D) (here {sp.DEPTH})"),
-        "pl_width_is_spec": (pl_width == spec.parent_list_width(K, D),
+        "pl_width_is_spec": (pl_width == plan.args["pl_width"],
                              "the wrapper passes pl_width = spec.parent_list_width(K, D)"),
-        "sel_width_is_spec": (sel_width == spec.selected_index_width(N),
+        "sel_width_is_spec": (sel_width == plan.args["sel_width"],
                               "the wrapper passes sel_width = spec.selected_index_width(n)")}
     if mode is spec.TreeMaskMode.QLEN_ONLY_BITPACKING:
         hyps.update(labelled(spec.bitpack_ok(N)))
         contracts["mask_item_bits"] = (spec.bitpack_item_bits(N) == DTYPES[sp.mask_dtype].bits,
                                        f"the wrapper allocates {sp.mask_dtype} mask items for n <= {sp.NODES}")
-    axioms = _tree_common(hyps, G, sp.BLOCK_B, scalars, **contracts)
+    axioms = _tree_common(hyps, G, plan, sp.BLOCK_B, scalars, **contracts)
     hyps.update(labelled(spec.lane_bound_ok(N, sp.NODES, "NODES")))
     if "nodes_lanes" in host:  # a mutant's host with fewer node lanes than nodes
         hyps["lane_bound_NODES"] = host["nodes_lanes"](N, sp.NODES)
-    ex = Executor(kernel_path("tree_build"), "build_tree_kernel",
-                  constexprs={"MODE": sp.MODE, "DEPTH": sp.DEPTH, "BLOCK_B": sp.BLOCK_B, "NODES": sp.NODES},
+    ex = Executor(kernel_path("tree_build"), "build_tree_kernel", constexprs=dict(plan.constexprs, DEPTH=sp.DEPTH),
                   scalars=scalars, tensors=tensors, grid=[G], transform=transform,
                   oracle=make_oracle(hyps, functions, axioms))
     res = ex.run()
@@ -632,10 +665,11 @@ def fill_run(sp: FillSpec, *, transform=None, host: dict | None = None) -> Run:
         del hyps[unread]
     G = z3.Int("grid")
     scalars = {"bs": _scalar("bs", bs), "n": _scalar("n", N)}
-    axioms = _tree_common(hyps, G, sp.BLOCK_B, scalars)
+    plan = launch_plans().fill_plan(tensors, bs=bs, n=N, block_b=sp.BLOCK_B, nodes=sp.NODES, block_c=sp.BLOCK_C)
+    _check_plan("fill_prefix_kernel", plan, scalars, tensors)
+    axioms = _tree_common(hyps, G, plan, sp.BLOCK_B, scalars)
     hyps.update(labelled(spec.lane_bound_ok(N, sp.NODES, "NODES")))
-    ex = Executor(kernel_path("tree_build"), "fill_prefix_kernel",
-                  constexprs={"BLOCK_B": sp.BLOCK_B, "NODES": sp.NODES, "BLOCK_C": sp.BLOCK_C},
+    ex = Executor(kernel_path("tree_build"), "fill_prefix_kernel", constexprs=dict(plan.constexprs),
                   scalars=scalars, tensors=tensors, grid=[G], transform=transform,
                   oracle=make_oracle(hyps, functions, axioms))
     res = ex.run()

@@ -1,8 +1,8 @@
 """Concrete replays of counterexamples through the real kernel launch.
 
 A counterexample (a Z3 model) is re-solved inside a small box so it reads as a real batch,
-turned into concrete tensors, and launched through ``kernel[grid](...)`` exactly as the
-launch wrappers do (same argument computation from the spec), under
+turned into concrete tensors, and launched through the kernel's launch plan exactly as the
+launch wrappers do (:mod:`specbound.kernels.plan`), under
 :func:`specbound.kernels.checked.checked_interpreter` with a per-program store recorder.
 torch and triton are imported here only, at replay time.
 
@@ -14,8 +14,6 @@ a bug).
 
 from __future__ import annotations
 
-import ast
-import linecache
 from dataclasses import dataclass, field
 
 import z3
@@ -23,7 +21,7 @@ import z3
 from specbound import spec
 from specbound.proofs import kernel as K_
 
-from . import models
+from . import mutants
 from .obligations import instantiate
 
 
@@ -84,31 +82,6 @@ def concretise(run, ob, limits: dict, batch_cap: int, content_box: dict | None =
     return out
 
 
-# --- building mutated kernels ----------------------------------------------------------------
-
-def jit_kernel(module: str, func_name: str, transform=None):
-    """The real kernel, or a JIT function built from the transformed source in memory."""
-    import importlib
-
-    import specbound.kernels  # noqa: F401  (sets TRITON_INTERPRET before any @triton.jit)
-    mod = importlib.import_module(f"specbound.kernels.{module}")
-    if transform is None:
-        return getattr(mod, func_name)
-    import triton
-
-    tree = ast.parse(open(models.kernel_path(module)).read())
-    tree = transform(tree)
-    ast.fix_missing_locations(tree)
-    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == func_name)
-    fn.decorator_list = []
-    src = ast.unparse(fn) + "\n"
-    filename = f"<specbound-mutant-{module}-{func_name}-{abs(hash(src))}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    ns = dict(vars(mod))
-    exec(compile(src, filename, "exec"), ns)
-    return triton.jit(ns[func_name])
-
-
 # --- running under the checked interpreter -------------------------------------------------------
 
 def _checked_fault(launch, inputs) -> Replay | None:
@@ -129,7 +102,7 @@ def _checked_fault(launch, inputs) -> Replay | None:
 
 # --- kernels -----------------------------------------------------------------------------------
 
-def replay_kv(sp, conc: dict, transform=None, host: dict | None = None) -> Replay:
+def replay_kv(sp, conc: dict, plant=None, host: dict | None = None) -> Replay:
     import torch
 
     from specbound.reference import draft_decode_kv_indices as ref_kv
@@ -151,19 +124,24 @@ def replay_kv(sp, conc: dict, transform=None, host: dict | None = None) -> Repla
     stride = max(conc["indptr_stride"], ns_ * k + 1)
     inputs = {"num_seqs": ns_, "topk": k, "num_steps": d, "page_size": page, "seq_lens": seq,
               "req_pool_indices": rows, "width": width, "indptr_stride": stride, "spec": sp.label}
-    fn = jit_kernel("draft_kv", "draft_kv_kernel", transform)
+    from specbound.kernels import plan as launch_plans
+
+    fn = mutants.kernel_of("draft_kv", "draft_kv_kernel", plant)
     kv_dtype = {"int64": torch.int64, "int32": torch.int32}
     kv_indices = torch.full((d, width), -1, dtype=kv_dtype[sp.indices_dtype])
     kv_indptr = torch.full((d, stride), -1, dtype=kv_dtype[sp.indptr_dtype])
     seq_t = torch.tensor(seq, dtype=torch.int64)
     prefix = torch.tensor(spec.prefix_sums(seq)[:-1], dtype=torch.int64)
     rows_t = torch.tensor(rows, dtype=torch.int64)
-    grid = (-(-ns_ // sp.BLOCK_B),)
+    plan = launch_plans.kv_plan(
+        {"req_pool_indices_ptr": rows_t, "req_to_token_ptr": r2t, "seq_lens_ptr": seq_t, "prefix_ptr": prefix,
+         "kv_indices_ptr": kv_indices, "kv_indptr_ptr": kv_indptr},
+        num_seqs=ns_, topk=k, num_steps=d, page_size=page, width=width, indptr_stride=stride,
+        r2t_stride0=r2t.stride(0), r2t_stride1=r2t.stride(1), block_b=sp.BLOCK_B, pairs=sp.PAIRS, steps=sp.STEPS,
+        block_c=sp.BLOCK_C)
 
     def launch():
-        fn[grid](rows_t, r2t, seq_t, prefix, kv_indices, kv_indptr, ns_, k, d, page, width, stride,
-                 r2t.stride(0), r2t.stride(1), BLOCK_B=sp.BLOCK_B, PAIRS=sp.PAIRS, STEPS=sp.STEPS,
-                 BLOCK_C=sp.BLOCK_C)
+        plan.launch(fn)
     fault = _checked_fault(launch, inputs)
     if fault is not None:
         return fault
@@ -187,7 +165,7 @@ def _tree_inputs(conc, n_cap=64):
     return bs_, k, d, n, seq, sel, pl
 
 
-def replay_tree(sp, conc: dict, transform=None, host=None) -> Replay:
+def replay_tree(sp, conc: dict, plant=None, host=None) -> Replay:
     import torch
 
     from specbound import reference
@@ -201,14 +179,18 @@ def replay_tree(sp, conc: dict, transform=None, host=None) -> Replay:
     args = validation.validate_build_tree_args(pl, sel, seq_t, topk=k, depth=d, num_draft_tokens=n, mode=mode,
                                                fill_prefix_mask=False)
     prefix = torch.tensor(args.prefix[:-1], dtype=torch.int64)
-    fn = jit_kernel("tree_build", "build_tree_kernel", transform)
-    grid = (-(-bs_ // sp.BLOCK_B),)
+    from specbound.kernels import plan as launch_plans
+
+    fn = mutants.kernel_of("tree_build", "build_tree_kernel", plant)
+    plan = launch_plans.tree_plan(
+        {"parent_list_ptr": args.parent_list, "selected_index_ptr": args.selected_index,
+         "seq_lens_ptr": args.seq_lens, "prefix_ptr": prefix, "tree_mask_ptr": args.tree_mask,
+         "positions_ptr": args.positions, "retrive_index_ptr": args.retrive_index,
+         "next_token_ptr": args.retrive_next_token, "next_sibling_ptr": args.retrive_next_sibling},
+        bs=bs_, topk=k, depth=d, n=n, mode=sp.MODE, block_b=sp.BLOCK_B, nodes=sp.NODES)
 
     def launch():
-        fn[grid](args.parent_list, args.selected_index, args.seq_lens, prefix, args.tree_mask, args.positions,
-                 args.retrive_index, args.retrive_next_token, args.retrive_next_sibling, bs_, k,
-                 spec.parent_list_width(k, d), spec.selected_index_width(n), n,
-                 MODE=sp.MODE, DEPTH=spec.walk_max_steps(d), BLOCK_B=sp.BLOCK_B, NODES=sp.NODES)
+        plan.launch(fn)
     fault = _checked_fault(launch, inputs)
     if fault is not None:
         return fault
@@ -223,7 +205,7 @@ def replay_tree(sp, conc: dict, transform=None, host=None) -> Replay:
     return Replay("none", "the launch matched the reference", inputs)
 
 
-def replay_fill(sp, conc: dict, transform=None, host=None) -> Replay:
+def replay_fill(sp, conc: dict, plant=None, host=None) -> Replay:
     import torch
 
     bs_, n = conc["bs"], conc["n"]
@@ -234,11 +216,14 @@ def replay_fill(sp, conc: dict, transform=None, host=None) -> Replay:
     mask = torch.zeros(numel, dtype=torch.bool)
     seq_t = torch.tensor(seq, dtype=torch.int64)
     prefix = torch.tensor(spec.prefix_sums(seq)[:-1], dtype=torch.int64)
-    fn = jit_kernel("tree_build", "fill_prefix_kernel", transform)
-    grid = (-(-bs_ // sp.BLOCK_B),)
+    from specbound.kernels import plan as launch_plans
+
+    fn = mutants.kernel_of("tree_build", "fill_prefix_kernel", plant)
+    plan = launch_plans.fill_plan({"tree_mask_ptr": mask, "seq_lens_ptr": seq_t, "prefix_ptr": prefix}, bs=bs_,
+                                  n=n, block_b=sp.BLOCK_B, nodes=sp.NODES, block_c=sp.BLOCK_C)
 
     def launch():
-        fn[grid](mask, seq_t, prefix, bs_, n, BLOCK_B=sp.BLOCK_B, NODES=sp.NODES, BLOCK_C=sp.BLOCK_C)
+        plan.launch(fn)
     fault = _checked_fault(launch, inputs)
     if fault is not None:
         return fault

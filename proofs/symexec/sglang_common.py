@@ -6,8 +6,6 @@ real kernel source under the checked interpreter, and loading that source as a
 
 from __future__ import annotations
 
-import ast
-import linecache
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -163,42 +161,16 @@ def refute(run, obligations: Callable, props, replay: Callable, limits: dict, ba
 
 # --- the real kernel, by path ------------------------------------------------------------------
 
-def _is_jit(node) -> bool:
-    from .interp import _is_jit as is_jit
-    return is_jit(node)
-
-
 def load_jit(path: str, func_name: str):
     """``func_name`` of the file at ``path`` as a ``triton.jit`` function, with the
     ``@triton.jit`` helpers of the same file it calls; compiled from the source text with
     the file's ``__future__`` flags (Triton reads the constexpr annotations), under the
     interpreter that :mod:`specbound.kernels` switches on.  Nothing else of the file runs."""
-    import __future__
+    from specbound.kernels import source  # first: sets TRITON_INTERPRET before any @triton.jit
 
-    import specbound.kernels  # noqa: F401  (sets TRITON_INTERPRET before any @triton.jit)
     import triton
     import triton.language as tl
 
     text = open(path, encoding="utf-8").read()
-    tree = ast.parse(text, filename=path)
-    jit_defs = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef) and _is_jit(s)}
-    if func_name not in jit_defs:
-        raise LookupError(f"no @triton.jit function {func_name!r} in {path}")
-    wanted, todo = [], [jit_defs[func_name]]
-    while todo:
-        node = todo.pop()
-        if node in wanted:
-            continue
-        wanted.append(node)
-        todo += [jit_defs[n.id] for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in jit_defs]
-    wanted.sort(key=lambda n: n.lineno)
-    flags = 0
-    for stmt in tree.body:
-        if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
-            for alias in stmt.names:
-                flags |= getattr(__future__, alias.name).compiler_flag
-    linecache.cache[path] = (len(text), None, text.splitlines(keepends=True), path)
-    code = compile(ast.Module(body=wanted, type_ignores=[]), path, "exec", dont_inherit=True, flags=flags)
     ns = {"triton": triton, "tl": tl, "__name__": f"specbound_sglang_kernels.{func_name}"}
-    exec(code, ns)  # noqa: S102 - the point: run the third-party kernel's own source
-    return ns[func_name]
+    return source.load_jit_functions(text, path, ns, roots=[func_name])[func_name]

@@ -9,9 +9,7 @@ Ids: ``KERNEL-<KERNEL>-<PROPERTY>[<constexprs>]``, e.g.
 
 from __future__ import annotations
 
-import ast
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
 import z3
@@ -19,6 +17,7 @@ import z3
 from specbound.proofs.theorem import MutantResult, TheoremResult, axioms_of
 
 from . import models
+from . import mutants as kernel_mutants
 from .obligations import check
 
 FAMILY = "kernel symexec"
@@ -69,196 +68,10 @@ def kernel_name(theorem_id: str) -> str:
     return name
 
 
-# --- source mutations (AST rewrites of the kernel text, in memory) ---------------------------------
-
-class _Rewrite(ast.NodeTransformer):
-    """Apply ``fn`` to every node of function ``func``; ``fn`` returns a replacement or None.
-    The rewrite must fire at least once (a mutant that changes nothing is an error)."""
-
-    def __init__(self, func, fn):
-        self.func, self.fn, self.hits, self.inside = func, fn, 0, False
-
-    def visit_FunctionDef(self, node):
-        if node.name != self.func:
-            return node
-        self.inside = True
-        self.generic_visit(node)
-        self.inside = False
-        return node
-
-    def generic_visit(self, node):
-        node = super().generic_visit(node)
-        if self.inside:
-            rep = self.fn(node)
-            if rep is not None:
-                self.hits += 1
-                return rep
-        return node
-
-
-def rewrite(func: str, fn: Callable):
-    def transform(tree):
-        r = _Rewrite(func, fn)
-        tree = r.visit(tree)
-        if r.hits == 0:
-            raise ValueError(f"mutant rewrite of {func} matched nothing: the kernel changed")
-        return tree
-    return transform
-
-
-def _src(node):
-    try:
-        return ast.unparse(node)
-    except Exception:
-        return ""
-
-
-def _replace_expr(old: str, new: str):
-    def fn(node):
-        if isinstance(node, ast.expr) and _src(node) == old:
-            new_node = ast.parse(new, mode="eval").body
-            for part in ast.walk(new_node):  # obligations name the mutated line, not line 1
-                ast.copy_location(part, node)
-            return new_node
-        return None
-    return fn
-
-
-def _drop_stmt(pred):
-    def fn(node):
-        if isinstance(node, ast.FunctionDef):
-            body = [s for s in node.body if not pred(s)]
-            if len(body) != len(node.body):
-                node.body = body
-                return node
-        return None
-    return fn
-
-
-@dataclass
-class KernelMutant:
-    id: str
-    description: str
-    prop: str                       # the property whose obligations refute it
-    transform: Callable | None = None
-    host: dict = field(default_factory=dict)
-    expect: tuple = ("oob",)        # replay verdicts that reproduce the fault
-    spec_override: Callable | None = None  # sp -> sp (e.g. a smaller lane bound)
-    limits: dict = field(default_factory=dict)
-    content_box: dict = field(default_factory=dict)  # tensor-content function -> (lo, hi) for the replay
-
-
-def _swap(mid: str, description: str, prop: str, func: str, old: str, new: str, expect=("output",)):
-    """A mutant that replaces one expression of ``func``'s source (``old`` -> ``new``)."""
-    return KernelMutant(mid, description, prop, transform=rewrite(func, _replace_expr(old, new)), expect=expect)
-
-
 KV_LIMITS = {"num_seqs": (1, 4), "topk": (1, 4), "num_steps": (1, 4), "page_size": (1, 4), "C": (1, 24),
              "width": (0, 400), "indptr_stride": (1, 40), "r2t_width": (1, 200), "pool_rows": (1, 6),
              "grid": (1, 4)}
 TREE_LIMITS = {"bs": (1, 3), "topk": (1, 4), "depth": (1, 4), "n": (1, 8), "C": (1, 24), "grid": (1, 3)}
-
-KV_MUTANTS = (
-    _swap("MUT-KV-COPY-STOPS-EARLY",
-          "the prefix copy loop stops one column block early (range(0, s_max - BLOCK_C, BLOCK_C)): the last "
-          "block of every prefix is never copied, while every access stays in bounds (a truncated copy)",
-          "NO-TRUNCATION", "draft_kv_kernel", "range(0, s_max, BLOCK_C)", "range(0, s_max - BLOCK_C, BLOCK_C)"),
-    KernelMutant("MUT-KV-TOKENS-INT32",
-                 "req_to_token entries pass through int32 before the kv_indices store: a token slot >= 2^31 "
-                 "wraps (an int32 wrap in a stored value; every offset stays in bounds)", "NO-WRAP",
-                 transform=rewrite("draft_kv_kernel", _replace_expr("vals[:, None, :]", "vals.to(tl.int32)[:, None, :]")),
-                 host={"r2t_from_counterexample": True}, expect=("assert", "output"),
-                 content_box={"req_to_token": (-2**40, 2**40)}),
-    KernelMutant("MUT-27338-HOST-WIDTH-NO-TOPK",
-                 "host sizes the kv_indices row num_seqs*C (topk factor dropped, sglang #27338) and skips the "
-                 "capacity check", "IN-BOUNDS",
-                 host={"width_hyp": lambda ns, k, c, d, w: w == ns * c,
-                       "room": True}, expect=("oob",)),
-    _swap("MUT-KV-TAIL-NO-MASK",
-          "prefix copy without the tail mask c < seq_len (the last column block copies past the prefix)",
-          "IN-BOUNDS",
-          "draft_kv_kernel", "req_ok[:, None] & (c[None, :] < s2)", "req_ok[:, None]", expect=("oob", "output")),
-    KernelMutant("MUT-KV-STEPS-LANES-BELOW-BATCH",
-                 "STEPS lane bound smaller than num_steps, its device_assert removed: program 1 also writes "
-                 "kv_indptr entry 0 (a race, not an out-of-bounds access)", "RACE-FREE",
-                 transform=rewrite("draft_kv_kernel", _drop_stmt(
-                     lambda s: "device_assert(num_steps <= STEPS" in _src(s))),
-                 host={"steps_lanes": lambda d, lanes: z3.And(lanes < d, d <= 2 * lanes)},
-                 expect=("race",), limits={"num_steps": (1, 8), "num_seqs": (1, 4)}),
-    _swap("MUT-KV-INDPTR-ENTRY-VALUE",
-          "kv_indptr entry z = b*K + t + 1 stores P[b]*K + t*seq_len + z*iters (the branch's own prefix "
-          "left out): every store stays in bounds, in its region and race free; only the footprint "
-          "value (spec.kv_indptr_entry of spec.kv_positions_prefix) sees it", "FOOTPRINT",
-          "draft_kv_kernel", "(t2 + 1) * s2", "t2 * s2"),
-    _swap("MUT-KV-EXTENSION-READ-STRIDE",
-          "contiguous branches read their extension at seq_len + t*(num_steps - 1) + e: every read and "
-          "store stays in bounds and every cell is the spec's, but branches share tokens; only the "
-          "stored value (spec.kv_extension_read) sees it", "FOOTPRINT",
-          "draft_kv_kernel", "s2 + t2 * num_steps", "s2 + t2 * (num_steps - 1)"),
-)
-
-TREE_MUTANTS = (
-    KernelMutant("MUT-POSITIONS-INT32",
-                 "positions computed in int32 (seq_len + depth): a request with seq_len + depth >= 2^31 gets a "
-                 "negative position, while every offset stays int64 and in bounds (an int32 wrap); replayed "
-                 "in the QLEN_ONLY layout, whose mask does not grow with seq_len, where the interpreter's "
-                 "int32 overflow check fires (compiled, the position would silently wrap)",
-                 "NO-WRAP", transform=rewrite("build_tree_kernel", _replace_expr(
-                     "s2 + depth", "s2.to(tl.int32) + depth.to(tl.int32)")),
-                 expect=("assert", "output"), spec_override=lambda sp: models.TreeSpec(1, sp.DEPTH, sp.BLOCK_B, sp.NODES),
-                 limits={"C": (1, 2**31 - 1)}, content_box={"seq_len": (0, 2**31 - 1), "P": (0, 2**33)}),
-    KernelMutant("MUT-NODES-LANES-BELOW-N",
-                 "NODES lane bound smaller than num_draft_tokens, its device_assert removed: nodes past NODES "
-                 "get no mask row, position or links (a truncated tree; every access in bounds)", "NO-TRUNCATION",
-                 transform=rewrite("build_tree_kernel", _drop_stmt(lambda s: "device_assert(n <= NODES" in _src(s))),
-                 host={"nodes_lanes": lambda n, lanes: z3.And(lanes < n, n <= 2 * lanes)},
-                 expect=("output",), limits={"n": (1, 16)}),
-    _swap("MUT-TREE-PROGRAM-STRIDE",
-          "program p starts at request p*(BLOCK_B - 1): neighbouring programs both build the request between "
-          "them (a race) and the last request may be left out", "RACE-FREE",
-          "build_tree_kernel", "pid.to(tl.int64) * BLOCK_B", "pid.to(tl.int64) * (BLOCK_B - 1)",
-          expect=("race", "output")),
-    _swap("MUT-WALK-UNBOUNDED",
-          "the root-ward walk runs DEPTH + 1 steps (bound larger than D): a cycle pushes depth past D",
-          "WALK-BOUNDED",
-          "build_tree_kernel", "tl.static_range(DEPTH)", "tl.static_range(DEPTH + 1)"),
-    _swap("MUT-SEARCH-PAST-ROW",
-          "parent search scans n entries of the (n-1)-entry selected_index row (sglang's CUDA kernel)",
-          "IN-BOUNDS",
-          "build_tree_kernel", "node2 < sel_width", "node2 < n", expect=("oob",)),
-    _swap("MUT-MASK-ROW-STRIDE",
-          "FULL_MASK tree columns stored with row stride seq_len + n - 1 instead of spec.mask_row_width "
-          "(seq_len + n): every cell stays inside its request's region (so in bounds and race free), but "
-          "rows overlap and the last cells are never written; only the footprint obligation sees it",
-          "FOOTPRINT",
-          "build_tree_kernel", "(s3 + n) * t3", "(s3 + n - 1) * t3"),
-)
-
-FILL_MUTANTS = (
-    _swap("MUT-FILL-STOPS-EARLY",
-          "the fill loop stops one column block early (range(0, s_max - BLOCK_C, BLOCK_C)): the last block of "
-          "every prefix row stays unfilled, every store in bounds (a truncated fill)", "NO-TRUNCATION",
-          "fill_prefix_kernel", "range(0, s_max, BLOCK_C)", "range(0, s_max - BLOCK_C, BLOCK_C)"),
-    _swap("MUT-FILL-PROGRAM-STRIDE",
-          "program p starts at request p*(BLOCK_B - 1): neighbouring programs both fill the request between "
-          "them (a race)", "RACE-FREE",
-          "fill_prefix_kernel", "pid.to(tl.int64) * BLOCK_B", "pid.to(tl.int64) * (BLOCK_B - 1)",
-          expect=("race", "output")),
-    _swap("MUT-FILL-TAIL-NO-MASK",
-          "prefix fill without the tail mask c < seq_len (the last column block writes past the row)",
-          "IN-BOUNDS",
-          "fill_prefix_kernel", "row_ok & (c < s3)", "row_ok", expect=("oob",)),
-    _swap("MUT-FILL-TAIL-SHORT",
-          "prefix fill masked c < seq_len - 1 (the last prefix column of every row is never filled): every "
-          "store is in bounds, in its region and its own cell, so only the completeness (coverage) "
-          "obligation sees it", "FOOTPRINT",
-          "fill_prefix_kernel", "row_ok & (c < s3)", "row_ok & (c < s3 - 1)"),
-    _swap("MUT-FILL-STORES-FALSE",
-          "prefix fill stores False: exactly the spec's cells, in bounds and race free, but every draft "
-          "token would be masked from its own prefix; only the stored value sees it", "FOOTPRINT",
-          "fill_prefix_kernel", "tl.full([BLOCK_B, NODES, BLOCK_C], 1, tl.int1)",
-          "tl.full([BLOCK_B, NODES, BLOCK_C], 0, tl.int1)"),
-)
 
 # (kernel, property) pairs whose first specialization carries no mutant, and why: every other
 # property of every kernel refutes at least one by replay.
@@ -268,9 +81,8 @@ WITHOUT_MUTANT = {
 }
 
 # Mutants only the FOOTPRINT obligations see: bounds, regions and races stay proved on them.
-FOOTPRINT_ONLY = {"tree": ("MUT-MASK-ROW-STRIDE",),
-                  "kv": ("MUT-KV-INDPTR-ENTRY-VALUE", "MUT-KV-EXTENSION-READ-STRIDE"),
-                  "fill": ("MUT-FILL-TAIL-SHORT", "MUT-FILL-STORES-FALSE")}
+FOOTPRINT_ONLY = {kind: tuple(m.id for m in kernel_mutants.of_kind(kind) if m.prop == "FOOTPRINT")
+                  for kind in kernel_mutants.KIND_KERNEL}
 
 
 # --- specializations --------------------------------------------------------------------------------
@@ -327,11 +139,13 @@ def selected_specs(full: bool = False):
     return all_specs() if full else default_specs()
 
 
+# kind -> (symbolic run, replay limits, concrete replay in .replay, properties); its mutants
+# are kernel_mutants.of_kind(kind)
 BUILDERS = {
-    "kv": (models.kv_run, KV_MUTANTS, KV_LIMITS, "replay_kv", ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT")),
-    "tree": (models.tree_run, TREE_MUTANTS, TREE_LIMITS, "replay_tree",
+    "kv": (models.kv_run, KV_LIMITS, "replay_kv", ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT")),
+    "tree": (models.tree_run, TREE_LIMITS, "replay_tree",
              ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT", "WALK-BOUNDED")),
-    "fill": (models.fill_run, FILL_MUTANTS, TREE_LIMITS, "replay_fill",
+    "fill": (models.fill_run, TREE_LIMITS, "replay_fill",
              ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT")),
 }
 
@@ -369,13 +183,13 @@ def _evaluate(model, report) -> dict:
     return out
 
 
-def refute(kind: str, sp, mutant: KernelMutant) -> MutantResult:
+def refute(kind: str, sp, mutant: kernel_mutants.KernelMutant) -> MutantResult:
     """Run the mutated kernel/host symbolically; the first counterexample of the property is
     concretised and replayed; refuted only when the replay reproduces the fault."""
     from . import replay as R
 
     start = time.perf_counter()
-    build, _m, limits, replay_name, _props = BUILDERS[kind]
+    build, limits, replay_name, _props = BUILDERS[kind]
     sp_m = mutant.spec_override(sp) if mutant.spec_override else sp
     host = dict(mutant.host)
     run = build(sp_m, transform=mutant.transform, host=host)
@@ -389,7 +203,7 @@ def refute(kind: str, sp, mutant: KernelMutant) -> MutantResult:
         if conc is None:
             notes.append(f"{ob.id}: counterexample found but none inside the small box")
             continue
-        rep = getattr(R, replay_name)(sp_m, conc, mutant.transform, host)
+        rep = getattr(R, replay_name)(sp_m, conc, mutant.plant, host)
         cex = {k: v for k, v in conc.items() if not k.startswith("_")}
         cex.update({f"replay.{k}": v for k, v in rep.inputs.items() if isinstance(v, (int, str))})
         if rep.verdict in mutant.expect:
@@ -404,7 +218,8 @@ def refute(kind: str, sp, mutant: KernelMutant) -> MutantResult:
 
 def prove_kernel(kind: str, sp, *, mutants: bool = True) -> list:
     """All property theorems of one kernel specialization."""
-    build, muts, _limits, _replay, props = BUILDERS[kind]
+    build, _limits, _replay, props = BUILDERS[kind]
+    muts = kernel_mutants.of_kind(kind)
     results = []
     run = build(sp)
     for prop in props:

@@ -10,15 +10,14 @@ used to find anything: they come from the parse, for the report.
   holds only the stand-ins the caller passes.
 * :meth:`SourceIndex.load_kernel` compiles one ``@triton.jit`` function, and the jit
   helpers of the same file it calls, into a namespace holding only ``triton`` and
-  ``tl``; the file's text is registered in :mod:`linecache` so Triton can read the
-  source back.
+  ``tl`` (:func:`specbound.kernels.source.load_jit_functions`, so Triton can read the
+  source back).
 """
 
 from __future__ import annotations
 
 import __future__
 import ast
-import linecache
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,17 +63,6 @@ def _decorator_names(node) -> list[str]:
 
 def is_triton_jit(node) -> bool:
     return any(n.endswith("jit") for n in _decorator_names(node))
-
-
-def _future_flags(tree: ast.Module) -> int:
-    flags = 0
-    for stmt in tree.body:
-        if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
-            for alias in stmt.names:
-                feature = getattr(__future__, alias.name, None)
-                if feature is not None:
-                    flags |= feature.compiler_flag
-    return flags
 
 
 class SourceIndex:
@@ -182,27 +170,9 @@ class SourceIndex:
 
     def load_kernel(self, found: Found, triton_mod, tl_mod) -> Callable:
         """Compile a ``@triton.jit`` function and the jit helpers of its file that it calls."""
-        tree = self.tree(found.path)
-        jit_defs = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef) and is_triton_jit(s)}
-        wanted: list[ast.FunctionDef] = []
-        todo = [found.node]
-        while todo:
-            node = todo.pop()
-            if node in wanted:
-                continue
-            wanted.append(node)
-            for sub in ast.walk(node):
-                if isinstance(sub, ast.Name) and sub.id in jit_defs and jit_defs[sub.id] not in wanted:
-                    todo.append(jit_defs[sub.id])
-        # Define callees before callers, in file order.
-        wanted.sort(key=lambda n: n.lineno)
-        module = ast.Module(body=wanted, type_ignores=[])
-        filename = str(found.path)
-        lines = found.text.splitlines(keepends=True)
-        linecache.cache[filename] = (len(found.text), None, lines, filename)
-        # Same __future__ flags as the file: Triton reads the constexpr annotations.
-        code = compile(module, filename, "exec", dont_inherit=True, flags=_future_flags(tree))
+        from specbound.kernels import source  # here: the index itself needs neither torch nor triton
+
         ns: dict[str, Any] = {"triton": triton_mod, "tl": tl_mod,
                               "__name__": f"specbound_audit_kernels.{found.node.name}"}
-        exec(code, ns)  # noqa: S102
-        return ns[found.node.name]
+        return source.load_jit_functions(found.text, str(found.path), ns, roots=[found.node.name],
+                                         jit=is_triton_jit)[found.node.name]

@@ -21,10 +21,11 @@ replay says so in ``note`` and uses the smallest realizable batch, or is reporte
 ``infeasible`` with the reason.
 
 Kernel-behaviour mutants (``MUT-SEARCH-PAST-ROW``, ``MUT-UNBOUNDED-WALK``) are replayed
-against variants of our own kernel rebuilt from its source (:mod:`.launch`); the first
-must read out of bounds, the second (which cannot hang under the interpreter) must
-diverge from the spec.  A variant that cannot be built (the kernel's text moved), a
-replay that raises, or a listed mutant without a replay is ``FAILED``, never passed.
+on our own kernel with the change the kernel proofs refute planted in it (the one
+registry, :mod:`specbound.proofs.symexec.mutants`, ``fuzz_theorem``); the first must read
+out of bounds, the second (which cannot hang under the interpreter) must diverge from the
+spec.  A plant that cannot be built (the kernel's text moved), a replay that raises, or a
+listed mutant without a replay is ``FAILED``, never passed.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import torch  # noqa: E402
 from specbound import reference as ref  # noqa: E402
 from specbound.kernels import OutOfBoundsAccess, checked_interpreter  # noqa: E402
 from specbound.proofs import registry  # noqa: E402
+from specbound.proofs.symexec import mutants as kernel_mutants  # noqa: E402
 from specbound.proofs.theorem import Defs  # noqa: E402
 from specbound.spec import TreeMaskMode  # noqa: E402
 
@@ -63,8 +65,8 @@ SIZING_MUTANTS = {
     ("KV-CUDA-GRAPH-COVERS", "MUT-27338-MISSING-TOPK"),
     ("KV-STEPS-MONOTONE", "MUT-CHECK-STEPS-MINUS-ONE"),
     ("KV-INT32-SAFE", "MUT-INT32-OVERFLOW"),
-    ("VM-WALK-CONFINED", "MUT-SEARCH-PAST-ROW"),
-    ("VM-WALK-BOUNDED", "MUT-UNBOUNDED-WALK"),
+    # and the kernel mutants of the registry that model a spec mutant of the same id
+    *((theorem, m.id) for theorem, ms in kernel_mutants.fuzzed().items() for m in ms),
 }
 
 
@@ -299,8 +301,9 @@ def _search_replay(rp: Replay, mutant) -> None:
     kw = dict(topk=k, depth=d, num_draft_tokens=n, mode=QLEN)
     rp.batch = {"bs": bs, "n": n, "topk": k, "depth": d, "seq_lens": seq.tolist(), "selected_index": sel.tolist()}
     rp.note = "bs = 2 (the counterexample's single row, twice): the last row's scan reads past the tensor"
-    variant = launch.tree_kernel_variant("search-past-row")
-    rp.mutant_sizing = "kernel variant search-past-row (scans n entries)"
+    planted = kernel_mutants.get(mutant.id).plant
+    variant = planted.kernel()
+    rp.mutant_sizing = f"planted {planted.describe()}"
     mask = torch.zeros(spec.mask_batch_numel(QLEN, bs, n, 7), dtype=torch.bool)
     rp.mutant_outcome = _oob(lambda: launch.launch_tree_raw(pl, sel, seq, mask, kernel=variant, **kw))
     rp.spec_sizing = "build_tree_kernel (scans spec.parent_search_range = n - 1 entries)"
@@ -330,8 +333,9 @@ def _walk_replay(rp: Replay, mutant) -> None:
     kw = dict(topk=k, depth=d, num_draft_tokens=n, mode=QLEN)
     rp.batch = {"bs": 1, "n": n, "topk": k, "depth": d, "selected_index": sel_row, "parent_list": pl_row}
     want = ref.build_tree(pl, sel, seq, **kw)
-    variant = launch.tree_kernel_variant("walk-past-depth")
-    rp.mutant_sizing = "kernel variant walk-past-depth (walk not stopped after D steps)"
+    planted = kernel_mutants.get(mutant.id).plant
+    variant = planted.kernel()
+    rp.mutant_sizing = f"planted {planted.describe()} (walk not stopped after D steps)"
     box = {}
     err = _oob(lambda: box.setdefault("o", launch.launch_tree_raw(
         pl, sel, seq, torch.zeros_like(want.tree_mask), kernel=variant, **kw)))
@@ -389,7 +393,7 @@ def replay_one(theorem_id: str, mutant, cx: dict) -> Replay:
             # a listed sizing mutant nobody replays would pass silently: a failure
             rp.status, rp.note = "FAILED", "no replay for this theorem"
             return rp
-    except launch.VariantUnavailable as exc:
+    except kernel_mutants.PlantFailed as exc:
         # the kernel changed so the historical bug can no longer be planted: the replay
         # checks nothing, which must not read as a pass
         rp.status, rp.note = "FAILED", f"kernel variant cannot be built: {exc}"

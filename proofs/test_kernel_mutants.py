@@ -1,0 +1,67 @@
+"""The one kernel mutant registry (proofs/symexec/mutants.py): every registered mutant is
+planted (the kernel source, or for the host-sizing mutant the host contract, differs from
+the shipped one) and its plant fails loudly when the kernel no longer holds the text it
+rewrites.  That each is refuted by the proofs is checked in test_symexec.py (on the results
+it computes anyway), and that the fuzz catches the ones it replays in
+tests/test_fuzz_replay.py."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from specbound.proofs.symexec import models, mutants
+from specbound.proofs.symexec import theorems as T
+
+
+@pytest.mark.parametrize("mid", sorted(m.id for m in mutants.MUTANTS if m.plant is not None))
+def test_every_source_mutant_changes_its_kernel(mid):
+    plant = mutants.get(mid).plant
+    shipped, planted = plant.function_source(planted=False), plant.function_source()
+    assert planted != shipped, f"{mid}: {plant.describe()} leaves the kernel as shipped"
+    assert (plant.module, plant.func) == mutants.KIND_KERNEL[mutants.get(mid).kind]
+
+
+def test_the_host_only_mutant_changes_the_host_contract():
+    host_only = [m for m in mutants.MUTANTS if m.plant is None]
+    assert [m.id for m in host_only] == ["MUT-27338-HOST-WIDTH-NO-TOPK"]
+    for m in host_only:
+        sp = T.selected_specs()[m.kind][0]
+        build = T.BUILDERS[m.kind][0]
+        shipped, planted = build(sp).hyps, build(sp, host=dict(m.host)).hyps
+        assert {k: str(v) for k, v in shipped.items()} != {k: str(v) for k, v in planted.items()}, m.id
+
+
+def test_a_plant_that_matches_nothing_fails_loudly():
+    m = mutants.get("MUT-SEARCH-PAST-ROW")
+    broken = replace(m.plant, replace=(("text no kernel contains", "x"),))
+    with pytest.raises(mutants.PlantFailed, match="matched nothing"):
+        broken.function_source()
+    with pytest.raises(mutants.PlantFailed):
+        models.tree_run(T.selected_specs()["tree"][0], transform=broken.transform)
+
+
+def test_every_mutant_is_replayed_by_the_fuzz_or_says_why_not():
+    """One id per bug: a kernel mutant the fuzz replays names the spec theorem whose mutant of
+    the same id models the bug, and every spec mutant sharing a kernel mutant's id is that one."""
+    from specbound.proofs import registry
+
+    spec_mutants = {(th.id, m.id) for th in registry.theorems() for m in th.mutants}
+    for m in mutants.MUTANTS:
+        if m.fuzz_theorem:
+            assert (m.fuzz_theorem, m.id) in spec_mutants, f"{m.id}: no spec mutant of this id in {m.fuzz_theorem}"
+            assert not m.fuzz_skip, m.id
+        else:
+            assert m.fuzz_skip, m.id
+    for theorem, mid in spec_mutants:
+        if mid in mutants.BY_ID:
+            assert mutants.get(mid).fuzz_theorem == theorem, (theorem, mid)
+    assert set(mutants.fuzzed()) == {"VM-WALK-CONFINED", "VM-WALK-BOUNDED"}
+
+
+def test_a_plant_that_changes_nothing_is_seen():
+    """The planted-source comparison above can fail: a rewrite to the same text leaves the
+    kernel as shipped."""
+    same = mutants.Plant("tree_build", "build_tree_kernel", (("node2 < sel_width", "node2 < sel_width"),))
+    assert same.function_source() == same.function_source(planted=False)
