@@ -76,7 +76,7 @@ def test_a_grid_planted_in_the_fill_plan_changes_the_contract_and_fails_the_cove
 def test_the_same_planted_grid_breaks_the_wrapper(monkeypatch):
     """The wrapper launches through the plan the proofs read: the halved grid leaves requests
     unbuilt, so its output differs from the reference (and the shipped plan's does not)."""
-    from specbound.kernels.testing import random_tree_batch
+    from specbound.reference.samples import random_tree_batch
 
     batch = random_tree_batch(random.Random(3), 6, 2, 3, 6)
     kw = dict(topk=2, depth=3, num_draft_tokens=6, mode=spec.TreeMaskMode.FULL_MASK)
