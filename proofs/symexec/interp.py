@@ -15,25 +15,17 @@ race obligations are built from the accesses by :mod:`.obligations`.
 from __future__ import annotations
 
 import ast
-import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import z3
 
-from specbound.proofs.terms import subterms
-
 from . import flow, memory
 from .values import (
-    DTYPES, INT1, INT32, INT64, LANES, MAX_RANK, Access, DType, Ptr, PtrDType,
-    Unsupported, V, as_bool, as_int, lane_range, lane_vars_in, promote, shift,
+    DTYPES, INT1, INT32, INT64, LANES, MAX_RANK, Access, DType, LaneTag, LoadSource, Ptr, PtrDType,
+    Unsupported, V, as_bool, as_int, broadcast, conjuncts, fresh_name, lane_range, lane_vars_in, lift,
+    mentions, promote, reshape,
 )
-
-_counter = itertools.count()
-
-
-def fresh_name(base: str) -> str:
-    return f"{base}!{next(_counter)}"
 
 
 @dataclass
@@ -49,18 +41,7 @@ class Ob:
     active: Any = True  # activation condition (a mask), part of the hypotheses
 
 
-@dataclass
-class Reduction:
-    """An abstracted reduction: ``func(args)`` stands for the reduced value; ``schema(app)``
-    yields the valid lemmas for one application."""
-
-    func: Any
-    schema: Callable
-    line: int
-    kind: str
-
-
-@dataclass
+@dataclass(slots=True)
 class ExecResult:
     accesses: list
     obligations: list
@@ -68,7 +49,13 @@ class ExecResult:
     pid: Any
     grid: Any
     local_consts: list       # program-local constants (pid, loop indices): renamed per copy
-    unclassified_masks: list = field(default_factory=list)
+    side_proofs: list = field(default_factory=list)      # the oracle's proofs the run's terms rest on
+    invariant_proofs: list = field(default_factory=list)  # loop invariants proved inductive (flow.py)
+    content_hyps: dict = field(default_factory=dict)     # quantified hypotheses on contents (memory.py)
+    # the launch's shape, set by the kernel's model after the run (its regions read them)
+    block: Any = None          # requests one program handles
+    extra_owner: bool = False  # program 0 also owns the cells before the first block (draft_kv)
+    batch: Any = None          # the batch size (int or Z3 term)
 
 
 # --- Triton's arithmetic on Z3 terms -------------------------------------------------------
@@ -83,18 +70,6 @@ def tdiv(a, b):
 def tmod(a, b):
     """C remainder: ``a - b * tdiv(a, b)`` (sign of the dividend)."""
     return a - b * tdiv(a, b)
-
-
-@dataclass
-class LaneTag:
-    """Provenance of ``base + lane[axis]`` with lane in [0, size): the shapes a truncation
-    obligation is raised for."""
-
-    axis: int
-    size: int
-    base: Any   # python 0, or a Z3 term (loop index, pid * size)
-    kind: str   # "arange" | "loop" | "grid"
-    loop: Any = None
 
 
 class TL:
@@ -122,14 +97,11 @@ class Executor:
         self.obligations: list = []
         self.functions: dict = {}
         self.local_consts: list = []
-        self.tags: dict = {}     # id(V) -> LaneTag
         self.loops: dict = {}    # loop index name -> (stop, step)
-        self.unclassified: list = []
         self.pid = [z3.Int(f"pid{i}") for i in range(len(grid))]
         self._seen_wrap: set = set()
         self.trunc_candidates: list = []
         self.trunc_lines: set = set()
-        self.mask_lines: dict = {}
         self.store_mask = None
         self.oracle = oracle          # (name, hyps, goal) -> Proof | None: side facts that simplify terms
         self.side_proofs: list = []
@@ -149,7 +121,6 @@ class Executor:
         if self.transform is not None:
             tree = self.transform(tree)
             ast.fix_missing_locations(tree)
-        self.module_tree = tree
         self.globals = {"tl": TL(), "triton": TritonMod()}
         from specbound import spec as spec_mod
         for node in tree.body:
@@ -159,7 +130,7 @@ class Executor:
                 self.globals[node.target.id] = eval(compile(inner, self.path, "eval"),
                                                     {"int": int, "spec": spec_mod})
         for node in tree.body:
-            if isinstance(node, ast.FunctionDef) and node.name != self.func_name and _is_jit(node):
+            if isinstance(node, ast.FunctionDef) and node.name != self.func_name and is_jit(node):
                 self.globals.setdefault(node.name, flow.JitFn(node))
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name == self.func_name:
@@ -189,12 +160,8 @@ class Executor:
                 raise Unsupported(f"kernel argument {name!r} has no model")
         self.exec_block(fn.body, env)
         self.finish_truncation()
-        res = ExecResult(self.accesses, self.obligations, self.functions, self.pid, self.grid,
-                         self.local_consts, self.unclassified)
-        res.side_proofs = self.side_proofs
-        res.invariant_proofs = self.invariant_proofs
-        res.content_hyps = self.content_hyps
-        return res
+        return ExecResult(self.accesses, self.obligations, self.functions, self.pid, self.grid,
+                          self.local_consts, self.side_proofs, self.invariant_proofs, self.content_hyps)
 
     def exec_block(self, stmts, env):
         """Run ``stmts``; returns the condition under which they returned (``False``: never,
@@ -324,9 +291,7 @@ class Executor:
         stop_e = as_int(stop.e)
         cond = z3.And(idx >= 0, idx < stop_e, idx % step == 0)
         self.loops[str(idx)] = (stop_e, step)
-        iv = V(idx, (), stop.dtype)
-        iv.tag = LaneTag(-1, step, idx, "loopvar", (stop_e, step))
-        env[st.target.id] = iv
+        env[st.target.id] = V(idx, (), stop.dtype, tag=LaneTag(-1, step, idx, "loopvar", (stop_e, step)))
         self.path_cond.append((f"loop_index@{line}", cond))
         self.symbolic_loops += 1
         try:
@@ -467,63 +432,10 @@ class Executor:
             else:
                 raise Unsupported(f"subscript {ast.unparse(it)} (only ':' and None)", line)
         if isinstance(obj, Ptr):
-            return Ptr(obj.tensor, self.reshape(obj.off, idx, line))
+            return Ptr(obj.tensor, reshape(obj.off, idx, line))
         if isinstance(obj, V):
-            return self.reshape(obj, idx, line)
+            return reshape(obj, idx, line)
         raise Unsupported(f"subscript of {type(obj).__name__}", line)
-
-    def reshape(self, v: V, idx, line):
-        src = 0
-        mapping, shape = [], []
-        for it in idx:
-            if it is None:
-                shape.append(1)
-            else:
-                if src >= v.rank:
-                    raise Unsupported("too many ':' in subscript", line)
-                mapping.append((src, len(shape)))
-                shape.append(v.shape[src])
-                src += 1
-        if src != v.rank:
-            raise Unsupported("subscript must name every axis", line)
-        if len(shape) > MAX_RANK:
-            raise Unsupported(f"rank above {MAX_RANK}", line)
-        subs = [(LANES[s], LANES[d]) for s, d in mapping if s != d and v.shape[s] > 1]
-        e = z3.substitute(v.e, *subs) if subs and z3.is_expr(v.e) else v.e
-        out = V(e, tuple(shape), v.dtype, v.arith)
-        tag = getattr(v, 'tag', None)
-        if tag is not None and tag.axis >= 0:
-            new_axis = dict(mapping)[tag.axis]
-            out.tag = LaneTag(new_axis, tag.size, tag.base, tag.kind, tag.loop)
-        return out
-
-    # --- broadcasting and lifting ---------------------------------------------------------------
-    def lift(self, x, like: DType | None = None) -> V:
-        if isinstance(x, V):
-            return x
-        if isinstance(x, bool):
-            return V(z3.BoolVal(x), (), INT1)
-        if isinstance(x, int):
-            return V(z3.IntVal(x), (), like if like is not None and not like.is_bool else INT32 if -2**31 <= x < 2**31 else INT64)
-        raise Unsupported(f"value of type {type(x).__name__}")
-
-    def broadcast(self, *vals):
-        rank = max(v.rank for v in vals)
-        out = []
-        for v in vals:
-            k = rank - v.rank
-            nv = V(shift(v.e, k, v.rank), (1,) * k + v.shape, v.dtype, v.arith)
-            tag = getattr(v, 'tag', None)
-            if tag is not None and tag.axis >= 0:
-                nv.tag = LaneTag(tag.axis + k, tag.size, tag.base, tag.kind, tag.loop)
-            out.append(nv)
-        shape = []
-        for dims in zip(*[v.shape for v in out]):
-            big = {d for d in dims if d != 1}
-            if len(big) > 1:
-                raise Unsupported(f"incompatible shapes {[v.shape for v in vals]}")
-            shape.append(big.pop() if big else 1)
-        return out, tuple(shape)
 
     # --- operators ---------------------------------------------------------------------------
     def binop(self, op, a, b, line):
@@ -534,14 +446,14 @@ class Executor:
                 p, o = (a, b) if isinstance(a, Ptr) else (b, a)
                 if isinstance(o, Ptr):
                     raise Unsupported("pointer + pointer", line)
-                o = self.lift(o, INT32)
+                o = lift(o, INT32)
                 if o.is_bool_expr():
                     raise Unsupported("pointer + boolean", line)
                 return Ptr(p.tensor, self.binop(op, p.off, o, line))
             raise Unsupported(f"pointer arithmetic {op.__name__}", line)
-        av = self.lift(a, b.dtype if isinstance(b, V) else None)
-        bv = self.lift(b, av.dtype)
-        (av2, bv2), shape = self.broadcast(av, bv)
+        av = lift(a, b.dtype if isinstance(b, V) else None)
+        bv = lift(b, av.dtype)
+        (av2, bv2), shape = broadcast(av, bv)
         x, y = av2.e, bv2.e
         if op in (ast.BitAnd, ast.BitOr, ast.BitXor) and z3.is_bool(x) and z3.is_bool(y):
             e = {ast.BitAnd: z3.And, ast.BitOr: z3.Or, ast.BitXor: z3.Xor}[op](x, y)
@@ -552,9 +464,7 @@ class Executor:
         x, y = as_int(x), as_int(y)
         if op in (ast.Add, ast.Sub, ast.Mult):
             e = {ast.Add: x + y, ast.Sub: x - y, ast.Mult: x * y}[op]
-            out = V(e, shape, dt, True)
-            self._tag_add(op, a, b, av2, bv2, out)
-            return out
+            return V(e, shape, dt, True, self._sum_tag(av2, bv2) if op is ast.Add else None)
         if op in (ast.FloorDiv, ast.Mod):
             self.observe(av2, line, "dividend")
             self.observe(bv2, line, "divisor")
@@ -602,26 +512,24 @@ class Executor:
             f = f[0]
         return f
 
-    def _tag_add(self, op, a, b, av2, bv2, out):
-        """Track ``base + lane`` for the truncation rule."""
-        if op is not ast.Add:
-            return
-        for lane_v, other in ((av2, bv2), (bv2, av2)):
-            tag = getattr(lane_v, 'tag', None)
-            otag = getattr(other, 'tag', None)
+    def _sum_tag(self, a, b):
+        """The tag of ``a + b`` (operands broadcast): an arange plus a loop index or ``pid * N``."""
+        for lane_v, other in ((a, b), (b, a)):
+            tag, otag = lane_v.tag, other.tag
             if tag is not None and tag.axis >= 0 and tag.kind == "arange" and not lane_vars_in(other.e):
                 if otag is not None and otag.kind == "loopvar":
-                    out.tag = LaneTag(tag.axis, tag.size, other.e, "loop", otag.loop)
-                elif _is_pid_times(other.e, self.pid, tag.size):
-                    out.tag = LaneTag(tag.axis, tag.size, other.e, "grid")
-                return
+                    return LaneTag(tag.axis, tag.size, other.e, "loop", otag.loop)
+                if _is_pid_times(other.e, self.pid, tag.size):
+                    return LaneTag(tag.axis, tag.size, other.e, "grid")
+                return None
+        return None
 
     def compare(self, op, a, b, line):
         if isinstance(a, (int, bool)) and isinstance(b, (int, bool)):
             return _PY_CMPS[op](a, b)
-        av = self.lift(a, b.dtype if isinstance(b, V) else None)
-        bv = self.lift(b, av.dtype)
-        (av2, bv2), shape = self.broadcast(av, bv)
+        av = lift(a, b.dtype if isinstance(b, V) else None)
+        bv = lift(b, av.dtype)
+        (av2, bv2), shape = broadcast(av, bv)
         self.observe(av2, line, "comparison operand")
         self.observe(bv2, line, "comparison operand")
         x, y = av2.e, bv2.e
@@ -640,7 +548,7 @@ class Executor:
         """Record ``base + arange(N) < x``; the obligation ``x <= bound`` is raised where the
         comparison is a conjunct of a load/store mask (under the other conjuncts), or, for a
         comparison that never reaches a mask, for every lane at the end of the run."""
-        tag = getattr(lane_v, 'tag', None)
+        tag = lane_v.tag
         if tag is None or tag.axis < 0:
             return
         if lane_vars_in(bound.e) & {tag.axis}:
@@ -653,11 +561,11 @@ class Executor:
         if tag_kind == "loop":
             stop, _step = self.loops[str(base)]
             return x <= stop, "a tiled loop's mask c0 + arange < x needs x <= the loop bound (every column visited)"
-        g = self.grid[[i for i, p in enumerate(self.pid) if _mentions(base, p)][0]]
+        g = self.grid[[i for i, p in enumerate(self.pid) if mentions(base, p)][0]]
         return x <= g * size, f"a program-tiled mask pid*{size} + arange < x needs x <= grid*{size}"
 
     def _mask_truncation(self, mask_e, shape, line):
-        parts = _conjuncts(mask_e)
+        parts = conjuncts(mask_e)
         for i, p in enumerate(parts):
             if not (z3.is_app(p) and p.decl().kind() == z3.Z3_OP_LT):
                 continue
@@ -693,13 +601,13 @@ class Executor:
 
     def cast(self, v, dt, line):
         if isinstance(v, (int, bool)):
-            v = self.lift(v)
+            v = lift(v)
         if not isinstance(dt, DType):
             raise Unsupported(f"cast to {dt!r}", line)
         if isinstance(v, Ptr):
             raise Unsupported("pointer cast", line)
         if dt.is_bool:
-            out = V(as_bool(v.e), v.shape, INT1)
+            out = V(as_bool(v.e), v.shape, INT1, tag=v.tag)
         else:
             e = as_int(v.e)
             active = True
@@ -710,10 +618,7 @@ class Executor:
             if not v.dtype.is_bool and (dt.bits < v.dtype.bits or dt.signed != v.dtype.signed):
                 self.raise_ob("cast", line, z3.And(e >= dt.lo(), e < dt.hi()), v.shape,
                               f"value fits {dt} (cast from {v.dtype})", active)
-            out = V(e, v.shape, dt)
-        tag = getattr(v, 'tag', None)
-        if tag is not None:
-            out.tag = tag
+            out = V(e, v.shape, dt, tag=v.tag)
         return out
 
     # --- obligations -----------------------------------------------------------------------
@@ -759,10 +664,8 @@ class Executor:
         n = end - start
         if n == 1:
             return V(z3.IntVal(start), (1,), INT32)
-        v = V(LANES[0] + start if start else LANES[0], (n,), INT32)
-        if start == 0:
-            v.tag = LaneTag(0, n, 0, "arange")
-        return v
+        return V(LANES[0] + start if start else LANES[0], (n,), INT32,
+                 tag=LaneTag(0, n, 0, "arange") if start == 0 else None)
 
     def tl_cdiv(self, line, a, b):
         return self.binop(ast.FloorDiv, self.binop(ast.Sub, self.binop(ast.Add, a, b, line), 1, line), b, line)
@@ -785,16 +688,16 @@ class Executor:
     def tl_broadcast_to(self, line, v, shape):
         shape = self._shape_arg(shape, line)
         target = V(z3.IntVal(0), shape, INT32)
-        (out, _), s = self.broadcast(v, target)
+        (out, _), s = broadcast(v, target)
         if s != shape:
             raise Unsupported(f"broadcast_to {v.shape} -> {shape}", line)
         return V(out.e, shape, v.dtype, v.arith)
 
     def tl_where(self, line, c, a, b):
-        cv = self.lift(c)
-        av = self.lift(a, b.dtype if isinstance(b, V) else None)
-        bv = self.lift(b, av.dtype)
-        (cv2, av2, bv2), shape = self.broadcast(cv, av, bv)
+        cv = lift(c)
+        av = lift(a, b.dtype if isinstance(b, V) else None)
+        bv = lift(b, av.dtype)
+        (cv2, av2, bv2), shape = broadcast(cv, av, bv)
         x, y = av2.e, bv2.e
         if z3.is_bool(x) != z3.is_bool(y):
             x, y = as_int(x), as_int(y)
@@ -805,7 +708,7 @@ class Executor:
         return V(z3.If(as_bool(cv2.e), x, y), shape, dt, av2.arith or bv2.arith)
 
     def tl_device_assert(self, line, cond, msg=""):
-        c = self.lift(cond)
+        c = lift(cond)
         self.raise_ob("assert", line, as_bool(c.e), c.shape, f"device_assert holds: {msg}")
         if c.shape in ((), (1,)):
             self.path_cond.append((f"device_assert@{line}", as_bool(c.e)))
@@ -818,10 +721,10 @@ class Executor:
         off = ptr.off
         parts = [off]
         if mask is not None:
-            parts.append(self.lift(mask))
+            parts.append(lift(mask))
         if other is not None:
-            parts.append(self.lift(other, ptr.tensor.dtype))
-        vals, shape = self.broadcast(*parts)
+            parts.append(lift(other, ptr.tensor.dtype))
+        vals, shape = broadcast(*parts)
         off_e = vals[0].e
         mask_e = as_bool(vals[1].e) if mask is not None else z3.BoolVal(True)
         self._mem_observe(vals[0], line, mask_e, shape)
@@ -843,20 +746,19 @@ class Executor:
             e = raw
         self.accesses.append(Access("load", line, t, V(off_e, shape, vals[0].dtype), mask_e,
                                     list(self.path_cond), None, shape, dict(self.cur_env)))
-        out = V(e, shape, t.dtype)
-        out.load = (t, off_e, mask_e if mask is not None else None,   # provenance, for prefix sums
-                    (as_int(vals[2].e) if mask is not None and other is not None else None))
-        return out
+        source = LoadSource(t, off_e, mask_e if mask is not None else None,   # for prefix sums
+                            as_int(vals[2].e) if mask is not None and other is not None else None)
+        return V(e, shape, t.dtype, load=source)
 
     def tl_store(self, line, ptr, value, mask=None, **kw):
         if kw:
             raise Unsupported(f"tl.store options {sorted(kw)}", line)
         if not isinstance(ptr, Ptr):
             raise Unsupported("tl.store to a non-pointer", line)
-        parts = [ptr.off, self.lift(value, ptr.tensor.dtype)]
+        parts = [ptr.off, lift(value, ptr.tensor.dtype)]
         if mask is not None:
-            parts.append(self.lift(mask))
-        vals, shape = self.broadcast(*parts)
+            parts.append(lift(mask))
+        vals, shape = broadcast(*parts)
         mask_e = as_bool(vals[2].e) if mask is not None else z3.BoolVal(True)
         self._mem_observe(vals[0], line, mask_e, shape)
         self.observe(vals[1], line, "stored value", active=mask_e)
@@ -873,7 +775,7 @@ class Executor:
         return None
 
     def _reduce(self, line, kind, x, axis):
-        x = self.lift(x)
+        x = lift(x)
         if axis is None and x.rank <= 1:
             axis = 0   # reduce over every axis of a rank-1 block
         if not isinstance(axis, int):
@@ -917,7 +819,7 @@ class Executor:
         if kind in ("min", "max"):
             self.observe(x, line, f"{kind} operand")
         # Abstract: R(pid, loop indices, remaining lanes) with valid lemmas only.
-        local = [c for c in self.local_consts if _mentions(e, c)]
+        local = [c for c in self.local_consts if mentions(e, c)]
         rest_lanes = [LANES[i] for i in sorted(lane_vars_in(e)) if i != axis]
         argsorts = [z3.IntSort()] * (len(local) + len(rest_lanes))
         base = f"{kind}@{line}"
@@ -956,7 +858,7 @@ class Executor:
         an ordinary hypothesis instance, so a query may first be tried without definitions
         (:data:`~.obligations.DEFINITION`): dropping hypotheses is sound, and a nested walk
         then stays one symbol per step instead of a term DEPTH deep."""
-        local = [c for c in self.local_consts if _mentions(e, c)]
+        local = [c for c in self.local_consts if mentions(e, c)]
         lanes = [LANES[i] for i in sorted(lane_vars_in(e))]
         formal = local + lanes
         sort = z3.BoolSort() if z3.is_bool(e) else z3.IntSort()
@@ -996,9 +898,9 @@ class Executor:
             raise Unsupported(f"tl.{kind}imum options {sorted(kw)}", line)
         if isinstance(a, (int, bool)) and isinstance(b, (int, bool)):
             return min(a, b) if kind == "min" else max(a, b)
-        av = self.lift(a, b.dtype if isinstance(b, V) else None)
-        bv = self.lift(b, av.dtype)
-        (av2, bv2), shape = self.broadcast(av, bv)
+        av = lift(a, b.dtype if isinstance(b, V) else None)
+        bv = lift(b, av.dtype)
+        (av2, bv2), shape = broadcast(av, bv)
         self.observe(av2, line, f"{kind}imum operand")
         self.observe(bv2, line, f"{kind}imum operand")
         x, y = as_int(av2.e), as_int(bv2.e)
@@ -1030,7 +932,7 @@ def _is_name(node, name):
     return isinstance(node, ast.Name) and node.id == name
 
 
-def _is_jit(node) -> bool:
+def is_jit(node) -> bool:
     """A function decorated ``@triton.jit`` / ``@jit`` (with or without arguments)."""
     for d in node.decorator_list:
         target = d.func if isinstance(d, ast.Call) else d
@@ -1041,11 +943,6 @@ def _is_jit(node) -> bool:
 
 def _is_tl_attr(node, attr):
     return isinstance(node, ast.Attribute) and node.attr == attr and _is_name(node.value, "tl")
-
-
-def _mentions(e, c) -> bool:
-    target = c.get_id()
-    return any(x.get_id() == target for x in subterms(e))
 
 
 def _is_pid_times(e, pids, size) -> bool:
@@ -1066,15 +963,6 @@ def _lane_free_key(x, kind):
     return (kind, z3.substitute(x, *[(l, _PLACEHOLDER) for l in LANES]).sexpr())
 
 
-def _conjuncts(c):
-    if z3.is_and(c):
-        out = []
-        for ch in c.children():
-            out.extend(_conjuncts(ch))
-        return out
-    return [c]
-
-
 def _match_onehot(e, lk):
     """``If(And(lane_k == g, rest), f, 0)`` with g free of lane_k -> (g, rest, f)."""
     if not (z3.is_app(e) and e.decl().kind() == z3.Z3_OP_ITE):
@@ -1082,12 +970,12 @@ def _match_onehot(e, lk):
     cond, f, z = e.children()
     if not ((z3.is_int_value(z) and z.as_long() == 0) or z3.is_false(z)):
         return None
-    parts = _conjuncts(cond)
+    parts = conjuncts(cond)
     for i, p in enumerate(parts):
         if z3.is_eq(p):
             a, b = p.children()
             for l, g in ((a, b), (b, a)):
-                if l.eq(lk) and not _mentions(g, lk):
+                if l.eq(lk) and not mentions(g, lk):
                     rest = z3.And(*(parts[:i] + parts[i + 1:])) if len(parts) > 1 else z3.BoolVal(True)
                     return g, rest, f
     return None
@@ -1105,7 +993,7 @@ def _match_bitmask(e, lk, shl):
             and f.arg(1).eq(lk)):
         return None
     y = None
-    for p in _conjuncts(cond):
+    for p in conjuncts(cond):
         if z3.is_app(p) and p.decl().kind() == z3.Z3_OP_LT and p.arg(0).eq(lk):
             y = p.arg(1)
         if z3.is_not(p) and z3.is_app(p.arg(0)) and p.arg(0).decl().kind() == z3.Z3_OP_LE \

@@ -164,7 +164,7 @@ def refute(run, obligations: Callable, props, replay: Callable, limits: dict, ba
 # --- the real kernel, by path ------------------------------------------------------------------
 
 def _is_jit(node) -> bool:
-    from .interp import _is_jit as is_jit
+    from .interp import is_jit
     return is_jit(node)
 
 
