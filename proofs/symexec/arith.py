@@ -17,7 +17,7 @@ import z3
 
 from . import truncation
 from .run_state import RunState
-from .values import INT1, INT32, DType, Ptr, Unsupported, V, as_bool, as_int, broadcast, lane_range, lift, promote
+from .values import INT1, INT32, DType, Ptr, Unsupported, V, as_bool, as_int, broadcast, lane_range, lift, lift_pair, promote
 
 _PY_BINOPS = {
     ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
@@ -54,8 +54,7 @@ def binop(ex: RunState, op, a, b, line):
                 raise Unsupported("pointer + boolean", line)
             return Ptr(p.tensor, binop(ex, op, p.off, o, line))
         raise Unsupported(f"pointer arithmetic {op.__name__}", line)
-    av = lift(a, b.dtype if isinstance(b, V) else None)
-    bv = lift(b, av.dtype)
+    av, bv = lift_pair(a, b)
     (av2, bv2), shape = broadcast(av, bv)
     x, y = av2.e, bv2.e
     if op in (ast.BitAnd, ast.BitOr, ast.BitXor) and z3.is_bool(x) and z3.is_bool(y):
@@ -88,8 +87,7 @@ def compare(ex: RunState, op, a, b, line):
     """``a op b`` for an ``ast`` comparison class (a boolean block)."""
     if isinstance(a, (int, bool)) and isinstance(b, (int, bool)):
         return _PY_CMPS[op](a, b)
-    av = lift(a, b.dtype if isinstance(b, V) else None)
-    bv = lift(b, av.dtype)
+    av, bv = lift_pair(a, b)
     (av2, bv2), shape = broadcast(av, bv)
     ex.observe(av2, line, "comparison operand")
     ex.observe(bv2, line, "comparison operand")

@@ -17,7 +17,7 @@ from .reductions import reduce_axis
 from .run_state import RunState
 from .values import (
     INT32, LANES, Access, LaneTag, LoadSource, Ptr, Unsupported, V, as_bool, as_int, broadcast, fresh_name, lift,
-    promote,
+    lift_pair, promote,
 )
 
 
@@ -80,8 +80,7 @@ def broadcast_to(ex: RunState, line, v, shape):
 
 def where(ex: RunState, line, c, a, b):
     cv = lift(c)
-    av = lift(a, b.dtype if isinstance(b, V) else None)
-    bv = lift(b, av.dtype)
+    av, bv = lift_pair(a, b)
     (cv2, av2, bv2), shape = broadcast(cv, av, bv)
     x, y = av2.e, bv2.e
     if z3.is_bool(x) != z3.is_bool(y):
@@ -182,8 +181,7 @@ def _elementwise_pick(kind):
             raise Unsupported(f"tl.{kind}imum options {sorted(kw)}", line)
         if isinstance(a, (int, bool)) and isinstance(b, (int, bool)):
             return min(a, b) if kind == "min" else max(a, b)
-        av = lift(a, b.dtype if isinstance(b, V) else None)
-        bv = lift(b, av.dtype)
+        av, bv = lift_pair(a, b)
         (av2, bv2), shape = broadcast(av, bv)
         ex.observe(av2, line, f"{kind}imum operand")
         ex.observe(bv2, line, f"{kind}imum operand")

@@ -239,6 +239,12 @@ def lift(x, like: DType | None = None) -> V:
     raise Unsupported(f"value of type {type(x).__name__}")
 
 
+def lift_pair(a, b):
+    """Two operands as values; a Python constant takes the other operand's dtype."""
+    av = lift(a, b.dtype if isinstance(b, V) else None)
+    return av, lift(b, av.dtype)
+
+
 def broadcast(*vals):
     """The values brought to a common rank (numpy rules) and the common shape."""
     rank = max(v.rank for v in vals)
