@@ -228,3 +228,41 @@ def test_witness_search_falls_back_to_a_small_box(monkeypatch):
     monkeypatch.setattr(O, "_WITNESSES", {})
     found, reason, _h, _l = O._witness(small, {})
     assert found is None and reason
+
+
+def test_executor_modules_import_downwards_only():
+    """The executor's modules import only the ones listed above them in the package
+    docstring's table (the import graph it documents stays true)."""
+    import ast
+    import pathlib
+
+    import specbound.proofs.symexec as pkg
+
+    order = [line.split("``")[1] for line in pkg.__doc__.splitlines()
+             if line.startswith("``") and line.split("``")[1].isidentifier()]
+    assert "values" in order and "interp" in order, order
+    folder = pathlib.Path(pkg.__file__).parent
+    for i, name in enumerate(order):
+        tree = ast.parse((folder / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                deps = [node.module] if node.module else [a.name for a in node.names]
+                for dep in deps:
+                    if dep in order:
+                        assert order.index(dep) < i, f"{name} imports {dep}, listed below it"
+
+
+def test_value_types_reject_undeclared_attributes(tmp_path):
+    """Values and runs have declared fields: a misspelt attribute is an error, not a new
+    attribute a later ``getattr(..., None)`` would read as absent."""
+    import z3
+
+    from specbound.proofs.symexec.interp import Executor
+    from specbound.proofs.symexec.values import INT32, Access, Ptr, TensorModel, V
+
+    v = V(z3.IntVal(0), (), INT32)
+    t = TensorModel("t", 4, INT32)
+    ex = Executor(str(tmp_path / "none.py"), "k", constexprs={}, scalars={}, tensors={}, grid=[1])
+    for obj in (v, Ptr(t, v), t, Access("load", 1, t, v, True, []), ex, ex.result()):
+        with pytest.raises(AttributeError):
+            obj.tga = 1

@@ -27,7 +27,7 @@ import z3
 
 from specbound.proofs import kernel
 
-from .values import INT1, INT32, Ptr, Unsupported, V, as_bool, as_int, lane_range, promote
+from .values import INT1, INT32, Ptr, Unsupported, V, as_bool, as_int, broadcast, fresh_name, lane_range, lift, promote
 
 
 class JitFn:
@@ -230,8 +230,6 @@ def _scalar_term(x, what, line):
 def symbolic_loop(ex, st, env, start, stop, step):
     """One arbitrary iteration ``k`` of ``for i in range(start, stop, step)`` with induction
     variables; see the module docstring."""
-    from .interp import fresh_name
-
     line = st.lineno
     assigned = {n.id for node in st.body for n in ast.walk(node)
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
@@ -287,9 +285,9 @@ def _closed_form(ex, x0, c, k, line):
     if isinstance(x0, Ptr):
         off = _closed_form(ex, x0.off, c, k, line)
         return Ptr(x0.tensor, off)
-    base = ex.lift(x0)
-    inc = ex.lift(c, base.dtype)
-    (b2, i2), shape = ex.broadcast(base, inc)
+    base = lift(x0)
+    inc = lift(c, base.dtype)
+    (b2, i2), shape = broadcast(base, inc)
     return V(as_int(b2.e) + k * as_int(i2.e), shape, promote(base.dtype, inc.dtype), True)
 
 
@@ -378,6 +376,6 @@ def bool_op(ex, node, env):
         return is_and
     if len(terms) == 1:
         return terms[0]
-    vals, shape = ex.broadcast(*terms)
+    vals, shape = broadcast(*terms)
     parts = [as_bool(v.e) for v in vals]
     return V(z3.And(*parts) if is_and else z3.Or(*parts), shape, INT1)

@@ -34,9 +34,8 @@ from specbound.proofs.model import D, K, P, bs, num_seqs, page, seq_len
 from specbound.proofs.model import n as N
 
 from . import lemmas as SL
-from .interp import _mentions
 from .obligations import Obligation
-from .values import LANES, Unsupported, V
+from .values import LANES, Unsupported, V, mentions
 
 
 def _lane_term(a, name, axis):
@@ -64,7 +63,7 @@ def _loop_var(run, a):
         if not label.startswith("loop_index@"):
             continue
         for c in run.result.local_consts:
-            if c.get_id() not in pids and _mentions(cond, c):
+            if c.get_id() not in pids and mentions(cond, c):
                 found.append(c)
     if len(found) > 1:
         raise Unsupported("footprint map: store inside nested symbolic loops", a.line)

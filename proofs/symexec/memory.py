@@ -27,7 +27,7 @@ import z3
 from specbound.proofs import kernel
 
 from .flow import MemState
-from .values import LANES, Unsupported, as_bool, as_int, lane_vars_in
+from .values import LANES, Unsupported, as_bool, as_int, conjuncts, lane_vars_in
 
 _CELL = z3.Int("cell")  # the bound variable of a tensor-contents hypothesis
 
@@ -95,15 +95,9 @@ def _lane_offset(off, lane):
     return None
 
 
-def _conjuncts(c):
-    if z3.is_and(c):
-        return [x for ch in c.children() for x in _conjuncts(ch)]
-    return [c]
-
-
 def _lane_bound(mask, lane):
     """``(x, rest)`` when ``mask`` is ``lane < x`` conjoined with lane-free conditions."""
-    parts = _conjuncts(mask)
+    parts = conjuncts(mask)
     for i, p in enumerate(parts):
         if z3.is_app(p) and p.decl().kind() == z3.Z3_OP_LT and p.arg(0).eq(lane) and not lane_vars_in(p.arg(1)):
             rest = parts[:i] + parts[i + 1:]
@@ -119,10 +113,10 @@ def _lane_bound(mask, lane):
 
 def prefix_sum(ex, x, size, line):
     """The exact value of ``tl.sum`` of a masked prefix load ``x`` (rank 1), or None."""
-    prov = getattr(x, "load", None)
-    if prov is None or x.rank != 1:
+    src = x.load
+    if src is None or x.rank != 1:
         return None
-    t, off, mask, other = prov
+    t, off, mask, other = src.tensor, src.off, src.mask, src.other
     if t.prefix is None or t.written or mask is None or other is None:
         return None
     if not (z3.is_int_value(other) and other.as_long() == 0):

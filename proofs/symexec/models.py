@@ -6,9 +6,6 @@ torch nor triton is imported) and turns the run into obligations.
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -23,40 +20,17 @@ from specbound.proofs.model import n as N
 from specbound.proofs.terms import subterms
 
 from .interp import Executor, ExecResult
+from .kernel_files import kernel_path, torch_free_module
 from .obligations import Obligation
 from .values import DTYPES, INT32, INT64, LANES, TensorModel, V, lane_range, lane_vars_in
 
 INT32_LIMIT = spec.INT32_LIMIT
 
 
-def kernels_dir() -> str:
-    """Directory of specbound.kernels, found without importing it (it imports torch)."""
-    found = importlib.util.find_spec("specbound.kernels")
-    if found is None or not found.submodule_search_locations:
-        raise FileNotFoundError("specbound.kernels is not installed")
-    return list(found.submodule_search_locations)[0]
-
-
-def kernel_path(module: str) -> str:
-    return os.path.join(kernels_dir(), f"{module}.py")
-
-
 def launch_plans():
-    """:mod:`specbound.kernels.plan`, the launch plans the wrappers use, imported by path: the
-    package's ``__init__`` imports torch and triton, which symbolic runs never need, and the
-    plans import only ``spec``.  Registered under its own name, so the kernels that import it
-    later share this module (one plan, whoever reads it)."""
-    name = "specbound.kernels.plan"
-    if name not in sys.modules:
-        found = importlib.util.spec_from_file_location(name, kernel_path("plan"))
-        module = importlib.util.module_from_spec(found)
-        sys.modules[name] = module
-        try:
-            found.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]
-            raise
-    return sys.modules[name]
+    """:mod:`specbound.kernels.plan`, the launch plans the wrappers use (the plans import
+    only ``spec``; see :func:`kernel_files.torch_free_module`)."""
+    return torch_free_module("plan")
 
 
 def _scalar(name, term=None):

@@ -24,7 +24,7 @@ from typing import Callable
 
 import z3
 
-from . import models
+from . import kernel_files, models
 
 
 class PlantFailed(RuntimeError):
@@ -131,7 +131,7 @@ class Plant:
 
 def function_source(module: str, func: str, transform: Callable | None = None) -> str:
     """The text of ``func`` of ``specbound.kernels.<module>`` (undecorated), rewritten by ``transform``."""
-    tree = ast.parse(open(models.kernel_path(module), encoding="utf-8").read())
+    tree = ast.parse(open(kernel_files.kernel_path(module), encoding="utf-8").read())
     if transform is not None:
         tree = transform(tree)
         ast.fix_missing_locations(tree)

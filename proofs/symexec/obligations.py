@@ -68,7 +68,7 @@ def applications(exprs, names) -> list:
             if z3.is_app(e) and e.decl().name() in names and e.decl().kind() == z3.Z3_OP_UNINTERPRETED]
 
 
-DEFINITION = "def/"  # label prefix of a definitional schema instance (interp.Executor.define)
+DEFINITION = "def/"  # label prefix of a definitional schema instance (run_state.RunState.define)
 
 
 def instantiate(hyps: dict, goal, functions: dict, lemmas: list, *, definitions: bool = True):

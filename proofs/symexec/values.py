@@ -8,7 +8,8 @@ moves them.  Python ints/bools are constexprs and stay plain.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import itertools
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import z3
@@ -17,6 +18,13 @@ from specbound.proofs.terms import subterms
 
 MAX_RANK = 4
 LANES = [z3.Int(f"lane{i}") for i in range(MAX_RANK)]
+
+_counter = itertools.count()
+
+
+def fresh_name(base: str) -> str:
+    """A Z3 symbol name no other symbol of the process has (``base!n``)."""
+    return f"{base}!{next(_counter)}"
 
 
 class Unsupported(Exception):
@@ -76,7 +84,7 @@ def promote(a: DType, b: DType) -> DType:
     return a if not a.signed else b
 
 
-@dataclass
+@dataclass(slots=True)
 class TensorModel:
     """A tensor argument: its element count (a spec allocation formula), element dtype,
     contents (an uninterpreted function, or fresh values when the kernel writes it) and
@@ -91,7 +99,36 @@ class TensorModel:
     prefix: Any = None             # (FuncDecl Pf, schema): Pf(j) = sum of content(i) for i < j (memory.py)
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class LaneTag:
+    """Provenance of ``base + lane[axis]`` with lane in [0, size): the shapes a truncation
+    obligation is raised for (truncation.py).  ``kind``: "arange" (``tl.arange(0, size)``,
+    base 0), "loop" (a tiled loop's index plus an arange; ``loop`` is the loop's
+    ``(stop, step)``), "grid" (``pid * size`` plus an arange), "loopvar" (a symbolic loop's
+    index itself: axis -1, ``size`` is the step)."""
+
+    axis: int
+    size: int
+    base: Any   # python 0, or a Z3 term (loop index, pid * size)
+    kind: str
+    loop: Any = None
+
+    def moved(self, axis: int) -> LaneTag:
+        return replace(self, axis=axis)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSource:
+    """Where a loaded block came from: ``load(tensor + off, mask, other)`` (for prefix sums,
+    memory.py); ``mask``/``other`` are None when the load had none."""
+
+    tensor: TensorModel
+    off: Any
+    mask: Any
+    other: Any
+
+
+@dataclass(slots=True)
 class V:
     """A block (or scalar, shape ()) value."""
 
@@ -99,6 +136,9 @@ class V:
     shape: tuple
     dtype: DType
     arith: bool = False  # produced by + - * and not yet observed (may hold a wrapped value)
+    # provenance, not part of the value (equality and repr ignore them)
+    tag: LaneTag | None = field(default=None, compare=False, repr=False)
+    load: LoadSource | None = field(default=None, compare=False, repr=False)
 
     @property
     def rank(self):
@@ -108,7 +148,7 @@ class V:
         return z3.is_bool(self.e)
 
 
-@dataclass
+@dataclass(slots=True)
 class Ptr:
     """``tensor`` base pointer plus an element offset block."""
 
@@ -120,12 +160,12 @@ class Ptr:
         return self.off.shape
 
 
-@dataclass
+@dataclass(slots=True)
 class PtrDType:
     element_ty: DType
 
 
-@dataclass
+@dataclass(slots=True)
 class Access:
     """One executed load or store (per lane: the lanes are free)."""
 
@@ -155,16 +195,6 @@ def shift(e, k: int, rank: int):
     return z3.substitute(e, *[(LANES[i], LANES[i + k]) for i in range(rank)])
 
 
-def to_z3(v):
-    if isinstance(v, V):
-        return v.e
-    if isinstance(v, bool):
-        return z3.BoolVal(v)
-    if isinstance(v, int):
-        return z3.IntVal(v)
-    return v
-
-
 def as_int(e):
     if z3.is_bool(e):
         return z3.If(e, z3.IntVal(1), z3.IntVal(0))
@@ -181,3 +211,75 @@ def lane_vars_in(e) -> set:
     """Indices of lane variables occurring in ``e``."""
     names = {str(l): i for i, l in enumerate(LANES)}
     return {names[str(x)] for x in subterms(e) if z3.is_const(x) and str(x) in names}
+
+
+def mentions(e, c) -> bool:
+    """Whether the constant ``c`` occurs in ``e``."""
+    target = c.get_id()
+    return any(x.get_id() == target for x in subterms(e))
+
+
+def conjuncts(c) -> list:
+    """The conjuncts of ``c`` (nested ``And`` flattened)."""
+    if z3.is_and(c):
+        return [x for ch in c.children() for x in conjuncts(ch)]
+    return [c]
+
+
+# --- lifting, broadcasting and reshaping blocks ------------------------------------------------
+
+def lift(x, like: DType | None = None) -> V:
+    """A Python constexpr as a scalar value (``like``: the dtype of the other operand)."""
+    if isinstance(x, V):
+        return x
+    if isinstance(x, bool):
+        return V(z3.BoolVal(x), (), INT1)
+    if isinstance(x, int):
+        return V(z3.IntVal(x), (), like if like is not None and not like.is_bool else INT32 if -2**31 <= x < 2**31 else INT64)
+    raise Unsupported(f"value of type {type(x).__name__}")
+
+
+def lift_pair(a, b):
+    """Two operands as values; a Python constant takes the other operand's dtype."""
+    av = lift(a, b.dtype if isinstance(b, V) else None)
+    return av, lift(b, av.dtype)
+
+
+def broadcast(*vals):
+    """The values brought to a common rank (numpy rules) and the common shape."""
+    rank = max(v.rank for v in vals)
+    out = []
+    for v in vals:
+        k = rank - v.rank
+        tag = v.tag.moved(v.tag.axis + k) if v.tag is not None and v.tag.axis >= 0 else None
+        out.append(V(shift(v.e, k, v.rank), (1,) * k + v.shape, v.dtype, v.arith, tag))
+    shape = []
+    for dims in zip(*[v.shape for v in out]):
+        big = {d for d in dims if d != 1}
+        if len(big) > 1:
+            raise Unsupported(f"incompatible shapes {[v.shape for v in vals]}")
+        shape.append(big.pop() if big else 1)
+    return out, tuple(shape)
+
+
+def reshape(v: V, idx, line) -> V:
+    """``v[idx]`` with ``idx`` a list of ``slice(None)`` (keep an axis) and None (new axis)."""
+    src = 0
+    mapping, shape = [], []
+    for it in idx:
+        if it is None:
+            shape.append(1)
+        else:
+            if src >= v.rank:
+                raise Unsupported("too many ':' in subscript", line)
+            mapping.append((src, len(shape)))
+            shape.append(v.shape[src])
+            src += 1
+    if src != v.rank:
+        raise Unsupported("subscript must name every axis", line)
+    if len(shape) > MAX_RANK:
+        raise Unsupported(f"rank above {MAX_RANK}", line)
+    subs = [(LANES[s], LANES[d]) for s, d in mapping if s != d and v.shape[s] > 1]
+    e = z3.substitute(v.e, *subs) if subs and z3.is_expr(v.e) else v.e
+    tag = v.tag.moved(dict(mapping)[v.tag.axis]) if v.tag is not None and v.tag.axis >= 0 else None
+    return V(e, tuple(shape), v.dtype, v.arith, tag)
