@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import pytest
 
+from specbound import manifest
 from specbound.proofs.symexec import theorems as T
 
 _cache: dict = {}
+EXPECTED = manifest.load()
 
 
 def pytest_generate_tests(metafunc):
@@ -40,18 +42,14 @@ def test_kernel_specialization(kind, sp):
         for m in r.mutants:
             assert m.status == "refuted", f"{r.id}/{m.id} survived: {m.note}"
             assert m.counterexample.get("replay") in ("oob", "race", "output", "assert"), m.counterexample
+    # the verdicts, mutants (with their replay verdicts) and obligation counts the manifest records
+    assert manifest.compare_results(_results(kind, sp), EXPECTED) == []
 
 
-REQUIRED_MUTANTS = {
-    "kv": {"MUT-27338-HOST-WIDTH-NO-TOPK": "oob", "MUT-KV-TAIL-NO-MASK": "oob",
-           "MUT-KV-STEPS-LANES-BELOW-BATCH": "race", "MUT-KV-INDPTR-ENTRY-VALUE": "output",
-           "MUT-KV-EXTENSION-READ-STRIDE": "output", "MUT-KV-COPY-STOPS-EARLY": "output",
-           "MUT-KV-TOKENS-INT32": "output"},
-    "tree": {"MUT-WALK-UNBOUNDED": "output", "MUT-SEARCH-PAST-ROW": "oob", "MUT-MASK-ROW-STRIDE": "output",
-             "MUT-POSITIONS-INT32": "assert", "MUT-NODES-LANES-BELOW-N": "output", "MUT-TREE-PROGRAM-STRIDE": "race"},
-    "fill": {"MUT-FILL-TAIL-NO-MASK": "oob", "MUT-FILL-TAIL-SHORT": "output", "MUT-FILL-STORES-FALSE": "output",
-             "MUT-FILL-STOPS-EARLY": "output", "MUT-FILL-PROGRAM-STRIDE": "race"},
-}
+# {kind: {mutant id: replay verdict}}: the mutants each kernel's first specialization must refute
+# and how the replay reproduces each fault, as recorded in proofs/manifest.json
+REQUIRED_MUTANTS = {kind: {m: how for e in EXPECTED["kernel_theorems"].values() if e["kind"] == kind
+                           for m, how in e["mutants"].items()} for kind in manifest.KERNEL_KINDS}
 
 
 @pytest.mark.parametrize("kind", sorted(REQUIRED_MUTANTS))
@@ -59,7 +57,7 @@ def test_every_property_of_the_first_specialization_refutes_a_mutant(kind):
     sp = T.selected_specs()[kind][0]
     for r in _results(kind, sp):
         prop = r.id.split("[")[0][len(T.kernel_name(r.id)) + 1:]
-        if (kind, prop) in T.WITHOUT_MUTANT:
+        if f"{kind}/{prop}" in EXPECTED["kernel_without_mutant"]:
             assert not r.mutants, r.id
             continue
         assert r.mutants and all(m.status == "refuted" for m in r.mutants), f"{r.id}: {len(r.mutants)} mutants"
