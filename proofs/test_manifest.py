@@ -190,6 +190,8 @@ def test_a_stale_figure_block_or_verdict_is_named(tmp_path):
     assert MD.stale(EXPECTED, root=tmp_path) != []
     readme.write_text("no markers\n")
     assert "README.md: no generated blocks or figures (markers removed?)" in MD.stale(EXPECTED, root=tmp_path)
+    readme.unlink()
+    assert any(p.startswith("README.md: not found under") for p in MD.stale(EXPECTED, root=tmp_path))
 
 
 def test_docs_are_regenerated_from_the_manifest_and_a_report(tmp_path):
