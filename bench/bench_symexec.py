@@ -2,6 +2,10 @@
 
     python bench/bench_symexec.py [--all] [--no-mutants] [--json PATH]
     python bench/bench_symexec.py --markdown PATH     # table of a saved JSON run (no proving)
+
+``--markdown`` of a ``specbound prove --kernels --all --json`` report prints the table of
+``docs/kernel-proofs.md`` (``specbound.manifest_docs``: seconds from the report, the rest from
+``proofs/manifest.json``; ``specbound docs --timings PATH`` writes it into the docs).
 """
 
 from __future__ import annotations
@@ -25,7 +29,11 @@ def main() -> int:
     if args.markdown:
         with open(args.markdown) as f:
             data = json.load(f)
-        print(markdown(rows_of_prove_json(data) if isinstance(data, dict) else data))
+        if isinstance(data, dict):
+            from specbound import manifest, manifest_docs
+            print(manifest_docs.specializations_table(manifest.load(), manifest_docs.report_seconds(data)))
+        else:
+            print(markdown(data))
         return 0
     rows = []
     chosen = None
@@ -51,28 +59,12 @@ def main() -> int:
     return 0
 
 
-def rows_of_prove_json(payload: dict) -> list:
-    """The rows of a ``specbound prove --kernels [--all] --json`` report, one per
-    specialization, in the shape :func:`markdown` reads (no wall time: the sum of its
-    theorems' seconds stands in)."""
-    rows: dict = {}
-    for th in payload["theorems"]:
-        if not th["id"].startswith("KERNEL-") or "[" not in th["id"]:
-            continue
-        name, label = th["id"][:-1].split("[", 1)
-        kind = name.split("-")[1].lower()
-        row = rows.setdefault((T.kernel_name(name), label), {"kernel": kind, "spec": label, "wall_s": 0.0, "theorems": {}})
-        row["wall_s"] += th["seconds"] + sum(m["seconds"] for m in th["mutants"])
-        row["theorems"][name] = {"status": th["status"] if th["ok"] else f"{th['status']} (not ok)",
-                                 "seconds": th["seconds"], "mutants": {m["id"]: m["status"] for m in th["mutants"]}}
-    return list(rows.values())
-
-
 PROPS = tuple(T.PROPERTIES)
 
 
 def markdown(rows) -> str:
-    """One line per specialization: seconds per property (``!`` marks a property not proved)."""
+    """One line per specialization of this script's own rows: seconds per property (``!`` marks a
+    property not proved)."""
     head = "| kernel | specialization | " + " | ".join(PROPS) + " | wall s | mutants |"
     out = [head, "|" + "---|" * (len(PROPS) + 4)]
     for row in rows:

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from specbound import spec
+from specbound import manifest, spec
 from specbound.proofs.symexec import selfcheck
 from specbound.proofs.symexec import sglang_draft_kv as KV
 from specbound.proofs.symexec import sglang_tree as TREE
@@ -146,6 +146,7 @@ def test_kv_default_specialization_is_proved(kv_path):
     results = KV.prove(KV.KvSpec(0, False, 8, 4, 32), kv_path)
     assert {r.id.split("[")[0] for r in results} == {f"KERNEL-SGLANG-DRAFT-KV-{p}" for p in KV.PROPERTIES}
     assert all(r.ok for r in results), [(r.id, r.detail) for r in results if not r.ok]
+    assert manifest.compare_results(results) == []   # the ids and verdicts proofs/manifest.json records
     # what the proofs rest on is read from them: draft room (a declared precondition sglang
     # does not check) and the launch contracts (core axioms) under which the stores stay in bounds
     in_bounds = next(r for r in results if "-IN-BOUNDS[" in r.id)
@@ -198,6 +199,7 @@ def test_kv_row_offset_wraps_in_int32(kv_path, stride):
 def test_tree_default_specialization_is_proved(tree_path):
     results = TREE.prove(TREE.TreeSpec(2, 2, 4, 1, 2), tree_path)
     assert all(r.ok for r in results), [(r.id, r.detail) for r in results if not r.ok]
+    assert manifest.compare_results(results) == []
     in_bounds = next(r for r in results if "-IN-BOUNDS[" in r.id)
     assert "well_formed_tree" in in_bounds.hypotheses_used   # the unguarded parent_list read rests on it
 

@@ -2,27 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 from specbound import spec
-from specbound.proofs._checks import assert_theorem_ok
 
-REQUIRED = {
-    "VM-PREFIX-BOUND": (),
-    "VM-QLEN-IN-BOUNDS": (),
-    "VM-FULL-IN-BOUNDS": ("MUT-33127-FULL-ALWAYS-FITS", "MUT-29450-MISSING-DRAFT-TERM"),
-    "VM-BITPACK-IN-BOUNDS": (),
-    "VM-FITS-TIGHT": ("MUT-33127-FULL-ALWAYS-FITS",),
-    "VM-ROWS-DISJOINT": (),
-    "VM-EXACT-EXTENT": ("MUT-29450-MISSING-DRAFT-TERM",),
-    "VM-FALLBACK-COVERS": (),
-    "VM-INT32-SAFE": ("MUT-INT32-OVERFLOW",),
-}
-
-
-@pytest.mark.parametrize("theorem_id", sorted(REQUIRED))
-def test_theorem(proof_results, theorem_id):
-    assert_theorem_ok(proof_results[theorem_id], REQUIRED[theorem_id])
+# Each theorem's verdict and the mutants it must refute are in proofs/manifest.json
+# (proofs/test_manifest.py::test_spec_theorem_as_the_manifest_expects).
 
 
 def test_full_always_fits_counterexample_is_a_real_overrun(proof_results):

@@ -1,4 +1,4 @@
-"""The ``specbound`` command line: prove, verify, docs, and the commands that feature modules register
+"""The ``specbound`` command line: prove, verify, docs, manifest, and the commands that feature modules register
 (``specbound.fuzz.command``: fuzz; ``specbound.audit.command``: audit).
 
 A feature module registers itself with ``register(subparsers)``; the fuzz module also provides
@@ -68,24 +68,104 @@ def cmd_prove(args) -> int:
         print(f"FAILED kernel.theorems: the kernel theorems stopped: {crashed}", file=sys.stderr)
     if args.json:
         _write_json(args.json, payload)
-    return 0 if s["failed"] == 0 and not crashed else 1
+    off_manifest = _manifest_problems(args, results, payload, crashed)
+    for line in off_manifest:
+        print(f"FAILED manifest: {line}", file=sys.stderr)
+    return 0 if s["failed"] == 0 and not crashed and not off_manifest else 1
+
+
+def _manifest_problems(args, results, payload, crashed) -> list[str]:
+    """Every theorem run against its ``proofs/manifest.json`` entry; a complete
+    ``--kernels --all`` run is checked whole (every id there, and the summary totals)."""
+    from specbound import manifest
+
+    try:
+        expected = manifest.load()
+    except (OSError, ValueError) as exc:
+        return [f"cannot read {manifest.PATH}: {exc}"]
+    if getattr(args, "kernels", False) and getattr(args, "all", False) and not args.only and not crashed:
+        return manifest.check_report(payload, expected)
+    return manifest.compare_results(results, expected)
 
 
 def cmd_docs(args) -> int:
-    from specbound import docs
+    from specbound import docs, manifest_docs
 
     text = docs.render()
     target = Path(args.output)
     if args.check:
+        rc = 0
         current = target.read_text() if target.exists() else ""
         if current != text:
             print(f"{target} is stale: run `specbound docs` and commit the result", file=sys.stderr)
-            return 1
-        print(f"{target} is up to date")
-        return 0
+            rc = 1
+        else:
+            print(f"{target} is up to date")
+        for line in manifest_docs.stale():
+            print(f"stale (generated from proofs/manifest.json; run `specbound docs`): {line}", file=sys.stderr)
+            rc = 1
+        if rc == 0:
+            print("the tables and figures generated from proofs/manifest.json are up to date")
+        return rc
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
     print(f"wrote {target}")
+    report = _read_json("--timings", args.timings) if args.timings else None
+    for rel in manifest_docs.write(report=report):
+        print(f"wrote {rel} (from proofs/manifest.json)")
+    return 0
+
+
+def _read_json(flag: str, path: str) -> dict:
+    try:
+        payload = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise SpecArgumentError(flag, f"cannot read a JSON report from {path}: {exc}") from None
+    if not isinstance(payload, dict) or not isinstance(payload.get("theorems"), list):
+        raise SpecArgumentError(flag, f"{path} is not a `specbound prove --json` report (no theorems list)")
+    return payload
+
+
+def cmd_manifest(args) -> int:
+    """Check proofs/manifest.json against the registries (cheap) and, with --report, a saved full
+    run; or write it from such a run."""
+    from specbound import manifest
+
+    if args.write:
+        if not args.report:
+            raise SpecArgumentError("--write", "needs --report PATH, a full `specbound prove --kernels --all "
+                                               "--json PATH` report")
+        from specbound.fuzz.replay import replay_all
+
+        payload = _read_json("--report", args.report)
+        previous = manifest.load() if manifest.PATH.exists() else None
+        fresh, problems = manifest.write(payload, replay_all(), previous)
+        for line in problems:
+            print(f"FAILED: {line}", file=sys.stderr)
+        if problems:
+            print(f"{manifest.PATH} not written", file=sys.stderr)
+            return 1
+        for line in (manifest.compare_results(payload["theorems"], previous) if previous else []):
+            print(f"changed: {line}")
+        manifest.dump(fresh)
+        print(f"wrote {manifest.PATH}: {json.dumps(fresh['totals'])}\n"
+              f"regenerate the docs with `specbound docs --timings {args.report}`")
+        return 0
+    try:
+        expected = manifest.load()
+    except (OSError, ValueError) as exc:
+        print(f"FAILED: cannot read {manifest.PATH}: {exc}", file=sys.stderr)
+        return 1
+    problems = manifest.check_registries(expected)
+    if args.report:
+        problems += manifest.check_report(_read_json("--report", args.report), expected)
+    for line in problems:
+        print(f"FAILED: {line}", file=sys.stderr)
+    if problems:
+        print(f"{len(problems)} difference(s) from {manifest.PATH}: fix the registry, or regenerate the manifest "
+              "from a full run (`specbound manifest --write --report PATH`) and commit it", file=sys.stderr)
+        return 1
+    print(f"{manifest.PATH} agrees with the registries" + (f" and with {args.report}" if args.report else ""))
     return 0
 
 
@@ -136,7 +216,19 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("docs", help="write docs/invariants.md from the spec and the proofs")
     d.add_argument("--check", action="store_true", help="fail if the committed file is stale")
     d.add_argument("--output", default="docs/invariants.md", help=argparse.SUPPRESS)
+    d.add_argument("--timings", metavar="PATH",
+                   help="a saved `specbound prove --kernels --all --json` report: the seconds of "
+                        "docs/kernel-proofs.md's per-specialization table (default: keep those in the file)")
     d.set_defaults(func=cmd_docs)
+
+    m = sub.add_parser("manifest", help="check proofs/manifest.json (expected theorem ids, verdicts, mutants) "
+                                        "against the registries, or write it from a full run")
+    m.add_argument("--report", metavar="PATH",
+                   help="a saved full `specbound prove --kernels --all --json` report: check it too "
+                        "(every entry and the totals), or, with --write, write the manifest from it")
+    m.add_argument("--write", action="store_true",
+                   help="regenerate the manifest from --report (also replays the spec mutants, about 30 s)")
+    m.set_defaults(func=cmd_manifest)
 
     for name in FEATURE_MODULES:
         module = _feature(name)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from specbound import kernels
+from specbound import kernels, manifest
 from specbound.fuzz import replay
 
 pytestmark = pytest.mark.skipif(not kernels.INTERPRETED, reason="kernels compiled: no checked interpreter")
 
-HISTORICAL = {"MUT-33127-FULL-ALWAYS-FITS", "MUT-29450-MISSING-DRAFT-TERM", "MUT-27338-MISSING-TOPK",
-              "MUT-CHECK-STEPS-MINUS-ONE", "MUT-FITS-OFF-BY-ONE", "MUT-SEARCH-PAST-ROW"}
+# "THEOREM/MUTANT" -> the replay's status on the kernels (reproduced | diverged | infeasible)
+EXPECTED = manifest.load()["spec_mutant_replays"]
 
 
 @pytest.fixture(scope="module")
@@ -21,20 +21,19 @@ def replays():
 
 def test_every_listed_mutant_has_a_counterexample_to_replay(replays):
     assert set(replays) == replay.SIZING_MUTANTS
+    assert {f"{th}/{m}" for th, m in replays} == set(EXPECTED)
 
 
 @pytest.mark.parametrize("key", sorted(replay.SIZING_MUTANTS))
 def test_replay(replays, key):
     r = replays[key]
     assert r.ok, r.line()
-    if r.mutant in HISTORICAL:
-        assert r.status == "reproduced", r.line()
+    assert r.status == EXPECTED[f"{r.theorem}/{r.mutant}"], r.line()
+    if r.status == "reproduced":
         assert "out-of-bounds" in r.mutant_outcome, r.line()
         assert r.spec_outcome.startswith(("clean, outputs == reference", "refused")), r.line()
-    elif r.mutant == "MUT-UNBOUNDED-WALK":
-        assert r.status == "diverged", r.line()
-    elif r.mutant == "MUT-INT32-OVERFLOW":
-        assert r.status == "infeasible" and "2^31" in r.note
+    elif r.status == "infeasible":
+        assert "2^31" in r.note, r.line()
 
 
 def test_every_kernel_mutant_the_fuzz_replays_is_caught(replays):

@@ -326,6 +326,7 @@ class KvSpec:
     BLOCK_C: int
     indices_dtype: str = "int64"
     indptr_dtype: str = "int64"
+    name = "KV"   # the kernel part of its theorem ids (KERNEL-<name>-<PROPERTY>[<label>])
 
     @property
     def label(self):
@@ -449,7 +450,7 @@ def kv_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run:
     report = {"num_seqs": num_seqs, "topk": K, "num_steps": D, "page_size": page, "C": C, "width": width,
               "indptr_stride": indptr_stride, "r2t_width": r2t_width, "pool_rows": pool_rows, "grid": G,
               "pid": pid}
-    run = Run("KV", sp.label, res, hyps, functions, tensors, regions,
+    run = Run(sp.name, sp.label, res, hyps, functions, tensors, regions,
               z3.If(pid == 0, z3.IntVal(-1), pid * sp.BLOCK_B), pid * sp.BLOCK_B + sp.BLOCK_B, report,
               run_lemmas + axioms, axioms)
     run.spec = sp
@@ -482,6 +483,10 @@ class TreeSpec:
     NODES: int
 
     @property
+    def name(self):
+        return f"BUILD-TREE-{MODE_NAMES[self.MODE]}"
+
+    @property
     def mask_dtype(self):
         if self.MODE != 2:
             return "int1"
@@ -497,6 +502,7 @@ class FillSpec:
     BLOCK_B: int
     NODES: int
     BLOCK_C: int
+    name = "FILL-PREFIX"
 
     @property
     def label(self):
@@ -606,7 +612,7 @@ def tree_run(sp: TreeSpec, *, transform=None, host: dict | None = None) -> Run:
         run_lemmas += tree_lemmas(e, pl_width, sel_width)
     pid = res.pid[0]
     report = {"bs": bs, "topk": K, "depth": D, "n": N, "C": C, "grid": G, "pid": pid}
-    run = Run(f"BUILD-TREE-{MODE_NAMES[sp.MODE]}", sp.label, res, hyps, functions, tensors, regions,
+    run = Run(sp.name, sp.label, res, hyps, functions, tensors, regions,
               pid * sp.BLOCK_B, pid * sp.BLOCK_B + sp.BLOCK_B, report, run_lemmas + axioms, axioms)
     run.spec = sp
     return run
@@ -654,7 +660,7 @@ def fill_run(sp: FillSpec, *, transform=None, host: dict | None = None) -> Run:
         run_lemmas += tree_lemmas(e, z3.IntVal(0), z3.IntVal(0))
     pid = res.pid[0]
     report = {"bs": bs, "n": N, "C": C, "grid": G, "pid": pid}
-    run = Run("FILL-PREFIX", sp.label, res, hyps, functions, tensors, {"tree_mask": _mask_region(mode)},
+    run = Run(sp.name, sp.label, res, hyps, functions, tensors, {"tree_mask": _mask_region(mode)},
               pid * sp.BLOCK_B, pid * sp.BLOCK_B + sp.BLOCK_B, report, run_lemmas + axioms, axioms)
     run.spec = sp
     return run

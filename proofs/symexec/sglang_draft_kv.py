@@ -83,6 +83,7 @@ class KvSpec:
     iter_upper: int
     num_tokens_upper: int
     seq_lens_dtype: str = "int64"
+    name = "SGLANG-DRAFT-KV"   # the kernel part of its theorem ids
 
     @property
     def label(self):
@@ -250,7 +251,7 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
               "grid0": G0, "pid0": res.pid[0], "pid1": res.pid[1], "pid2": res.pid[2]}
     if sp.NUM_STEPS:
         report["token_blocks"] = blocks
-    run = Run("SGLANG-DRAFT-KV", sp.label, res, hyps, functions, tensors, {}, None, None, report,
+    run = Run(sp.name, sp.label, res, hyps, functions, tensors, {}, None, None, report,
               list(res.side_proofs) + axioms, axioms)
     run.spec, run.host, run.host_width_hyps = sp, host, sizing
     # tensor contents the launch model fixes rather than assumes (listed with the preconditions)

@@ -53,6 +53,10 @@ class TreeSpec:
     bs: int         # batch_size (a constexpr: one specialization per batch size)
 
     @property
+    def name(self):
+        return f"SGLANG-TREE-{MODE_NAMES[self.mode]}"
+
+    @property
     def label(self):
         return f"K={self.topk},D={self.depth},n={self.n},mode={MODE_NAMES[self.mode]},batch_size={self.bs}"
 
@@ -136,7 +140,7 @@ def run_kernel(sp: TreeSpec, path: str, host: Host | None = None) -> Run:
     lemmas = [K_.instantiate(L.prefix_monotone(bs), bs, b + 1), K_.instantiate(L.prefix_monotone(bs), bs, b),
               K_.instantiate(L.prefix_bound(bs), b)]
     report = {"bs": bs, "C": C, "pid": b}
-    run = Run(f"SGLANG-TREE-{MODE_NAMES[sp.mode]}", sp.label, res, hyps, functions, tensors, {}, None, None,
+    run = Run(sp.name, sp.label, res, hyps, functions, tensors, {}, None, None,
               report, list(res.side_proofs) + lemmas)
     run.spec, run.host = sp, host
     # tensor contents the launch model fixes rather than assumes (listed with the preconditions)
