@@ -73,14 +73,26 @@ def test_kernel_theorems_list_their_launch_contracts():
     assert "draft_kv_capacity_ok" in kv["KERNEL-KV-IN-BOUNDS"].hypotheses_used
 
 
+def test_every_registered_mutant_is_required():
+    from specbound.proofs.symexec import mutants
+
+    assert {k: set(v) for k, v in REQUIRED_MUTANTS.items()} == \
+        {kind: {m.id for m in mutants.of_kind(kind)} for kind in mutants.KIND_KERNEL}
+
+
 @pytest.mark.parametrize("kind", sorted(REQUIRED_MUTANTS))
 def test_mutants_refuted_by_replay(kind):
+    """Every registered mutant is refuted by the proofs (a counterexample whose concrete
+    launch on the planted kernel reproduces the fault)."""
+    from specbound.proofs.symexec import mutants
+
     sp = T.selected_specs()[kind][0]
     seen = {m.id: m for r in _results(kind, sp) for m in r.mutants}
     for mid, verdict in REQUIRED_MUTANTS[kind].items():
         assert mid in seen, f"{mid} not run"
         assert seen[mid].status == "refuted", f"{mid}: {seen[mid].note}"
         assert seen[mid].counterexample["replay"] == verdict, seen[mid].counterexample
+        assert verdict in mutants.get(mid).expect, (mid, verdict)
 
 
 @pytest.mark.parametrize("kind,mid", [(k, m) for k, ids in sorted(T.FOOTPRINT_ONLY.items()) for m in ids])
@@ -89,8 +101,9 @@ def test_footprint_only_mutants_escape_bounds_and_races(kind, mid):
     kernel those theorems still hold, so the footprint obligation is the one that refutes it."""
     from specbound.proofs.symexec.obligations import check
 
-    build, muts = T.BUILDERS[kind][0], T.BUILDERS[kind][1]
-    m = next(x for x in muts if x.id == mid)
+    from specbound.proofs.symexec import mutants
+
+    build, m = T.BUILDERS[kind][0], mutants.get(mid)
     assert m.prop == "FOOTPRINT"
     run = build(T.selected_specs()[kind][0], transform=m.transform, host=dict(m.host))
     for prop in ("IN-BOUNDS", "RACE-FREE"):
@@ -213,3 +226,41 @@ def test_witness_search_falls_back_to_a_small_box(monkeypatch):
     monkeypatch.setattr(O, "_WITNESSES", {})
     found, reason, _h, _l = O._witness(small, {})
     assert found is None and reason
+
+
+def test_executor_modules_import_downwards_only():
+    """The executor's modules import only the ones listed above them in the package
+    docstring's table (the import graph it documents stays true)."""
+    import ast
+    import pathlib
+
+    import specbound.proofs.symexec as pkg
+
+    order = [line.split("``")[1] for line in pkg.__doc__.splitlines()
+             if line.startswith("``") and line.split("``")[1].isidentifier()]
+    assert "values" in order and "interp" in order, order
+    folder = pathlib.Path(pkg.__file__).parent
+    for i, name in enumerate(order):
+        tree = ast.parse((folder / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                deps = [node.module] if node.module else [a.name for a in node.names]
+                for dep in deps:
+                    if dep in order:
+                        assert order.index(dep) < i, f"{name} imports {dep}, listed below it"
+
+
+def test_value_types_reject_undeclared_attributes(tmp_path):
+    """Values and runs have declared fields: a misspelt attribute is an error, not a new
+    attribute a later ``getattr(..., None)`` would read as absent."""
+    import z3
+
+    from specbound.proofs.symexec.interp import Executor
+    from specbound.proofs.symexec.values import INT32, Access, Ptr, TensorModel, V
+
+    v = V(z3.IntVal(0), (), INT32)
+    t = TensorModel("t", 4, INT32)
+    ex = Executor(str(tmp_path / "none.py"), "k", constexprs={}, scalars={}, tensors={}, grid=[1])
+    for obj in (v, Ptr(t, v), t, Access("load", 1, t, v, True, []), ex, ex.result()):
+        with pytest.raises(AttributeError):
+            obj.tga = 1
