@@ -63,11 +63,10 @@ def test_a_renamed_or_deleted_id_in_a_copy_is_named(tmp_path, today):
 
 def test_a_mutant_removed_from_its_registry_is_named(monkeypatch):
     from specbound.proofs import registry
-    from specbound.proofs.symexec import theorems as T
+    from specbound.proofs.symexec import mutants, verifiers
 
-    build, mutants, *rest = T.BUILDERS["fill"]
-    removed = mutants[0]
-    monkeypatch.setitem(T.BUILDERS, "fill", (build, mutants[1:], *rest))
+    removed = verifiers.fill_prefix.MUTANTS[0]
+    monkeypatch.delitem(mutants.BY_ID, removed.id)
     monkeypatch.setattr(registry, "BUILDERS", registry.BUILDERS[:-1])
     problems = M.check_registries(EXPECTED)
     text = "\n".join(problems)
