@@ -214,3 +214,15 @@ def test_witness_search_falls_back_to_a_small_box(monkeypatch):
     monkeypatch.setattr(O, "_WITNESSES", {})
     found, reason, _h, _l = O._witness(small, {})
     assert found is None and reason
+
+
+def test_footprint_obligations_need_the_kernels_maps():
+    """The generic runner has no default footprint: a run whose maps were not given is an error
+    naming the property, never a property proved without its footprint obligations."""
+    from specbound.proofs.symexec import verifiers
+
+    fill = verifiers.get("fill")
+    run = fill.run(fill.default_specs[0])
+    with pytest.raises(ValueError, match="FOOTPRINT: the kernel's footprint obligations were not given"):
+        T.obligations(run, "FOOTPRINT")
+    assert T.kernel_obligations(fill, run, "FOOTPRINT")
