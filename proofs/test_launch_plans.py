@@ -11,6 +11,7 @@ import z3
 
 from specbound import spec
 from specbound.proofs.symexec import models
+from specbound.proofs.symexec.verifiers import draft_kv, fill_prefix, tree_build
 from specbound.proofs.symexec import theorems as T
 
 pytest.importorskip("specbound.kernels")  # before triton: it sets TRITON_INTERPRET
@@ -21,7 +22,7 @@ from specbound import reference as ref  # noqa: E402
 from specbound.kernels import plan as launch_plans  # noqa: E402
 from specbound.kernels.plan import LaunchPlan  # noqa: E402
 
-FILL = models.FillSpec(2, 8, 16)
+FILL = fill_prefix.FillSpec(2, 8, 16)
 
 
 def _contract(run, name: str):
@@ -59,12 +60,12 @@ def _halved_grid(real):
 
 
 def test_a_grid_planted_in_the_fill_plan_changes_the_contract_and_fails_the_coverage_proof(monkeypatch):
-    shipped = _contract(models.fill_run(FILL), "grid_is_cdiv")
+    shipped = _contract(fill_prefix.symbolic_run(FILL), "grid_is_cdiv")
     held = {r.id.split("[")[0]: r.status for r in T.prove_kernel("fill", FILL, mutants=False)}
     assert held["KERNEL-FILL-PREFIX-FOOTPRINT"] == "proved"
 
     monkeypatch.setattr(launch_plans, "fill_plan", _halved_grid(launch_plans.fill_plan))
-    planted = _contract(models.fill_run(FILL), "grid_is_cdiv")
+    planted = _contract(fill_prefix.symbolic_run(FILL), "grid_is_cdiv")
     assert not z3.eq(z3.simplify(shipped), z3.simplify(planted)), (shipped, planted)
     after = {r.id.split("[")[0]: r for r in T.prove_kernel("fill", FILL, mutants=False)}
     # too few programs: some request's prefix row is never filled (coverage), nothing else breaks
@@ -95,11 +96,11 @@ def test_an_argument_added_to_a_plan_is_refused_by_the_model(monkeypatch):
         return LaunchPlan(p.grid, {**p.args, "extra_flag": 1}, p.constexprs)
     monkeypatch.setattr(launch_plans, "kv_plan", plan)
     with pytest.raises(ValueError, match="draft_kv_kernel: the launch plan passes .*extra_flag"):
-        models.kv_run(models.KvSpec(2, 8, 4, 16))
+        draft_kv.symbolic_run(draft_kv.KvSpec(2, 8, 4, 16))
 
 
 def test_the_tree_contracts_are_the_plan_on_terms():
-    run = models.tree_run(models.TreeSpec(1, 3, 2, 8))
+    run = tree_build.symbolic_run(tree_build.TreeSpec(1, 3, 2, 8))
     bs, k, d, n = (run.report[x] for x in ("bs", "topk", "depth", "n"))
     sym = launch_plans.tree_plan({name: None for name in launch_plans.TREE_TENSORS}, bs=bs, topk=k, depth=d, n=n,
                                mode=spec.TreeMaskMode.QLEN_ONLY, block_b=2, nodes=8)

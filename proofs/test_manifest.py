@@ -63,9 +63,9 @@ def test_a_renamed_or_deleted_id_in_a_copy_is_named(tmp_path, today):
 
 def test_a_mutant_removed_from_its_registry_is_named(monkeypatch):
     from specbound.proofs import registry
-    from specbound.proofs.symexec import mutants
+    from specbound.proofs.symexec import mutants, verifiers
 
-    removed = mutants.of_kind("fill")[0]
+    removed = verifiers.fill_prefix.MUTANTS[0]
     monkeypatch.delitem(mutants.BY_ID, removed.id)
     monkeypatch.setattr(registry, "BUILDERS", registry.BUILDERS[:-1])
     problems = M.check_registries(EXPECTED)

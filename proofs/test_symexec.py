@@ -49,7 +49,7 @@ def test_kernel_specialization(kind, sp):
 # {kind: {mutant id: replay verdict}}: the mutants each kernel's first specialization must refute
 # and how the replay reproduces each fault, as recorded in proofs/manifest.json
 REQUIRED_MUTANTS = {kind: {m: how for e in EXPECTED["kernel_theorems"].values() if e["kind"] == kind
-                           for m, how in e["mutants"].items()} for kind in manifest.KERNEL_KINDS}
+                           for m, how in e["mutants"].items()} for kind in T.default_specs()}
 
 
 @pytest.mark.parametrize("kind", sorted(REQUIRED_MUTANTS))
@@ -101,11 +101,11 @@ def test_footprint_only_mutants_escape_bounds_and_races(kind, mid):
     kernel those theorems still hold, so the footprint obligation is the one that refutes it."""
     from specbound.proofs.symexec.obligations import check
 
-    from specbound.proofs.symexec import mutants
+    from specbound.proofs.symexec import mutants, verifiers
 
-    build, m = T.BUILDERS[kind][0], mutants.get(mid)
+    m = mutants.get(mid)
     assert m.prop == "FOOTPRINT"
-    run = build(T.selected_specs()[kind][0], transform=m.transform, host=dict(m.host))
+    run = verifiers.get(kind).run(T.selected_specs()[kind][0], transform=m.transform, host=dict(m.host))
     for prop in ("IN-BOUNDS", "RACE-FREE"):
         failed = [o.obligation.id for o in (check(ob, run.functions) for ob in T.obligations(run, prop)) if not o.ok]
         assert not failed, f"{m.id}: {prop} already refutes it ({failed})"
@@ -113,12 +113,12 @@ def test_footprint_only_mutants_escape_bounds_and_races(kind, mid):
 
 def test_footprint_obligations_cover_every_store():
     """Each store of each kernel gets a soundness and a completeness obligation."""
-    from specbound.proofs.symexec import footprint
+    from specbound.proofs.symexec import verifiers
 
     for kind, specs in T.default_specs().items():
-        run = T.BUILDERS[kind][0](specs[0])
+        run = verifiers.get(kind).run(specs[0])
         stores = [a for a in run.result.accesses if a.kind == "store"]
-        obs = footprint.obligations(run)
+        obs = verifiers.get(kind).footprint(run)
         assert len([o for o in obs if o.kind == "footprint"]) == len(stores), kind
         assert len([o for o in obs if o.kind == "coverage"]) == len(stores), kind
 
@@ -138,8 +138,8 @@ def test_no_torch_import_for_symbolic_runs():
     import subprocess
     import sys
 
-    code = ("import sys\nfrom specbound.proofs.symexec import models\n"
-            "models.kv_run(models.KvSpec(2, 8, 4, 16))\n"
+    code = ("import sys\nfrom specbound.proofs.symexec.verifiers import draft_kv\n"
+            "draft_kv.symbolic_run(draft_kv.KvSpec(2, 8, 4, 16))\n"
             "assert 'torch' not in sys.modules and 'triton' not in sys.modules, 'imported torch/triton'\n")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -236,8 +236,10 @@ def test_executor_modules_import_downwards_only():
 
     import specbound.proofs.symexec as pkg
 
-    order = [line.split("``")[1] for line in pkg.__doc__.splitlines()
-             if line.startswith("``") and line.split("``")[1].isidentifier()]
+    lines = pkg.__doc__.splitlines()
+    rules = [i for i, line in enumerate(lines) if line.startswith("====")]
+    table = lines[rules[0] + 1:rules[-1]]   # the module table only, not the prose after it
+    order = [line.split("``")[1] for line in table if line.startswith("``") and line.split("``")[1].isidentifier()]
     assert "values" in order and "interp" in order, order
     folder = pathlib.Path(pkg.__file__).parent
     for i, name in enumerate(order):
@@ -264,3 +266,15 @@ def test_value_types_reject_undeclared_attributes(tmp_path):
     for obj in (v, Ptr(t, v), t, Access("load", 1, t, v, True, []), ex, ex.result()):
         with pytest.raises(AttributeError):
             obj.tga = 1
+
+
+def test_footprint_obligations_need_the_kernels_maps():
+    """The generic runner has no default footprint: a run whose maps were not given is an error
+    naming the property, never a property proved without its footprint obligations."""
+    from specbound.proofs.symexec import verifiers
+
+    fill = verifiers.get("fill")
+    run = fill.run(fill.default_specs[0])
+    with pytest.raises(ValueError, match="FOOTPRINT: the kernel's footprint obligations were not given"):
+        T.obligations(run, "FOOTPRINT")
+    assert T.kernel_obligations(fill, run, "FOOTPRINT")

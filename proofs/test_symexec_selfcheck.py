@@ -8,7 +8,8 @@ import random
 import pytest
 
 from specbound import spec
-from specbound.proofs.symexec import models, selfcheck
+from specbound.proofs.symexec import selfcheck
+from specbound.proofs.symexec.verifiers import draft_kv, fill_prefix, tree_build
 
 pytest.importorskip("specbound.kernels")  # before triton: it sets TRITON_INTERPRET
 torch = pytest.importorskip("torch")
@@ -37,7 +38,7 @@ def test_kv_addresses_match_the_interpreter(seed):
     from specbound.reference.samples import random_kv_batch
 
     rng = random.Random(seed)
-    sp = models.KvSpec(2, 8, 4, 16)
+    sp = draft_kv.KvSpec(2, 8, 4, 16)
     ns, k, d, page = rng.randint(1, 5), rng.choice([1, 2]), rng.randint(1, 4), rng.choice([1, 2, 4])
     while d * k > sp.PAIRS:
         k = 1
@@ -60,7 +61,7 @@ def test_kv_addresses_match_the_interpreter(seed):
     def launch():
         plan.launch(draft_kv_kernel)
     written = _recorded(launch)
-    run = models.kv_run(sp)
+    run = draft_kv.symbolic_run(sp)
     scalars = {"num_seqs": ns, "K": k, "D": d, "page_size": page, "width": width, "indptr_stride": stride,
                "r2t_stride0": r2t.stride(0), "r2t_stride1": r2t.stride(1)}
     contents = {"seq_len": seq, "P": prefix.tolist(), "pool_row": batch.req_pool_indices.tolist()}
@@ -77,7 +78,7 @@ def test_tree_addresses_match_the_interpreter(mode, seed):
     from specbound.reference import validation
 
     rng = random.Random(100 + seed)
-    sp = models.TreeSpec(mode, 3, 2, 8)
+    sp = tree_build.TreeSpec(mode, 3, 2, 8)
     k, d = 2, 3
     n = rng.randint(2, 8)
     bs_ = rng.randint(1, 5)
@@ -86,7 +87,7 @@ def test_tree_addresses_match_the_interpreter(mode, seed):
     args = validation.validate_build_tree_args(tb.parent_list, tb.selected_index, tb.seq_lens, topk=k, depth=d,
                                                num_draft_tokens=n, mode=mode, fill_prefix_mask=False)
     prefix = torch.tensor(args.prefix[:-1], dtype=torch.int64)
-    fill = models.FillSpec(2, 8, 16)
+    fill = fill_prefix.FillSpec(2, 8, 16)
     plan = tree_plan({"parent_list_ptr": args.parent_list, "selected_index_ptr": args.selected_index,
                       "seq_lens_ptr": args.seq_lens, "prefix_ptr": prefix, "tree_mask_ptr": args.tree_mask,
                       "positions_ptr": args.positions, "retrive_index_ptr": args.retrive_index,
@@ -110,7 +111,7 @@ def test_tree_addresses_match_the_interpreter(mode, seed):
     contents = {"seq_len": seq, "P": prefix.tolist(),
                 "selected_index": tb.selected_index.reshape(-1).tolist(),
                 "parent_list": tb.parent_list.reshape(-1).tolist()}
-    run = models.tree_run(sp)
+    run = tree_build.symbolic_run(sp)
     cells = selfcheck.symbolic_cells(run, scalars, contents, grid, lambda pid: [])
     written = session.written("build_tree_kernel")
     for name, arg in (("tree_mask", "tree_mask_ptr"), ("positions", "positions_ptr"),
@@ -118,7 +119,7 @@ def test_tree_addresses_match_the_interpreter(mode, seed):
                       ("retrive_next_sibling", "next_sibling_ptr")):
         assert cells[name] == written[arg], name
     if mode == 0:
-        frun = models.fill_run(fill)
+        frun = fill_prefix.symbolic_run(fill)
         fcells = selfcheck.symbolic_cells(frun, {"bs": bs_, "n": n}, {"seq_len": seq, "P": prefix.tolist()}, fplan.grid[0],
                                           _loops(seq, fill.BLOCK_B, fill.BLOCK_C))
         assert fcells.get("tree_mask", set()) == session.written("fill_prefix_kernel").get("tree_mask_ptr", set())

@@ -112,7 +112,7 @@ def mutants_table(manifest: dict) -> str:
     (manifest), and what it plants (the mutant registry's description)."""
     from specbound.proofs.symexec import mutants as kernel_mutants
 
-    described = {m.id: m.description for kind in M.KERNEL_KINDS for m in kernel_mutants.of_kind(kind)}
+    described = {m.id: m.description for m in kernel_mutants.BY_ID.values()}
     out = ["| mutant | kernel | property that refutes it | replay verdict | what it plants |", "|---|---|---|---|---|"]
     for e in manifest["kernel_theorems"].values():
         for mid, how in e["mutants"].items():

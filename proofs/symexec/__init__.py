@@ -21,7 +21,14 @@ Import graph: ``values <- run_state <- truncation <- arith``; ``values <- flow <
 ``reductions <- {run_state, memory}``; ``tl_builtins <- {arith, truncation, memory,
 reductions}``; ``interp <- {kernel_files, arith, truncation, flow, tl_builtins}``.  The semantic modules
 take the run as their first argument; ``flow`` evaluates sub-statements through it
-(``run.eval``, ``run.exec_block``), a call back into the walker, not an import.  Obligations
-from accesses (``obligations``, ``footprint``, ``lemmas``), the kernels' models and theorems
-sit on top of ``interp``.
+(``run.eval``, ``run.exec_block``), a call back into the walker, not an import.
+
+On top of ``interp``, generic: ``obligations`` (checking one), ``lemmas``, ``models`` (a run's
+bounds, region and race obligations; what a kernel module declares, ``KernelVerifier``),
+``footprint`` (soundness and coverage from a kernel's maps), ``plant`` (a mutant's planted
+change), ``replay`` (a counterexample made concrete and launched under the checked
+interpreter).  Per kernel: one module each in ``verifiers`` (``draft_kv``, ``tree_build``,
+``fill_prefix``; its package docstring says how to add one), registered in
+``verifiers.VERIFIERS``, which ``mutants`` (the registry of every kernel mutant) and
+``theorems`` (the theorem runner) read.  sglang's own kernels: the ``sglang_*`` modules.
 """

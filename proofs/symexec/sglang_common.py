@@ -129,7 +129,7 @@ def refute(run, obligations: Callable, props, replay: Callable, limits: dict, ba
     concrete inside ``limits`` and replayed (``replay(conc) -> replay.Replay``), reproduces
     a fault in ``expect``.  A counterexample the replay does not reproduce is reported in
     ``detail``, never as a refutation."""
-    from . import replay as R
+    from .replay import concretise
 
     start = time.perf_counter()
     notes = []
@@ -140,7 +140,7 @@ def refute(run, obligations: Callable, props, replay: Callable, limits: dict, ba
             out = check(ob, run.functions, witness=False)
             if out.status != "counterexample":
                 continue
-            conc = R.concretise(run, ob, limits, batch_cap=batch_cap)
+            conc = concretise(run, ob, limits, batch_cap=batch_cap)
             if conc is None:
                 from .theorems import _evaluate
                 values = _evaluate(out.model, run.report)

@@ -50,12 +50,12 @@ from typing import Callable
 import z3
 
 from specbound import spec
-from specbound.proofs import kernel as K_
-from specbound.proofs import lemmas as L
-from specbound.proofs import model as M
+from specbound.proofs import kernel as proof_core
+from specbound.proofs import lemmas as spec_lemmas
+from specbound.proofs import model
 from specbound.proofs.model import C, D, K, P, Q, labelled, num_seqs, page, seq_len
 
-from . import lemmas as SL
+from . import lemmas as symexec_lemmas
 from .interp import Executor
 from .models import Run, _content, _contracts, _mul_mono, _prefix_schema, _register, _seq_len_schema, make_oracle
 from .values import DTYPES, INT32, INT64, LANES, TensorModel, V
@@ -130,18 +130,18 @@ class Host:
 def _positions_schema(app):
     """The positions prefix ``Q``: its definition (the axioms ``positions_zero`` and, at this
     index, ``positions_step``)."""
-    return {"positions_zero": M.POSITIONS_ZERO, "positions_step": M.positions_at(app.arg(0))}
+    return {"positions_zero": model.POSITIONS_ZERO, "positions_step": model.positions_at(app.arg(0))}
 
 
 def preconditions(sp: KvSpec, host: Host) -> tuple[dict, dict]:
     """The host contract: (hypotheses, launch contracts).  Hypotheses are the declared
-    preconditions; a per-request one is a single quantified hypothesis (``M.per_request``),
+    preconditions; a per-request one is a single quantified hypothesis (``model.per_request``),
     used at a request only through the core's instance.  Launch contracts are what sglang's
     launch sites establish by construction: ``name -> (formula, reason)``, core axioms."""
     hyps = labelled(spec.kv_shape_ok(K, D, page))
     hyps.update(labelled(spec.context_ok(C)))
-    hyps.update(M.per_request(M.seq_len_conds, num_seqs))
-    hyps.update(M.per_request(M.draft_room_conds, num_seqs))
+    hyps.update(model.per_request(model.seq_len_conds, num_seqs))
+    hyps.update(model.per_request(model.draft_room_conds, num_seqs))
     w_term, w_hyps = host.width_fn(alloc_bs, K, C)
     hyps.update(w_hyps)
     hyps["!sizing"] = tuple(w_hyps)   # (names of the sizing's own conditions; removed below)
@@ -202,10 +202,10 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
     # the row-span condition rides on the request's req_to_token row (pool_row), not on
     # seq_len: its paged span (div/mod by page_size) would otherwise enter every query
     row = {"req_to_token_row_covers_reads": lambda i, v: z3.Implies(
-        M.in_batch(i, num_seqs), spec.kv_req_to_token_span(seq_len(i), K, D, page) <= r2t_width)}
+        model.in_batch(i, num_seqs), spec.kv_req_to_token_span(seq_len(i), K, D, page) <= r2t_width)}
     row = {k: f for k, f in row.items() if k not in host.drop}
     hyps.update(_content(functions, pool_row, "pool_row_in_req_to_token", lambda i, v: z3.Implies(
-        M.in_batch(i, num_seqs), z3.And(0 <= v, v < pool_rows)), **row))
+        model.in_batch(i, num_seqs), z3.And(0 <= v, v < pool_rows)), **row))
     hyps.update(_content(functions, r2t, "req_to_token_int32", lambda i, v: z3.And(v >= INT32.lo(), v < INT32.hi())))
     _register(functions, seq_len, _seq_len_schema({k: hyps[k] for k in REQUESTS if k in hyps}))
     _register(functions, P, _prefix_schema(num_seqs))
@@ -265,7 +265,7 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
         run.lemmas.insert(0, run.capacity)
     b = res.pid[1]
     # only the req_to_token reads need these (the paged read's div/mod slows every other query)
-    run.read_lemmas = [SL.at(SL.kv_extension_read_in_row, seq_len(b), res.pid[2], LANES[0], K, D, page),
+    run.read_lemmas = [symexec_lemmas.at(symexec_lemmas.kv_extension_read_in_row, seq_len(b), res.pid[2], LANES[0], K, D, page),
                        _mul_mono(pool_row(b) + 1, pool_rows, r2t_width)]
     return run
 
@@ -275,14 +275,14 @@ def capacity(run):
     sglang's width give ``used_len(S, K, bs_d, D) <= width``), or None when the contract does
     not give it (draft room left out): every query then gets the linear fact instead of
     re-deriving it through the products."""
-    lem = [K_.instantiate(L.prefix_room(num_seqs), num_seqs), _mul_mono(num_seqs, alloc_bs, K * C),
+    lem = [proof_core.instantiate(spec_lemmas.prefix_room(num_seqs), num_seqs), _mul_mono(num_seqs, alloc_bs, K * C),
            _mul_mono(P(num_seqs) + num_seqs * D, num_seqs * C, K)]
     lem = [lm for lm in lem if not (set(lm.hyps) & set(run.host.drop))]
     try:
-        return K_.check("KV-CAPACITY-UNDER-SGLANG-CONTRACT",
+        return proof_core.check("KV-CAPACITY-UNDER-SGLANG-CONTRACT",
                         spec.draft_kv_capacity_ok(P(num_seqs), K, num_seqs, D, width), hyps=spec_hyps(run),
                         by=lem + run.axioms, rlimit=2_000_000)
-    except (K_.Refuted, K_.Unknown):
+    except (proof_core.Refuted, proof_core.Unknown):
         return None
 
 
@@ -304,18 +304,18 @@ def _lemmas(sp, res, pool_row) -> list:
     b, t = res.pid[1], res.pid[2]
     it = iters_of(sp, res.pid[0])
     s = seq_len(b)
-    return [K_.instantiate(L.prefix_room(num_seqs), num_seqs), _mul_mono(num_seqs, alloc_bs, K * C),
-            K_.instantiate(L.prefix_bound(num_seqs), b), K_.instantiate(L.prefix_bound(num_seqs), b + 1),
-            K_.instantiate(L.prefix_bound(num_seqs), num_seqs),
+    return [proof_core.instantiate(spec_lemmas.prefix_room(num_seqs), num_seqs), _mul_mono(num_seqs, alloc_bs, K * C),
+            proof_core.instantiate(spec_lemmas.prefix_bound(num_seqs), b), proof_core.instantiate(spec_lemmas.prefix_bound(num_seqs), b + 1),
+            proof_core.instantiate(spec_lemmas.prefix_bound(num_seqs), num_seqs),
             _mul_mono(P(num_seqs) + num_seqs * D, num_seqs * C, K),
-            K_.instantiate(L.prefix_monotone(num_seqs), num_seqs, b + 1), _mul_mono(P(b + 1), P(num_seqs), K),
+            proof_core.instantiate(spec_lemmas.prefix_monotone(num_seqs), num_seqs, b + 1), _mul_mono(P(b + 1), P(num_seqs), K),
             _mul_mono(b + 1, num_seqs, it * K), _mul_mono(it, D, num_seqs * K), _mul_mono(it, D, width),
             _mul_mono(t, K - 1, s + it),
-            SL.at(SL.kv_segment_in_row, P(b), P(num_seqs), b, num_seqs, t, it, s, K, D, width),
-            K_.instantiate(L.positions_within_request(), t, b), K_.instantiate(L.positions_prefix(), b),
-            K_.instantiate(L.positions_prefix(), num_seqs), SL.at(SL.div_unique, b, t, K),
-            SL.at(SL.indptr_entry_is_segment_start, Q(b * K + t), P(b), b, t, K, it, s),
-            SL.at(SL.kv_segment_start_nonneg, P(b), b, t, K, it, s), SL.at(SL.div_unique, num_seqs, z3.IntVal(0), K)]
+            symexec_lemmas.at(symexec_lemmas.kv_segment_in_row, P(b), P(num_seqs), b, num_seqs, t, it, s, K, D, width),
+            proof_core.instantiate(spec_lemmas.positions_within_request(), t, b), proof_core.instantiate(spec_lemmas.positions_prefix(), b),
+            proof_core.instantiate(spec_lemmas.positions_prefix(), num_seqs), symexec_lemmas.at(symexec_lemmas.div_unique, b, t, K),
+            symexec_lemmas.at(symexec_lemmas.indptr_entry_is_segment_start, Q(b * K + t), P(b), b, t, K, it, s),
+            symexec_lemmas.at(symexec_lemmas.kv_segment_start_nonneg, P(b), b, t, K, it, s), symexec_lemmas.at(symexec_lemmas.div_unique, num_seqs, z3.IntVal(0), K)]
 
 
 # --- the launch layout -------------------------------------------------------------------------

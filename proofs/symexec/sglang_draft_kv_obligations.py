@@ -6,12 +6,12 @@ from __future__ import annotations
 import z3
 
 from specbound import spec
-from specbound.proofs import kernel as K_
-from specbound.proofs import lemmas as L
+from specbound.proofs import kernel as proof_core
+from specbound.proofs import lemmas as spec_lemmas
 from specbound.proofs.model import D, K, P, num_seqs, page, seq_len
 from specbound.proofs.terms import subterms
 
-from . import lemmas as SL
+from . import lemmas as symexec_lemmas
 from .models import _mul_mono
 from .sglang_draft_kv import SCOPED, blocks, block_of, indptr_stride, iters_of, r2t_width, spec_hyps, width
 from .values import LANES
@@ -106,25 +106,25 @@ def _program_lemmas(run, a):
         return []
     n = z3.IntVal(sp.NUM_STEPS)
     pid0 = run.result.pid[0]
-    out = [SL.at(SL.div_mod_range, pid0, n), SL.at(SL.div_unique, blocks, z3.IntVal(0), n),
-           SL.at(SL.div_lt, pid0, n, blocks)]
+    out = [symexec_lemmas.at(symexec_lemmas.div_mod_range, pid0, n), symexec_lemmas.at(symexec_lemmas.div_unique, blocks, z3.IntVal(0), n),
+           symexec_lemmas.at(symexec_lemmas.div_lt, pid0, n, blocks)]
     k = _iteration(run, a)
     if k is not None:
         tile = pid0 / n + k * blocks
-        out += [SL.at(SL.div_unique, tile, LANES[0], z3.IntVal(_tile(a))), SL.at(SL.div_unique, k, pid0 / n, blocks)]
+        out += [symexec_lemmas.at(symexec_lemmas.div_unique, tile, LANES[0], z3.IntVal(_tile(a))), symexec_lemmas.at(symexec_lemmas.div_unique, k, pid0 / n, blocks)]
     return out
 
 
 def _cell_lemmas(sp, fi, fc, tile):
     """Division facts at the program chosen for a spec cell (coverage): the tile of the
     column, the tile's block, and the step and block recovered from ``pid0``."""
-    out = [SL.at(SL.div_mod_range, fc, z3.IntVal(tile))]
+    out = [symexec_lemmas.at(symexec_lemmas.div_mod_range, fc, z3.IntVal(tile))]
     if sp.NUM_STEPS:
         n = z3.IntVal(sp.NUM_STEPS)
         t_ = fc / tile
-        out += [SL.at(SL.div_mod_range, t_, blocks), SL.at(SL.div_lt, t_ % blocks, blocks, z3.IntVal(1)),
-                SL.at(SL.div_unique, t_ % blocks, fi - 1, n), SL.at(SL.div_unique, z3.IntVal(0), fi - 1, n),
-                SL.at(SL.div_unique, blocks, z3.IntVal(0), n), SL.at(SL.div_unique, t_ / blocks, t_ % blocks, blocks)]
+        out += [symexec_lemmas.at(symexec_lemmas.div_mod_range, t_, blocks), symexec_lemmas.at(symexec_lemmas.div_lt, t_ % blocks, blocks, z3.IntVal(1)),
+                symexec_lemmas.at(symexec_lemmas.div_unique, t_ % blocks, fi - 1, n), symexec_lemmas.at(symexec_lemmas.div_unique, z3.IntVal(0), fi - 1, n),
+                symexec_lemmas.at(symexec_lemmas.div_unique, blocks, z3.IntVal(0), n), symexec_lemmas.at(symexec_lemmas.div_unique, t_ / blocks, t_ % blocks, blocks)]
     return out
 
 
@@ -172,14 +172,14 @@ def footprint_obligations(run) -> list:
                              "value spec.kv_indptr_entry(kv_positions_prefix(P[z div K], z mod K, ...), z, iters)",
                              z3.And(1 <= it, it <= D, 1 <= z, z <= bs_d), spec.kv_indices_cell(indptr_stride, it, z),
                              indptr_value(z, it),
-                             [SL.at(SL.div_unique, pid1, pid2, K), K_.instantiate(L.positions_prefix(), pid1 + 1)]))
+                             [symexec_lemmas.at(symexec_lemmas.div_unique, pid1, pid2, K), proof_core.instantiate(spec_lemmas.positions_prefix(), pid1 + 1)]))
             zb, zt = indptr_branch(fz)
             dom = z3.And(1 <= fi, fi <= D, 1 <= fz, fz <= bs_d)
             out.append(cover(run, a, i, "spec.kv_indices_cell(kv_indptr_stride, iters, z), 1 <= z <= bs_d "
                              "(entry 0 is the caller's zero)", (fi, fz), dom,
                              [(pid0, fi - 1), (pid1, zb), (pid2, zt)], [(it, fi), (z, fz)],
-                             [SL.at(SL.div_mod_range, fz, K), SL.at(SL.div_lt, fz - 1, K, num_seqs),
-                              SL.at(SL.div_unique, z3.IntVal(0), fi - 1, n)]))
+                             [symexec_lemmas.at(symexec_lemmas.div_mod_range, fz, K), symexec_lemmas.at(symexec_lemmas.div_lt, fz - 1, K, num_seqs),
+                              symexec_lemmas.at(symexec_lemmas.div_unique, z3.IntVal(0), fi - 1, n)]))
     return out
 
 
@@ -204,7 +204,7 @@ def race_obligations(run) -> list:
             it, z = idx
             zb, zt = indptr_branch(z)
             goal = z3.And(1 <= z, z <= bs_d, pid1 == zb, pid2 == zt, block_of(sp, pid0) == 0)
-            lem = [SL.at(SL.div_unique, pid1, pid2, K)] + _program_lemmas(run, a)
+            lem = [symexec_lemmas.at(symexec_lemmas.div_unique, pid1, pid2, K)] + _program_lemmas(run, a)
         else:
             it, b, t, col = idx
             goal = z3.And(kv_domain(it, b, t, col), block_of(sp, pid0) == owner_block(sp, b, col, _tile(a)))
@@ -230,12 +230,12 @@ def _injective(run) -> list:
     contracts = [ax for ax in run.axioms if ax.name in ("batch_nonempty", "width_from_sizing", "indptr_row_width")]
     lem = ([run.capacity] if run.capacity is not None else []) + contracts
     cases = {
-        "row": (ia < ib, [SL.at(SL.kv_segment_in_row, P(ba), P(num_seqs), ba, num_seqs, ta, ia, seq_len(ba), K, D,
+        "row": (ia < ib, [symexec_lemmas.at(symexec_lemmas.kv_segment_in_row, P(ba), P(num_seqs), ba, num_seqs, ta, ia, seq_len(ba), K, D,
                                 width), _mul_mono(ia, ib - 1, width),
-                          K_.instantiate(L.prefix_monotone(num_seqs), num_seqs, ba + 1), _mul_mono(P(ba + 1), P(num_seqs), K),
-                          K_.instantiate(L.prefix_bound(num_seqs), bb),
-                          SL.at(SL.kv_segment_start_nonneg, P(bb), bb, tb, K, ib, seq_len(bb))]),
-        "request": (z3.And(ia == ib, ba < bb), [K_.instantiate(L.prefix_monotone(num_seqs), bb, ba + 1),
+                          proof_core.instantiate(spec_lemmas.prefix_monotone(num_seqs), num_seqs, ba + 1), _mul_mono(P(ba + 1), P(num_seqs), K),
+                          proof_core.instantiate(spec_lemmas.prefix_bound(num_seqs), bb),
+                          symexec_lemmas.at(symexec_lemmas.kv_segment_start_nonneg, P(bb), bb, tb, K, ib, seq_len(bb))]),
+        "request": (z3.And(ia == ib, ba < bb), [proof_core.instantiate(spec_lemmas.prefix_monotone(num_seqs), bb, ba + 1),
                                                  _mul_mono(P(ba + 1), P(bb), K), _mul_mono(ba + 1, bb, ia * K),
                                                  _mul_mono(ta, K - 1, seq_len(ba) + ia),
                                                  _mul_mono(z3.IntVal(0), tb, seq_len(bb) + ib)]),
@@ -280,9 +280,9 @@ def split_by_program_cases(run, obs) -> list:
                 continue
             hyps, lemmas = instantiate(ob.hyps, case, run.functions, ob.lemmas)
             try:   # a case this obligation's own hypotheses exclude is dropped, by proof
-                K_.check(f"{ob.id}{label}/excluded", z3.Not(case), hyps=hyps, by=lemmas, rlimit=500_000)
+                proof_core.check(f"{ob.id}{label}/excluded", z3.Not(case), hyps=hyps, by=lemmas, rlimit=500_000)
                 continue
-            except (K_.Refuted, K_.Unknown):
+            except (proof_core.Refuted, proof_core.Unknown):
                 pass
             # the goal with the case's conditions decided (equivalent under the case hypothesis)
             decided = [(c, z3.BoolVal(True)) for c in _conjuncts(case) if not z3.is_not(c)]
@@ -328,7 +328,7 @@ def _bounds(run) -> list:
         if ob.replay == ("oob", "kv_indices") and index in stores:
             # the store's cell through its column: one instance, and the bound is linear
             _kind, (it, b, t, col) = _store_indices(run, stores[index])
-            ob.lemmas = ob.lemmas + [SL.at(SL.kv_cell_in_buffer, P(b), P(num_seqs), b, num_seqs, t, it,
+            ob.lemmas = ob.lemmas + [symexec_lemmas.at(symexec_lemmas.kv_cell_in_buffer, P(b), P(num_seqs), b, num_seqs, t, it,
                                            seq_len(b), K, D, width, col)]
         out.append(ob)
     return out

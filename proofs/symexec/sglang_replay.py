@@ -49,7 +49,7 @@ def replay_kv(sp, conc: dict, path: str):
     the buffers differ from the spec's, else ``none``."""
     import torch
 
-    from .replay import Replay, _checked_fault
+    from .replay import Replay, checked_fault
     from .sglang_common import load_jit
 
     ns_, k, d = conc["num_seqs"], conc["topk"], conc["num_steps"]
@@ -79,7 +79,7 @@ def replay_kv(sp, conc: dict, path: str):
     def launch():
         kernel[grid](rows_t, r2t, seq_t, kv_indices, kv_indptr, positions, row_stride, width, stride,
                      sp.bs_upper, sp.iter_upper, sp.num_tokens_upper, page, NUM_STEPS=sp.NUM_STEPS)
-    fault = _checked_fault(launch, inputs)
+    fault = checked_fault(launch, inputs)
     if fault is not None and fault.verdict == "assert" and "overflow" in fault.detail:
         return Replay("wrap", f"Triton's int32 overflow check: {fault.detail}", inputs)
     if fault is not None:
@@ -103,7 +103,7 @@ def replay_tree(sp, conc: dict, path: str):
     a well-formed tree), else ``none``."""
     import torch
 
-    from .replay import Replay, _checked_fault
+    from .replay import Replay, checked_fault
     from .sglang_common import load_jit
 
     c = conc["_contents"]
@@ -132,7 +132,7 @@ def replay_tree(sp, conc: dict, path: str):
                        draft_token_num=n, tree_mask_mode=sp.mode, batch_size=bs_,
                        parent_list_stride=sp.pl_width if sp.pl_width else 1,
                        selected_index_stride=sp.sel_width if sp.sel_width else 1)
-    fault = _checked_fault(launch, inputs)
+    fault = checked_fault(launch, inputs)
     if fault is not None:
         return fault
     if not all(bool(well_formed(v, sp)) for v in sel):

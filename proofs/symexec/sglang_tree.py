@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 import z3
 
 from specbound import spec
-from specbound.proofs import kernel as K_
-from specbound.proofs import lemmas as L
-from specbound.proofs import model as M
+from specbound.proofs import kernel as proof_core
+from specbound.proofs import lemmas as spec_lemmas
+from specbound.proofs import model
 from specbound.proofs.model import C, P, bs, labelled, seq_len
 
 from .interp import Executor
@@ -101,7 +101,7 @@ def run_kernel(sp: TreeSpec, path: str, host: Host | None = None) -> Run:
     hyps.update(_content(functions, sel, "selected_index_int64", lambda i, v: z3.And(v >= INT64.lo(), v < INT64.hi()),
                          **sel_more))
     hyps.update(_content(functions, pl, "parent_list_int64", lambda i, v: z3.And(v >= INT64.lo(), v < INT64.hi())))
-    requests = M.per_request(M.seq_len_conds, bs)
+    requests = model.per_request(model.seq_len_conds, bs)
     hyps.update(requests)
     _register(functions, seq_len, _seq_len_schema(requests))
     # the prefix's definition only: the lemmas this scalar kernel needs are cited once, below
@@ -137,8 +137,8 @@ def run_kernel(sp: TreeSpec, path: str, host: Host | None = None) -> Run:
     functions.update(res.functions)
     res.block, res.extra_owner, res.batch = 1, False, bs
     b = res.pid[0]
-    lemmas = [K_.instantiate(L.prefix_monotone(bs), bs, b + 1), K_.instantiate(L.prefix_monotone(bs), bs, b),
-              K_.instantiate(L.prefix_bound(bs), b)]
+    lemmas = [proof_core.instantiate(spec_lemmas.prefix_monotone(bs), bs, b + 1), proof_core.instantiate(spec_lemmas.prefix_monotone(bs), bs, b),
+              proof_core.instantiate(spec_lemmas.prefix_bound(bs), b)]
     report = {"bs": bs, "C": C, "pid": b}
     run = Run(sp.name, sp.label, res, hyps, functions, tensors, {}, None, None,
               report, list(res.side_proofs) + lemmas)
@@ -212,7 +212,7 @@ def _requests_disjoint(run) -> list:
     hyps = dict(run.hyps)
     hyps["requests_ordered"] = z3.And(0 <= ba, ba < bb, bb < sp.bs)
     hyps["cells"] = z3.And(0 <= ta, ta < n, 0 <= tb, tb < n, 0 <= ja, ja < n, 0 <= jb, jb < n)
-    lem = [K_.instantiate(L.prefix_monotone(bs), bb, ba + 1), K_.instantiate(L.prefix_bound(bs), bb)]
+    lem = [proof_core.instantiate(spec_lemmas.prefix_monotone(bs), bb, ba + 1), proof_core.instantiate(spec_lemmas.prefix_bound(bs), bb)]
     cell = lambda b_, t_, j_: spec.mask_tree_cell(mode, b_, t_, j_, n, seq_len(b_), P(b_))
     return [Obligation("requests-disjoint-tree_mask", "race", 0, "tree_mask cells of a request come before "
                        "every cell of a later request", hyps, cell(ba, ta, ja) < cell(bb, tb, jb), lem),

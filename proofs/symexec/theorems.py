@@ -16,8 +16,8 @@ import z3
 
 from specbound.proofs.theorem import MutantResult, TheoremResult, axioms_of
 
-from . import models
 from . import mutants as kernel_mutants
+from . import verifiers
 from .obligations import check
 
 FAMILY = "kernel symexec"
@@ -68,69 +68,30 @@ def kernel_name(theorem_id: str) -> str:
     return name
 
 
-KV_LIMITS = {"num_seqs": (1, 4), "topk": (1, 4), "num_steps": (1, 4), "page_size": (1, 4), "C": (1, 24),
-             "width": (0, 400), "indptr_stride": (1, 40), "r2t_width": (1, 200), "pool_rows": (1, 6),
-             "grid": (1, 4)}
-TREE_LIMITS = {"bs": (1, 3), "topk": (1, 4), "depth": (1, 4), "n": (1, 8), "C": (1, 24), "grid": (1, 3)}
-
-# (kernel, property) pairs whose first specialization carries no mutant, and why: every other
-# property of every kernel refutes at least one by replay.
-WITHOUT_MUTANT = {
-    ("fill", "NO-WRAP"): "every value the prefix fill computes is an offset into a mask of S*n + bs*n^2 cells or "
-                         "a column below seq_len, so an int32 wrap there needs a replay of 2^31 mask cells",
-}
+# (kind, property) pairs whose first specialization carries no mutant, and why (each kernel
+# module's ``without_mutant``): every other property of every kernel refutes at least one by replay.
+WITHOUT_MUTANT = {(v.kind, prop): reason for v in verifiers.VERIFIERS for prop, reason in v.without_mutant.items()}
 
 # Mutants only the FOOTPRINT obligations see: bounds, regions and races stay proved on them.
 FOOTPRINT_ONLY = {kind: tuple(m.id for m in kernel_mutants.of_kind(kind) if m.prop == "FOOTPRINT")
-                  for kind in kernel_mutants.KIND_KERNEL}
+                  for kind in verifiers.BY_KIND}
 
 
 # --- specializations --------------------------------------------------------------------------------
 
 def default_specs():
     """The representative subset run by ``pytest proofs`` and ``specbound prove --kernels``."""
-    return {
-        "kv": [models.KvSpec(2, 8, 4, 16), models.KvSpec(1, 16, 8, 128, "int32", "int32")],
-        # DEPTH = 8: the walk unrolls eight one-hot steps (kept cheap by Executor.define)
-        "tree": [models.TreeSpec(0, 3, 2, 8), models.TreeSpec(1, 3, 2, 8), models.TreeSpec(2, 3, 2, 8),
-                 models.TreeSpec(1, 8, 2, 8)],
-        "fill": [models.FillSpec(2, 8, 16)],
-    }
+    return {v.kind: list(v.default_specs) for v in verifiers.VERIFIERS}
 
 
 def all_specs():
-    """Every specialization serving uses (``--all`` / ``pytest --specbound-all``): each power-of-two
-    lane bound up to 1024, both dtypes of the kv outputs, all three layouts with every
-    BITPACKING item width, DEPTH 1..8, 16 and 32, and several tile sizes."""
-    pow2 = [1 << i for i in range(11)]
-    kv = []
-    for pairs in pow2:
-        steps = min(pairs, 8)
-        kv.append(models.KvSpec(max(1, 4096 // (pairs * 128)) if pairs < 32 else 1, pairs, steps, 128))
-    for steps in (1, 2, 4, 8, 16):
-        kv.append(models.KvSpec(2, max(steps, 16), steps, 16, "int32", "int32"))
-    for block_c in (16, 256, 1024):
-        kv.append(models.KvSpec(4, 8, 4, block_c, "int64", "int32"))
-    tree = []
-    for nodes in pow2:
-        for mode in (0, 1):
-            tree.append(models.TreeSpec(mode, 3, max(1, 2048 // (nodes * nodes)), nodes))
-    for nodes in (8, 16, 32):
-        tree.append(models.TreeSpec(2, 4, 2, nodes))
-    # DEPTH is D itself (no power of two): 1..8 covers EAGLE's usual step counts, 16 and 32
-    # show the walk's cost stays flat (one defined selection per step)
-    for depth in (*range(1, 9), 16, 32):
-        tree.append(models.TreeSpec(1, depth, 2, 8))
-    tree += [models.TreeSpec(0, 8, 2, 8), models.TreeSpec(2, 8, 2, 32)]
-    fill = [models.FillSpec(bb, nodes, bc) for bb, nodes, bc in
-            ((1, 1, 16), (2, 8, 16), (4, 16, 256), (1, 1024, 1024), (8, 64, 128))]
-    # The default subset comes first (and is included): mutants run on the first specialization
-    # of each kernel, which must exercise the faults (e.g. K > 1 for the #27338 width mutant;
-    # PAIRS = 1 forces K = 1).
+    """Every specialization serving uses (``--all`` / ``pytest --specbound-all``), each kernel's
+    default subset first: mutants run on the first specialization of each kernel, which must
+    exercise the faults (e.g. K > 1 for the #27338 width mutant; PAIRS = 1 forces K = 1)."""
     out = {}
-    for kind, specs in (("kv", kv), ("tree", tree), ("fill", fill)):
-        first = default_specs()[kind]
-        out[kind] = first + [sp for sp in specs if sp not in first]
+    for v in verifiers.VERIFIERS:
+        first = list(v.default_specs)
+        out[v.kind] = first + [sp for sp in v.all_specs() if sp not in first]
     return out
 
 
@@ -139,21 +100,12 @@ def selected_specs(full: bool = False):
     return all_specs() if full else default_specs()
 
 
-# kind -> (symbolic run, replay limits, concrete replay in .replay, properties); its mutants
-# are kernel_mutants.of_kind(kind)
-BUILDERS = {
-    "kv": (models.kv_run, KV_LIMITS, "replay_kv", ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT")),
-    "tree": (models.tree_run, TREE_LIMITS, "replay_tree",
-             ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT", "WALK-BOUNDED")),
-    "fill": (models.fill_run, TREE_LIMITS, "replay_fill",
-             ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT")),
-}
-
-
 def obligations(run, prop: str, *, bounds=None, executor=None, races=None, values=None, footprints=None) -> list:
-    """The obligations of one property.  The kernel-specific parts default to our kernels'
-    (``models.Run`` regions and races, the walk bound, :mod:`.footprint`); a third-party
-    kernel's model passes its own (``races`` then gives the region and race obligations)."""
+    """The obligations of one property.  Bounds, executor, region and race obligations default
+    to :class:`.models.Run`'s; the stored-value (``values``) and footprint maps are the
+    kernel's own, required for the properties that need them (:func:`kernel_obligations`
+    passes our kernels' modules').  A third-party kernel's model passes its own parts
+    (``races`` then gives the region and race obligations)."""
     kinds = PROPERTIES[prop][0]
     obs = []
     if "bounds" in kinds:
@@ -166,12 +118,18 @@ def obligations(run, prop: str, *, bounds=None, executor=None, races=None, value
             obs += run.region_obligations()
         if "race" in kinds:
             obs += run.race_obligations()
-    if "value" in kinds:
-        obs += values(run) if values else models.tree_value_obligations(run)
-    if "footprint" in kinds:
-        from . import footprint
-        obs += footprints(run) if footprints else footprint.obligations(run)
+    for kind, maps in (("value", values), ("footprint", footprints)):
+        if kind in kinds:
+            if maps is None:
+                raise ValueError(f"{run.name} {prop}: the kernel's {kind} obligations were not given")
+            obs += maps(run)
     return obs
+
+
+def kernel_obligations(verifier, run, prop: str) -> list:
+    """The obligations of one property of one of our kernels (its module's walk bound and
+    footprint maps)."""
+    return obligations(run, prop, values=verifier.values, footprints=verifier.footprint)
 
 
 def _evaluate(model, report) -> dict:
@@ -186,24 +144,25 @@ def _evaluate(model, report) -> dict:
 def refute(kind: str, sp, mutant: kernel_mutants.KernelMutant) -> MutantResult:
     """Run the mutated kernel/host symbolically; the first counterexample of the property is
     concretised and replayed; refuted only when the replay reproduces the fault."""
-    from . import replay as R
+    from . import replay
 
     start = time.perf_counter()
-    build, limits, replay_name, _props = BUILDERS[kind]
+    verifier = verifiers.get(kind)
+    limits = verifier.limits
     sp_m = mutant.spec_override(sp) if mutant.spec_override else sp
     host = dict(mutant.host)
-    run = build(sp_m, transform=mutant.transform, host=host)
+    run = verifier.run(sp_m, transform=mutant.transform, host=host)
     notes = []
-    for ob in obligations(run, mutant.prop):
+    for ob in kernel_obligations(verifier, run, mutant.prop):
         out = check(ob, run.functions, witness=False)
         if out.status != "counterexample":
             continue
-        conc = R.concretise(run, ob, {**limits, **mutant.limits}, batch_cap=limits.get("num_seqs", limits.get("bs"))[1],
+        conc = replay.concretise(run, ob, {**limits, **mutant.limits}, batch_cap=limits.get("num_seqs", limits.get("bs"))[1],
                             content_box=mutant.content_box)
         if conc is None:
             notes.append(f"{ob.id}: counterexample found but none inside the small box")
             continue
-        rep = getattr(R, replay_name)(sp_m, conc, mutant.plant, host)
+        rep = verifier.replay(sp_m, conc, mutant.plant, host)
         cex = {k: v for k, v in conc.items() if not k.startswith("_")}
         cex.update({f"replay.{k}": v for k, v in rep.inputs.items() if isinstance(v, (int, str))})
         if rep.verdict in mutant.expect:
@@ -218,15 +177,13 @@ def refute(kind: str, sp, mutant: kernel_mutants.KernelMutant) -> MutantResult:
 
 def prove_kernel(kind: str, sp, *, mutants: bool = True) -> list:
     """All property theorems of one kernel specialization."""
-    build, _limits, _replay, props = BUILDERS[kind]
+    verifier = verifiers.get(kind)
     muts = kernel_mutants.of_kind(kind)
     results = []
-    run = build(sp)
-    for prop in props:
-        if prop == "WALK-BOUNDED" and kind != "tree":
-            continue
+    run = verifier.run(sp)
+    for prop in verifier.properties:
         start = time.perf_counter()
-        outcomes = [check(ob, run.functions) for ob in obligations(run, prop)]
+        outcomes = [check(ob, run.functions) for ob in kernel_obligations(verifier, run, prop)]
         seconds = time.perf_counter() - start  # the proof alone; mutants report their own time
         mres, note = [], ""
         if mutants:
@@ -272,14 +229,16 @@ def theorem_result(run, prop: str, outcomes: list, seconds: float, mutants: list
     return res
 
 
-def run_all(full: bool = False, kinds=("kv", "tree", "fill"), mutant_specs: int = 1,
+def run_all(full: bool = False, kinds=None, mutant_specs: int = 1,
             progress: Callable | None = None) -> list:
     """Every kernel theorem of the selected specializations; mutants on the first
     ``mutant_specs`` specializations of each kernel (they are about the kernel source).
     ``progress(done, total, kind, spec, new_results, results_so_far, seconds)`` is called
-    after each specialization (a full run takes minutes)."""
+    after each specialization (a full run takes minutes).  ``kinds``: the registered kernels
+    (:data:`.verifiers.VERIFIERS`) by default."""
     out = []
     specs = selected_specs(full)
+    kinds = tuple(verifiers.BY_KIND) if kinds is None else kinds
     todo = [(kind, i, sp) for kind in kinds for i, sp in enumerate(specs[kind])]
     for done, (kind, i, sp) in enumerate(todo, 1):
         start = time.perf_counter()
