@@ -191,11 +191,11 @@ def test_cli_symbolic_all_reaches_the_symbolic_rows(monkeypatch, tmp_path, capsy
     monkeypatch.setattr(symbolic, "check_tree", lambda index, report, full: asked.append(("tree", full)))
     monkeypatch.setattr("specbound.audit.run._helpers", lambda index, rep: None)
     monkeypatch.setattr("specbound.audit.run._buffers", lambda index, rep, replay: None)
-    from specbound.audit import kernels as AK
+    from specbound.audit import kernels, kv_kernel, tree_kernel
     from specbound.audit.cuda import check as CC
-    for name in ("check_tree_kernel", "check_kv_kernel"):
-        monkeypatch.setattr(AK, name, lambda *a, **k: None)
-    monkeypatch.setattr(AK, "check_launch_sites", lambda *a, **k: None)
+    monkeypatch.setattr(tree_kernel, "check_tree_kernel", lambda *a, **k: None)
+    monkeypatch.setattr(kv_kernel, "check_kv_kernel", lambda *a, **k: None)
+    monkeypatch.setattr(kernels, "check_launch_sites", lambda *a, **k: None)
     monkeypatch.setattr(CC, "check_cuda_tree", lambda *a, **k: None)
     pkg = write_sglang_package(tmp_path, {})
     assert main(["audit", "sglang", "--sglang-path", str(pkg), "--symbolic-all"]) == 0

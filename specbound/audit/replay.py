@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from specbound import spec
 
 from . import kernels as KR
+from . import kv_kernel, tree_kernel
 from . import report as R
 from .extract import SourceIndex
 
@@ -80,7 +81,7 @@ def _load(index: SourceIndex, name: str, files, aliases, known: set[str]):
     if found is None:
         return None, None, f"this sglang has no `{name}`"
     _, missing = KR.bind(found, {}, aliases)
-    unknown = [p for p in missing if KR._norm(p, aliases) not in known]
+    unknown = [p for p in missing if KR.value_key(p, aliases) not in known]
     if unknown:
         return found, None, f"`{name}` ({found.where}) takes parameters the audit cannot feed: {unknown}"
     triton, tl, K = KR.triton_env()
@@ -88,26 +89,20 @@ def _load(index: SourceIndex, name: str, files, aliases, known: set[str]):
 
 
 def _replay_kv(index: SourceIndex, case: dict) -> Replay:
-    known = {"req_pool_indices", "req_to_token", "paged_kernel_lens", "kv_indices", "kv_indptr", "positions",
-             "row_stride", "kv_indices_stride", "kv_indptr_stride", "bs_upper", "iter_upper", "num_tokens_upper",
-             "page_size"}
-    found, loaded, why = _load(index, KR.KV_KERNEL, KR.KV_FILES, KR.KV_ALIASES, known)
+    found, loaded, why = _load(index, KR.KV_KERNEL, KR.KV_FILES, KR.KV_ALIASES, kv_kernel.KV_FED)
     if loaded is None:
         return Replay(KR.KV_KERNEL, True, KR.Finding(R.ERROR, why))
     kernel, K = loaded
     width = case["width"]
-    finding = KR.run_kv_no_room(kernel, found, K, case, lambda *_: width, rows=case["rows"])
+    finding = kv_kernel.run_kv_no_room(kernel, found, K, case, lambda *_: width, rows=case["rows"])
     return Replay(f"sglang's {KR.KV_KERNEL} ({found.where})", True, finding)
 
 
 def _replay_tree(index: SourceIndex, case: dict) -> Replay:
-    known = {"parent_list", "selected_index", "verified_seq_len", "seq_len_prefix_sum", "tree_mask", "positions",
-             "retrieve_index", "retrieve_next_token", "retrieve_next_sibling", "topk", "depth", "draft_token_num",
-             "tree_mask_mode", "batch_size", "parent_list_stride", "selected_index_stride"}
-    found, loaded, why = _load(index, KR.TREE_KERNEL, KR.TREE_FILES, KR.TREE_ALIASES, known)
+    found, loaded, why = _load(index, KR.TREE_KERNEL, KR.TREE_FILES, KR.TREE_ALIASES, tree_kernel.TREE_FED)
     if loaded is not None:
         kernel, K = loaded
-        finding = KR.run_tree(kernel, found, K, case, mask_numel=case["mask_numel"])
+        finding = tree_kernel.run_tree(kernel, found, K, case, mask_numel=case["mask_numel"])
         return Replay(f"sglang's {KR.TREE_KERNEL} ({found.where})", True, finding)
     why = (f"{why}: this release ships only the CUDA tree build (sgl-kernel), which needs a GPU; replayed on "
            "specbound.kernels' Triton tree build, whose writes are the spec's footprint")
@@ -120,7 +115,7 @@ def _specbound_tree(case: dict) -> KR.Finding | None:
     _, _, K = KR.triton_env()
     from specbound.kernels import tree_build
 
-    pl, sel, seq = KR.tree_case_tensors(case)
+    pl, sel, seq = tree_kernel.tree_case_tensors(case)
     bs, n = seq.numel(), case["n"]
     mask = torch.ones(case["mask_numel"], dtype=torch.bool)
     positions = torch.zeros(bs * n, dtype=torch.int64)
@@ -130,7 +125,7 @@ def _specbound_tree(case: dict) -> KR.Finding | None:
             tree_build.launch_tree(pl, sel, seq, mask, positions, *outs, topk=case["topk"], depth=case["depth"],
                                    num_draft_tokens=n, mode=spec.TreeMaskMode(case["mode"]))
     except K.OutOfBoundsAccess as e:
-        return KR.Finding(R.OOB, KR._oob_text(e))
+        return KR.Finding(R.OOB, KR.oob_text(e))
     except Exception as e:  # noqa: BLE001 - a crash of the replay is reported, not raised
         return KR.Finding(R.ERROR, f"{type(e).__name__}: {e}")
     return None

@@ -60,7 +60,7 @@ def _buffers(index, rep, replay):
 
 
 def _kernels(index, rep, examples, seed, symbolic_all):
-    from . import kernels
+    from . import kernels, kv_kernel, tree_kernel
     from .cuda.check import check_cuda_tree
     from .helpers import SPEC_UTILS_FILE
 
@@ -71,8 +71,8 @@ def _kernels(index, rep, examples, seed, symbolic_all):
             width_fn, width_source = index.load_helper(found, {}), found.where
         except Exception:  # noqa: BLE001 - the helper row already reports it
             width_fn = None
-    kernels.check_tree_kernel(index, rep, examples, seed)
-    kernels.check_kv_kernel(index, rep, examples, seed, width_fn, width_source)
+    tree_kernel.check_tree_kernel(index, rep, examples, seed)
+    kv_kernel.check_kv_kernel(index, rep, examples, seed, width_fn, width_source)
     kernels.check_launch_sites(index, rep)
     check_cuda_tree(index, rep, examples, seed)
     kernels.check_symbolic(rep, full=symbolic_all)

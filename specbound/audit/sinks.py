@@ -23,7 +23,7 @@ import z3
 
 from . import bindings as B
 from .extract import SourceIndex
-from .kernels import KV_ALIASES, KV_FILES, TREE_ALIASES, _norm
+from .kernels import KV_ALIASES, KV_FILES, TREE_ALIASES, value_key
 from .program import FuncInfo, Program, callee_name
 from .trace import Tracer
 from .trace_values import Alloc, Ended, Instance, NoneValue, Opaque, Path
@@ -53,7 +53,7 @@ class SinkSite:
         return None
 
     def _norm(self, name: str) -> str:
-        return _norm(name, KV_ALIASES if self.sink is B.KV_SINK else TREE_ALIASES)
+        return value_key(name, KV_ALIASES if self.sink is B.KV_SINK else TREE_ALIASES)
 
 
 @dataclass
@@ -79,7 +79,7 @@ def _kernel_params(index: SourceIndex, name: str, files, aliases) -> tuple[list[
     found = index.find(name, files)
     if found is None:
         return None
-    return [_norm(p, aliases) for p in found.params()], found.where
+    return [value_key(p, aliases) for p in found.params()], found.where
 
 
 def find_sites(program: Program) -> list[SinkSite]:
@@ -113,7 +113,7 @@ def find_sites(program: Program) -> list[SinkSite]:
 
 
 def _takes_tree_mask(node) -> bool:
-    return any(_norm(a.arg, TREE_ALIASES) == "tree_mask" for a in (*node.args.posonlyargs, *node.args.args,
+    return any(value_key(a.arg, TREE_ALIASES) == "tree_mask" for a in (*node.args.posonlyargs, *node.args.args,
                                                                    *node.args.kwonlyargs))
 
 
@@ -123,10 +123,10 @@ def _tree_op_params(program: Program, name: str, caller: FuncInfo):
     defs = [f for f in [program.function_for(name, caller.path)] if f is not None] or program.functions_named(name)
     defs = defs or [m for m in program.methods_named(name)]
     if not defs:
-        return [_norm(p, TREE_ALIASES) for p in B.TREE_OP_PARAMS], ""
+        return [value_key(p, TREE_ALIASES) for p in B.TREE_OP_PARAMS], ""
     for d in defs:
         if _takes_tree_mask(d.node):
-            params = [_norm(p, TREE_ALIASES) for p in d.params()]
+            params = [value_key(p, TREE_ALIASES) for p in d.params()]
             if d.cls is not None and params and params[0] == "self":
                 params = params[1:]
             return params, d.where
