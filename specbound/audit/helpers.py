@@ -2,9 +2,8 @@
 
 Each helper's definition is compiled alone, with stand-ins for the few names it uses
 (sglang's own ``TreeMaskMode``, itself extracted and checked; a recording ``torch.zeros``;
-a record class for ``VerifyMask``).  Symbolic runs go through :mod:`.symexec`; a helper
-whose code cannot take Z3 terms is evaluated on a dense grid instead and the row says
-"grid".
+a record class for ``VerifyMask``) and checked against the spec as a :class:`.claims.Claim`
+(on Z3 terms through :mod:`.symexec`, or on a dense grid where the code cannot take them).
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from specbound.spec import TreeMaskMode as SpecMode
 
 from . import report as R
 from . import symexec as S
+from .claims import Claim, harness_failure, run_claim
 from .extract import Found, SourceIndex
 
 VERIFY_MASK_FILE = "srt/layers/attention/verify_mask.py"
@@ -40,126 +40,6 @@ class Ctx:
 
 def _ints(*names):
     return [z3.Int(n) for n in names]
-
-
-def _fmt_cond(conds) -> str:
-    return ", ".join(str(z3.simplify(c)) for c in conds) or "always"
-
-
-# --- the engine ------------------------------------------------------------------------
-
-def harness_failure(e: BaseException) -> bool:
-    """An exception that says the audit's own stand-ins do not fit this sglang (a record
-    without the field the helper reads, a global the namespace lacks, a call with other
-    parameters): an ``error`` row, never a divergence blamed on sglang."""
-    return isinstance(e, (AttributeError, NameError, ImportError, TypeError))
-
-
-@dataclass
-class Claim:
-    """``call(*vars)`` must equal ``expected(*vars)`` wherever ``pre(*vars)`` holds; where
-    ``may_raise(*vars)`` holds the helper may raise instead (and must, if ``must_raise``)."""
-    variables: Sequence[z3.ArithRef]
-    pre: Callable[..., list]
-    call: Callable[..., Any]
-    expected: Callable[..., Any]
-    may_raise: Callable[..., Any] | None = None
-    grid: dict[str, range] | None = None
-
-
-def _equal(a, b):
-    if isinstance(a, tuple) or isinstance(b, tuple):
-        if not (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)):
-            return False
-        parts = [_equal(x, y) for x, y in zip(a, b)]
-        return z3.And(*[p if isinstance(p, z3.ExprRef) else z3.BoolVal(bool(p)) for p in parts])
-    if a is None or b is None:
-        return a is b
-    return S.equal(a, b)
-
-
-def _as_z3_bool(v):
-    return v if isinstance(v, z3.ExprRef) else z3.BoolVal(bool(v))
-
-
-def run_claim(hook, claim: Claim) -> tuple[str, str, str, dict | None]:
-    """(status, method, detail, counterexample)."""
-    vs = list(claim.variables)
-    pre = claim.pre(*vs)
-    expl = S.explore(hook, lambda: claim.call(*vs), pre)
-    if expl.unsupported is None:
-        n_ret = n_raise = 0
-        guards = []
-        for path in expl.paths:
-            if path.returned:
-                n_ret += 1
-                try:
-                    same = _as_z3_bool(_equal(path.value, claim.expected(*vs)))
-                except Exception as e:  # noqa: BLE001 - a value the audit cannot compare
-                    return R.ERROR, "z3", (f"the audit cannot compare the returned {path.value!r} with the spec's "
-                                           f"value ({type(e).__name__}: {e})"), None
-                v = S.refute([*pre, *path.condition, z3.Not(same)], vs)
-                if v.status == "counterexample":
-                    got = v.model and _eval_at(path.value, v.model, vs)
-                    want = v.model and _eval_at(claim.expected(*vs), v.model, vs)
-                    return (R.DIVERGED, "z3", f"sglang returns {got}, the spec {want} "
-                            f"(path: {_fmt_cond(path.condition)})", v.model)
-            else:
-                n_raise += 1
-                allowed = claim.may_raise(*vs) if claim.may_raise else z3.BoolVal(False)
-                v = S.refute([*pre, *path.condition, z3.Not(_as_z3_bool(allowed))], vs)
-                if v.status == "counterexample":
-                    return (R.DIVERGED, "z3", f"raises {path.describe_error()} on an input the spec "
-                            f"accepts", v.model)
-                cond = _fmt_cond(path.condition)
-                guards.append(f"raises {type(path.error).__name__} "
-                              + (f"when {cond}" if path.condition else "for every input"))
-            if v.status == "unknown":
-                return R.ERROR, "z3", f"solver returned unknown (rlimit {S.RLIMIT})", None
-        detail = f"{n_ret} return path(s) equal to the spec for all inputs"
-        if guards:
-            detail += "; " + "; ".join(guards)
-        if expl.truncated:
-            return R.ERROR, "z3", detail + f"; more than {S.MAX_PATHS} paths (not all explored)", None
-        return R.MATCHED, "z3", detail, None
-    # Grid fallback.
-    if not claim.grid:
-        return R.ERROR, "-", f"not symbolic ({expl.unsupported}) and no grid defined", None
-    points = S.grid(claim.grid)
-    for p in points:
-        args = [p[str(v)] for v in vs]
-        if not all(bool(c) for c in claim.pre(*args)):
-            continue
-        try:
-            got = claim.call(*args)
-        except Exception as e:  # noqa: BLE001
-            if claim.may_raise and bool(claim.may_raise(*args)):
-                continue
-            if harness_failure(e):
-                return (R.ERROR, f"grid ({len(points)} points)", f"the audit's stand-ins failed, not sglang: "
-                        f"{type(e).__name__}: {e} at {p}", None)
-            return (R.DIVERGED, f"grid ({len(points)} points)", f"raises {type(e).__name__}: {e}; "
-                    f"not symbolic: {expl.unsupported}", p)
-        want = claim.expected(*args)
-        if not bool(_equal(got, want)):
-            return (R.DIVERGED, f"grid ({len(points)} points)", f"sglang returns {got}, the spec {want}; "
-                    f"not symbolic: {expl.unsupported}", p)
-    return (R.MATCHED, f"grid ({len(points)} points)",
-            f"equal on every grid point (not symbolic: {expl.unsupported})", None)
-
-
-def _eval_at(value, model: dict, vs):
-    sub = [(v, z3.IntVal(model[str(v)])) for v in vs if isinstance(model.get(str(v)), int)]
-    if isinstance(value, tuple):
-        return tuple(_eval_at(x, model, vs) for x in value)
-    if isinstance(value, z3.ExprRef):
-        r = z3.simplify(z3.substitute(value, *sub))
-        if isinstance(r, z3.IntNumRef):
-            return r.as_long()
-        if z3.is_true(r) or z3.is_false(r):
-            return z3.is_true(r)
-        return r
-    return value
 
 
 # --- TreeMaskMode ------------------------------------------------------------------------
