@@ -9,7 +9,7 @@ import inspect
 
 import numpy as np
 
-from . import _provenance as P
+from . import _provenance as provenance
 from ._records import TensorArg
 
 
@@ -105,7 +105,7 @@ def owners(prov, shape) -> tuple[TensorArg | None, np.ndarray | None]:
     """(the one owner of every lane, None) or (None, per-lane argument indices, -1 = lost)."""
     if isinstance(prov, TensorArg):
         return prov, None
-    if isinstance(prov, P.Lanes):
+    if isinstance(prov, provenance.Lanes):
         return None, np.broadcast_to(prov.owners, shape).reshape(-1)
     return None, np.full(int(np.prod(shape, dtype=np.int64)), -1, dtype=np.int16)
 
@@ -114,4 +114,4 @@ def lost_reason(ptr, prov) -> str:
     if not is_pointer_handle(ptr):
         # Triton's interpreter reads a pointer stored in memory back as a plain integer.
         return f"address held as {getattr(ptr, 'dtype', '?')}, not a pointer (e.g. read from memory)"
-    return P.reason_of(prov)
+    return provenance.reason_of(prov)

@@ -56,7 +56,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from . import _addresses as addresses
-from . import _provenance as P
+from . import _provenance as provenance
 from ._records import CheckedSession, LaunchRecord, OutOfBoundsAccess, TensorArg
 
 __all__ = [
@@ -163,7 +163,7 @@ def _check(op: str, ptr, mask, *, write: bool):
     else:
         flat_m = np.ones(flat_addr.shape, dtype=bool)
     nb = addresses.elem_bytes(ptr)
-    prov = P.get(ptr) if addresses.is_pointer_handle(ptr) else None
+    prov = provenance.get(ptr) if addresses.is_pointer_handle(ptr) else None
     args = tuple(rec.tensors.values())
     owner, lane_owner = addresses.owners(prov, addrs.shape)
     if owner is not None:                               # the common case: one argument
@@ -294,7 +294,7 @@ def _wrap_mem(builder, meth: str, kind: str, write: bool):
         finally:
             _mem_depth -= 1
         if kind == "load" and addresses.is_pointer_handle(res):
-            P.put(res, P.Lost("pointer loaded from memory"))
+            provenance.put(res, provenance.Lost("pointer loaded from memory"))
         return res
 
     wrapped.__wrapped__ = orig
@@ -311,7 +311,8 @@ def _wrap_implicit_cvt(mod):
         res = orig(arg)
         rec = _current
         if rec is not None and hasattr(arg, "data_ptr"):
-            P.put(getattr(res, "handle", None), rec.by_id.get(id(arg)) or P.Lost(P.UNKNOWN_ARG))
+            owner = rec.by_id.get(id(arg)) or provenance.Lost(provenance.UNKNOWN_ARG)
+            provenance.put(getattr(res, "handle", None), owner)
         return res
 
     cvt.__wrapped__ = orig
@@ -370,8 +371,8 @@ def _install():
 
     mod = _interp_module()
     _skip_dirs = (os.path.dirname(triton.__file__) + os.sep, os.path.dirname(np.__file__) + os.sep)
-    _skip_files = frozenset({__file__, P.__file__, addresses.__file__})
-    follower = P.Follower(mod.TensorHandle, _launch_args)
+    _skip_files = frozenset({__file__, provenance.__file__, addresses.__file__})
+    follower = provenance.Follower(mod.TensorHandle, _launch_args)
     builders = _builders(mod)
     _builder = builders[0]
     for b in builders:

@@ -12,8 +12,8 @@ from typing import Any, Callable, Sequence
 
 import z3
 
-from . import report as R
-from . import symexec as S
+from .report import DIVERGED, ERROR, MATCHED
+from . import symexec
 
 
 def _format_conditions(conds) -> str:
@@ -47,7 +47,7 @@ def _equal(a, b):
         return z3.And(*[p if isinstance(p, z3.ExprRef) else z3.BoolVal(bool(p)) for p in parts])
     if a is None or b is None:
         return a is b
-    return S.equal(a, b)
+    return symexec.equal(a, b)
 
 
 def _as_z3_bool(v):
@@ -58,7 +58,7 @@ def run_claim(hook, claim: Claim) -> tuple[str, str, str, dict | None]:
     """(status, method, detail, counterexample)."""
     vs = list(claim.variables)
     pre = claim.pre(*vs)
-    expl = S.explore(hook, lambda: claim.call(*vs), pre)
+    expl = symexec.explore(hook, lambda: claim.call(*vs), pre)
     if expl.unsupported is None:
         n_ret = n_raise = 0
         guards = []
@@ -68,36 +68,36 @@ def run_claim(hook, claim: Claim) -> tuple[str, str, str, dict | None]:
                 try:
                     same = _as_z3_bool(_equal(path.value, claim.expected(*vs)))
                 except Exception as e:  # noqa: BLE001 - a value the audit cannot compare
-                    return R.ERROR, "z3", (f"the audit cannot compare the returned {path.value!r} with the spec's "
-                                           f"value ({type(e).__name__}: {e})"), None
-                v = S.refute([*pre, *path.condition, z3.Not(same)], vs)
+                    return ERROR, "z3", (f"the audit cannot compare the returned {path.value!r} with the spec's "
+                                         f"value ({type(e).__name__}: {e})"), None
+                v = symexec.refute([*pre, *path.condition, z3.Not(same)], vs)
                 if v.status == "counterexample":
                     got = v.model and _eval_at(path.value, v.model, vs)
                     want = v.model and _eval_at(claim.expected(*vs), v.model, vs)
-                    return (R.DIVERGED, "z3", f"sglang returns {got}, the spec {want} "
+                    return (DIVERGED, "z3", f"sglang returns {got}, the spec {want} "
                             f"(path: {_format_conditions(path.condition)})", v.model)
             else:
                 n_raise += 1
                 allowed = claim.may_raise(*vs) if claim.may_raise else z3.BoolVal(False)
-                v = S.refute([*pre, *path.condition, z3.Not(_as_z3_bool(allowed))], vs)
+                v = symexec.refute([*pre, *path.condition, z3.Not(_as_z3_bool(allowed))], vs)
                 if v.status == "counterexample":
-                    return (R.DIVERGED, "z3", f"raises {path.describe_error()} on an input the spec "
+                    return (DIVERGED, "z3", f"raises {path.describe_error()} on an input the spec "
                             f"accepts", v.model)
                 cond = _format_conditions(path.condition)
                 guards.append(f"raises {type(path.error).__name__} "
                               + (f"when {cond}" if path.condition else "for every input"))
             if v.status == "unknown":
-                return R.ERROR, "z3", f"solver returned unknown (rlimit {S.RLIMIT})", None
+                return ERROR, "z3", f"solver returned unknown (rlimit {symexec.RLIMIT})", None
         detail = f"{n_ret} return path(s) equal to the spec for all inputs"
         if guards:
             detail += "; " + "; ".join(guards)
         if expl.truncated:
-            return R.ERROR, "z3", detail + f"; more than {S.MAX_PATHS} paths (not all explored)", None
-        return R.MATCHED, "z3", detail, None
+            return ERROR, "z3", detail + f"; more than {symexec.MAX_PATHS} paths (not all explored)", None
+        return MATCHED, "z3", detail, None
     # Grid fallback.
     if not claim.grid:
-        return R.ERROR, "-", f"not symbolic ({expl.unsupported}) and no grid defined", None
-    points = S.grid(claim.grid)
+        return ERROR, "-", f"not symbolic ({expl.unsupported}) and no grid defined", None
+    points = symexec.grid(claim.grid)
     for p in points:
         args = [p[str(v)] for v in vs]
         if not all(bool(c) for c in claim.pre(*args)):
@@ -108,15 +108,15 @@ def run_claim(hook, claim: Claim) -> tuple[str, str, str, dict | None]:
             if claim.may_raise and bool(claim.may_raise(*args)):
                 continue
             if harness_failure(e):
-                return (R.ERROR, f"grid ({len(points)} points)", f"the audit's stand-ins failed, not sglang: "
+                return (ERROR, f"grid ({len(points)} points)", f"the audit's stand-ins failed, not sglang: "
                         f"{type(e).__name__}: {e} at {p}", None)
-            return (R.DIVERGED, f"grid ({len(points)} points)", f"raises {type(e).__name__}: {e}; "
+            return (DIVERGED, f"grid ({len(points)} points)", f"raises {type(e).__name__}: {e}; "
                     f"not symbolic: {expl.unsupported}", p)
         want = claim.expected(*args)
         if not bool(_equal(got, want)):
-            return (R.DIVERGED, f"grid ({len(points)} points)", f"sglang returns {got}, the spec {want}; "
+            return (DIVERGED, f"grid ({len(points)} points)", f"sglang returns {got}, the spec {want}; "
                     f"not symbolic: {expl.unsupported}", p)
-    return (R.MATCHED, f"grid ({len(points)} points)",
+    return (MATCHED, f"grid ({len(points)} points)",
             f"equal on every grid point (not symbolic: {expl.unsupported})", None)
 
 

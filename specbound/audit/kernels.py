@@ -18,7 +18,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import report as R
+from .report import (
+    DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNCHECKED, UNKNOWN_SIGNATURE, AuditReport, Row,
+)
 from .extract import Found, SourceIndex
 
 TREE_KERNEL = "sgl_build_tree_kernel_efficient_triton"
@@ -79,22 +81,22 @@ def triton_env():
     if "TRITON_INTERPRET" not in os.environ:
         os.environ["TRITON_INTERPRET"] = "1"
     try:
-        import specbound.kernels as K
+        from specbound import kernels as our_kernels
     except ImportError as e:
         raise Unavailable(f"cannot load the checked interpreter: {e}") from None
-    if not K.INTERPRETED:
+    if not our_kernels.INTERPRETED:
         raise Unavailable("TRITON_INTERPRET is off in this process: sglang's kernels would be compiled, "
                           "and the checked interpreter applies only to interpreted launches")
     import triton
     import triton.language as tl
-    return triton, tl, K
+    return triton, tl, our_kernels
 
 
 # --- outcomes -------------------------------------------------------------------------------
 
 @dataclass
 class Finding:
-    kind: str          # R.OOB, R.DIVERGED, R.ERROR
+    kind: str          # OOB, DIVERGED, ERROR
     message: str
 
 
@@ -133,16 +135,16 @@ def fuzz_row(row_id, subject, what, n_examples, gen, run, smaller, rng_seed, t0,
         f = run(case)
         if f is not None:
             case, f = shrink(case, run, smaller, f)
-            status = f.kind if f.kind in (R.OOB, R.DIVERGED) else R.ERROR
-            return R.Row(row_id, subject, what, f"fuzz ({i + 1} of {n_examples} batches)", status,
-                         f"{f.message}", replay=case, seconds=time.perf_counter() - t0)
-    return R.Row(row_id, subject, what, f"fuzz ({n_examples} batches)", R.MATCHED,
-                 f"outputs equal specbound.reference, footprints equal the spec, no OOB{note}",
-                 seconds=time.perf_counter() - t0)
+            status = f.kind if f.kind in (OOB, DIVERGED) else ERROR
+            return Row(row_id, subject, what, f"fuzz ({i + 1} of {n_examples} batches)", status,
+                       f"{f.message}", replay=case, seconds=time.perf_counter() - t0)
+    return Row(row_id, subject, what, f"fuzz ({n_examples} batches)", MATCHED,
+               f"outputs equal specbound.reference, footprints equal the spec, no OOB{note}",
+               seconds=time.perf_counter() - t0)
 
 
-def define_kernel(index: SourceIndex, report: R.AuditReport, found: Found, aliases: dict[str, str],
-                   known: set[str], row: tuple[str, str, str]):
+def define_kernel(index: SourceIndex, report: AuditReport, found: Found, aliases: dict[str, str],
+                  known: set[str], row: tuple[str, str, str]):
     """Check that every kernel parameter is one we know how to feed, then define the kernel
     under the interpreter.  Returns ``(kernel, triton.language)`` or adds a row saying why
     not (unknown signature, no triton, kernel that does not define) and returns None."""
@@ -150,22 +152,22 @@ def define_kernel(index: SourceIndex, report: R.AuditReport, found: Found, alias
     _, missing = bind(found, {}, aliases)
     unknown = [p for p in missing if value_key(p, aliases) not in known]
     if unknown:
-        report.add(R.Row(row_id, subject, what, "-", R.UNKNOWN_SIGNATURE,
-                         f"parameters {found.params()}; no value known for {unknown}"))
+        report.add(Row(row_id, subject, what, "-", UNKNOWN_SIGNATURE,
+                       f"parameters {found.params()}; no value known for {unknown}"))
         return None
     try:
-        triton, tl, K = triton_env()
-        return index.load_kernel(found, triton, tl), K
+        triton, tl, our_kernels = triton_env()
+        return index.load_kernel(found, triton, tl), our_kernels
     except Unavailable as e:
-        report.add(R.Row(row_id, subject, what, "-", R.UNAVAILABLE, str(e)))
+        report.add(Row(row_id, subject, what, "-", UNAVAILABLE, str(e)))
     except Exception as e:  # noqa: BLE001
-        report.add(R.Row(row_id, subject, what, "-", R.ERROR, f"cannot define the kernel: {type(e).__name__}: {e}"))
+        report.add(Row(row_id, subject, what, "-", ERROR, f"cannot define the kernel: {type(e).__name__}: {e}"))
     return None
 
 
 # --- sites, the symbolic executor ----------------------------------------------------------
 
-def check_launch_sites(index: SourceIndex, report: R.AuditReport) -> None:
+def check_launch_sites(index: SourceIndex, report: AuditReport) -> None:
     """Every launch of the draft kv kernel should follow a host capacity check (spec.draft_kv_capacity_ok)."""
     t0 = time.perf_counter()
     what = "every launch of generate_draft_decode_kv_indices is preceded by a host capacity check"
@@ -189,28 +191,28 @@ def check_launch_sites(index: SourceIndex, report: R.AuditReport) -> None:
                 isinstance(n, ast.Assert) and "used_len" in ast.unparse(n) for n in ast.walk(fn))
             sites.append((f"{index.rel(path)}:{fn.lineno} {fn.name}", guarded))
     if not sites:
-        report.add(R.Row("sites.draft_kv_capacity_check", KV_KERNEL, what, "ast", R.NOT_PRESENT,
-                         "no launch site found", seconds=time.perf_counter() - t0))
+        report.add(Row("sites.draft_kv_capacity_check", KV_KERNEL, what, "ast", NOT_PRESENT,
+                       "no launch site found", seconds=time.perf_counter() - t0))
         return
     bare = [s for s, g in sites if not g]
-    report.add(R.Row("sites.draft_kv_capacity_check", f"{len(sites)} launch site(s)", what, "ast",
-                     R.UNCHECKED if bare else R.MATCHED,
-                     (f"{len(sites) - len(bare)} checked; without a check (they rely on draft room): "
-                      + "; ".join(bare)) if bare else "; ".join(s for s, _ in sites),
-                     seconds=time.perf_counter() - t0))
+    report.add(Row("sites.draft_kv_capacity_check", f"{len(sites)} launch site(s)", what, "ast",
+                   UNCHECKED if bare else MATCHED,
+                   (f"{len(sites) - len(bare)} checked; without a check (they rely on draft room): "
+                    + "; ".join(bare)) if bare else "; ".join(s for s, _ in sites),
+                   seconds=time.perf_counter() - t0))
 
 
-def check_symbolic(report: R.AuditReport, full: bool = False) -> None:
+def check_symbolic(report: AuditReport, full: bool = False) -> None:
     """``kernel.symbolic_proof[draft_kv]`` and ``[tree]``: sglang's own kernels proved or
     refuted by specbound's symbolic executor (:mod:`.symbolic`); ``full``: every listed
     specialization."""
     import importlib.util
 
     if not any(importlib.util.find_spec(name) for name in SYMBOLIC_EXECUTORS):
-        report.add(R.Row("kernel.symbolic_proof", "sgl_build_tree_kernel_efficient_triton, "
-                         "generate_draft_decode_kv_indices", "the kernels proved or refuted for all inputs", "-",
-                         R.UNAVAILABLE, "symbolic kernel proof: executor not available in this specbound; the "
-                         "kernels are only fuzzed"))
+        report.add(Row("kernel.symbolic_proof", "sgl_build_tree_kernel_efficient_triton, "
+                       "generate_draft_decode_kv_indices", "the kernels proved or refuted for all inputs", "-",
+                       UNAVAILABLE, "symbolic kernel proof: executor not available in this specbound; the "
+                       "kernels are only fuzzed"))
         return
     from . import symbolic
 

@@ -15,7 +15,7 @@ from typing import Callable
 
 from specbound import spec
 
-from . import report as R
+from .report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNCHECKED, AuditReport, Row
 from .extract import Found, SourceIndex
 from .kernels import (
     KV_ALIASES, KV_FILES, KV_KERNEL, Finding, Unavailable, bind, define_kernel, first_diff, fuzz_row, next_pow2,
@@ -28,7 +28,7 @@ KV_FED = {"req_pool_indices", "req_to_token", "paged_kernel_lens", "kv_indices",
           "page_size"}
 
 
-def run_kv(kernel, found: Found, K, case, width_fn=None) -> Finding | None:
+def run_kv(kernel, found: Found, our_kernels, case, width_fn=None) -> Finding | None:
     import torch
     from specbound import reference
     from specbound.reference.samples import random_kv_batch
@@ -58,12 +58,12 @@ def run_kv(kernel, found: Found, K, case, width_fn=None) -> Finding | None:
         raise Unavailable(f"unknown signature: no value for {missing}")
     grid = (steps * (blocks or 1), num_seqs, k)
     try:
-        with K.checked_interpreter(record_footprint=True) as session:
+        with our_kernels.checked_interpreter(record_footprint=True) as session:
             kernel[grid](**kwargs)
-    except K.OutOfBoundsAccess as e:
-        return Finding(R.OOB, oob_text(e))
+    except our_kernels.OutOfBoundsAccess as e:
+        return Finding(OOB, oob_text(e))
     except Exception as e:  # noqa: BLE001
-        return Finding(R.ERROR, f"{type(e).__name__}: {e}")
+        return Finding(ERROR, f"{type(e).__name__}: {e}")
     want_idx = torch.full((steps, width), -1, dtype=torch.int64)
     want_ptr = torch.zeros((steps, bs_d + 1), dtype=torch.int32)
     reference.draft_decode_kv_indices(batch.req_pool_indices, batch.req_to_token, batch.seq_lens, topk=k,
@@ -71,23 +71,23 @@ def run_kv(kernel, found: Found, K, case, width_fn=None) -> Finding | None:
     for name, got, exp in (("kv_indices", kv_indices, want_idx), ("kv_indptr", kv_indptr, want_ptr)):
         diff = first_diff(name, got, exp)
         if diff:
-            return Finding(R.DIVERGED, diff)
+            return Finding(DIVERGED, diff)
     written = session.written()
     names = {value_key(p, KV_ALIASES): p for p in kwargs}
     want_cells = spec.kv_indices_cells(seq, k, steps, width)
     got_cells = written.get(names["kv_indices"], set())
     if got_cells != want_cells:
-        return Finding(R.DIVERGED, f"kv_indices footprint: outside the spec {sorted(got_cells - want_cells)[:5]}, "
+        return Finding(DIVERGED, f"kv_indices footprint: outside the spec {sorted(got_cells - want_cells)[:5]}, "
                        f"spec cells not written {sorted(want_cells - got_cells)[:5]}")
     ptr_spec = spec.kv_indptr_cells(num_seqs, k, steps, bs_d + 1)
     ptr_got = written.get(names["kv_indptr"], set())
     entry0 = {spec.kv_indices_cell(bs_d + 1, it, 0) for it in range(1, steps + 1)}
     if not (ptr_got <= ptr_spec and ptr_spec - ptr_got <= entry0):
-        return Finding(R.DIVERGED, f"kv_indptr footprint: outside the spec {sorted(ptr_got - ptr_spec)[:5]}, "
+        return Finding(DIVERGED, f"kv_indptr footprint: outside the spec {sorted(ptr_got - ptr_spec)[:5]}, "
                        f"not written {sorted(ptr_spec - ptr_got - entry0)[:5]}")
     for key in ("req_pool_indices", "req_to_token", "paged_kernel_lens", "positions"):
         if written.get(names.get(key, key)):
-            return Finding(R.DIVERGED, f"writes to its input {key}")
+            return Finding(DIVERGED, f"writes to its input {key}")
     return None
 
 
@@ -120,7 +120,7 @@ def _kv_smaller(case):
             yield c
 
 
-def check_kv_kernel(index: SourceIndex, report: R.AuditReport, examples: int, seed: int,
+def check_kv_kernel(index: SourceIndex, report: AuditReport, examples: int, seed: int,
                     width_fn: Callable | None, width_source: str = "") -> None:
     """``width_fn``: sglang's row-width helper (``width_source`` says where it is), or None
     when this sglang has none; the rows then use the spec's width and the row says so."""
@@ -128,48 +128,48 @@ def check_kv_kernel(index: SourceIndex, report: R.AuditReport, examples: int, se
             "(kv_indptr entry 0 may rely on the zero-initialised buffer), in bounds")
     found = index.find(KV_KERNEL, KV_FILES)
     if found is None:
-        report.add(R.Row("kernel.draft_kv_indices", KV_KERNEL, what, "-", R.NOT_PRESENT,
-                         f"no `{KV_KERNEL}` in this sglang"))
+        report.add(Row("kernel.draft_kv_indices", KV_KERNEL, what, "-", NOT_PRESENT,
+                       f"no `{KV_KERNEL}` in this sglang"))
         return
     subject = f"{KV_KERNEL} ({found.where})"
     t0 = time.perf_counter()
     loaded = define_kernel(index, report, found, KV_ALIASES, KV_FED, ("kernel.draft_kv_indices", subject, what))
     if loaded is None:
         return
-    kernel, K = loaded
+    kernel, our_kernels = loaded
 
     def width(num_seqs, k, c):
         return width_fn(num_seqs, k, c) if width_fn is not None else spec.draft_kv_indices_buffer_width(num_seqs, k, c)
 
-    run = lambda c: run_kv(kernel, found, K, c, width)  # noqa: E731
+    run = lambda c: run_kv(kernel, found, our_kernels, c, width)  # noqa: E731
     # The hand case of the background: width(4, 3, 256) rows; a small paged K>1 case.
     report.add(fuzz_row("kernel.draft_kv_indices", subject, what, examples, random_kv_case, run,
-                     _kv_smaller, seed + 2, t0, note=_width_note(width_fn, width_source)))
+                        _kv_smaller, seed + 2, t0, note=_width_note(width_fn, width_source)))
     has_blocks = any(value_key(p, KV_ALIASES) == "num_steps" for p in found.params())
     if has_blocks:
         t1 = time.perf_counter()
         n = max(1, examples // 8)
         report.add(fuzz_row("kernel.draft_kv_indices[token_blocks]", subject,
-                         "long prefixes (up to 1100 slots) with the token-block launch (NUM_STEPS, grid "
-                         "num_steps*blocks): same comparisons", n, lambda r: random_kv_case(r, long=True), run,
-                         _kv_smaller, seed + 3, t1))
+                            "long prefixes (up to 1100 slots) with the token-block launch (NUM_STEPS, grid "
+                            "num_steps*blocks): same comparisons", n, lambda r: random_kv_case(r, long=True), run,
+                            _kv_smaller, seed + 3, t1))
     # Precondition probe: a request with no room for its draft tokens (seq_len = C).
     t2 = time.perf_counter()
     probe = {"topk": 2, "num_steps": 3, "page_size": 1, "seq_lens": [8, 8], "max_context_len": 8, "slot_seed": 7}
-    f = run_kv_no_room(kernel, found, K, probe, width)
+    f = run_kv_no_room(kernel, found, our_kernels, probe, width)
     used = spec.draft_kv_indices_used_len(16, 2, 4, 3)
     w = width(2, 2, 8)
-    if f is not None and f.kind == R.OOB:
-        status, detail = R.UNCHECKED, (f"seq_len = C (no room): used_len {used} > row width {w}; the kernel "
-                                       f"writes past its row (into the next step's row, past the buffer on the "
-                                       f"last): {f.message}")
+    if f is not None and f.kind == OOB:
+        status, detail = UNCHECKED, (f"seq_len = C (no room): used_len {used} > row width {w}; the kernel "
+                                     f"writes past its row (into the next step's row, past the buffer on the "
+                                     f"last): {f.message}")
     elif f is not None:
-        status, detail = R.ERROR, f.message
+        status, detail = ERROR, f.message
     else:
-        status, detail = R.MATCHED, f"no write past the buffer even without room (width {w}, used_len {used})"
-    report.add(R.Row("kernel.draft_kv_indices[no_draft_room]", subject,
-                     "a request with seq_len = C (violates draft room): what the kernel does", "probe", status,
-                     detail, replay=probe, seconds=time.perf_counter() - t2))
+        status, detail = MATCHED, f"no write past the buffer even without room (width {w}, used_len {used})"
+    report.add(Row("kernel.draft_kv_indices[no_draft_room]", subject,
+                   "a request with seq_len = C (violates draft room): what the kernel does", "probe", status,
+                   detail, replay=probe, seconds=time.perf_counter() - t2))
 
 
 def _width_note(width_fn, width_source: str) -> str:
@@ -179,7 +179,7 @@ def _width_note(width_fn, width_source: str) -> str:
             "helper (the widths its backends allocate are judged in the buffer.draft_kv_indices rows)")
 
 
-def run_kv_no_room(kernel, found, K, case, width, rows: int | None = None) -> Finding | None:
+def run_kv_no_room(kernel, found, our_kernels, case, width, rows: int | None = None) -> Finding | None:
     """Run without the reference (which refuses the batch): only bounds matter here.
     ``rows`` (default ``num_steps``) and ``width`` give the kv_indices buffer's shape."""
     import torch
@@ -199,10 +199,10 @@ def run_kv_no_room(kernel, found, K, case, width, rows: int | None = None) -> Fi
               "window_size": 0, "sink_size": 0, "entry_page_size": 1, "v2p": None, "translate": False}
     kwargs, _ = bind(found, values, KV_ALIASES)
     try:
-        with K.checked_interpreter():
+        with our_kernels.checked_interpreter():
             kernel[(steps, num_seqs, k)](**kwargs)
-    except K.OutOfBoundsAccess as e:
-        return Finding(R.OOB, oob_text(e))
+    except our_kernels.OutOfBoundsAccess as e:
+        return Finding(OOB, oob_text(e))
     except Exception as e:  # noqa: BLE001
-        return Finding(R.ERROR, f"{type(e).__name__}: {e}")
+        return Finding(ERROR, f"{type(e).__name__}: {e}")
     return None

@@ -15,7 +15,7 @@ import time
 from specbound import spec
 from specbound.spec import TreeMaskMode
 
-from . import report as R
+from .report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNCHECKED, AuditReport, Row
 from .extract import Found, SourceIndex
 from .kernels import (
     TREE_ALIASES, TREE_FILES, TREE_KERNEL, TREE_WRAPPER, Finding, Unavailable, bind, define_kernel, first_diff,
@@ -39,7 +39,7 @@ def tree_case_tensors(case):
     return pl, sel, seq
 
 
-def run_tree(kernel, found: Found, K, case, mask_numel: int | None = None) -> Finding | None:
+def run_tree(kernel, found: Found, our_kernels, case, mask_numel: int | None = None) -> Finding | None:
     """One launch; the mask is the batch's exact extent, or ``mask_numel`` cells (a replay
     into a buffer of sglang's size)."""
     import torch
@@ -65,12 +65,12 @@ def run_tree(kernel, found: Found, K, case, mask_numel: int | None = None) -> Fi
     if missing:
         raise Unavailable(f"unknown signature: no value for {missing}")
     try:
-        with K.checked_interpreter(record_footprint=True) as session:
+        with our_kernels.checked_interpreter(record_footprint=True) as session:
             kernel[(bs,)](**kwargs)
-    except K.OutOfBoundsAccess as e:
-        return Finding(R.OOB, oob_text(e))
+    except our_kernels.OutOfBoundsAccess as e:
+        return Finding(OOB, oob_text(e))
     except Exception as e:  # noqa: BLE001 - a crash of the kernel is a finding, not a traceback
-        return Finding(R.ERROR, f"{type(e).__name__}: {e}")
+        return Finding(ERROR, f"{type(e).__name__}: {e}")
     want = reference.build_tree(pl, sel, seq, topk=k, depth=d, num_draft_tokens=n, mode=mode,
                                 tree_mask=torch.ones(numel, dtype=torch.bool),
                                 positions=torch.full((bs * n,), -7, dtype=torch.int64),
@@ -83,7 +83,7 @@ def run_tree(kernel, found: Found, K, case, mask_numel: int | None = None) -> Fi
                            ("retrive_next_sibling", outs[2], want.retrive_next_sibling)):
         diff = first_diff(name, got, exp, None if name == "tree_mask" else n)
         if diff:
-            return Finding(R.DIVERGED, diff)
+            return Finding(DIVERGED, diff)
     written = session.written()
     names = {value_key(p, TREE_ALIASES): p for p in kwargs}
     tokens = spec.token_cells(bs, n)
@@ -95,11 +95,11 @@ def run_tree(kernel, found: Found, K, case, mask_numel: int | None = None) -> Fi
         ok = got == cells if rel == "==" else got <= cells
         if not ok:
             extra, lacking = sorted(got - cells)[:5], sorted(cells - got)[:5] if rel == "==" else []
-            return Finding(R.DIVERGED, f"footprint of {key}: writes outside the spec's {sorted(extra)}"
+            return Finding(DIVERGED, f"footprint of {key}: writes outside the spec's {sorted(extra)}"
                            + (f", spec cells not written {lacking}" if lacking else ""))
     for key in ("parent_list", "selected_index", "verified_seq_len", "seq_len_prefix_sum"):
         if written.get(names.get(key, key)):
-            return Finding(R.DIVERGED, f"writes to its input {key}")
+            return Finding(DIVERGED, f"writes to its input {key}")
     return None
 
 
@@ -138,14 +138,14 @@ def _tree_smaller(case):
             yield c
 
 
-def check_tree_kernel(index: SourceIndex, report: R.AuditReport, examples: int, seed: int) -> None:
+def check_tree_kernel(index: SourceIndex, report: AuditReport, examples: int, seed: int) -> None:
     what = ("valid draft trees (FULL_MASK, QLEN_ONLY): outputs == reference.build_tree, mask/positions/"
             "retrive_* footprints == spec, in bounds")
     row_id = "kernel.build_tree[valid]"
     found = index.find(TREE_KERNEL, TREE_FILES)
     if found is None:
-        report.add(R.Row(row_id, TREE_KERNEL, what, "-", R.NOT_PRESENT,
-                         f"no `{TREE_KERNEL}` in this sglang (no Triton port of the tree build)"))
+        report.add(Row(row_id, TREE_KERNEL, what, "-", NOT_PRESENT,
+                       f"no `{TREE_KERNEL}` in this sglang (no Triton port of the tree build)"))
         return
     subject = f"{TREE_KERNEL} ({found.where})"
     probe = {"topk": 2, "depth": 2, "n": 4, "mode": 1, "seq_lens": [5], "selected_index": [0, 1, 2],
@@ -154,8 +154,8 @@ def check_tree_kernel(index: SourceIndex, report: R.AuditReport, examples: int, 
     loaded = define_kernel(index, report, found, TREE_ALIASES, TREE_FED, (row_id, subject, what))
     if loaded is None:
         return
-    kernel, K = loaded
-    run = lambda c: run_tree(kernel, found, K, c)  # noqa: E731
+    kernel, our_kernels = loaded
+    run = lambda c: run_tree(kernel, found, our_kernels, c)  # noqa: E731
     # Golden vector of the background (sglang's own unit test values) first, then random batches.
     golden = {"topk": 4, "depth": 4, "n": 8, "mode": 0, "seq_lens": [5, 10],
               "selected_index": [0, 1, 4, 8, 20, 24, 36, 0, 4, 5, 6, 7, 24, 36],
@@ -163,28 +163,28 @@ def check_tree_kernel(index: SourceIndex, report: R.AuditReport, examples: int, 
     for fixed in (golden, probe):
         f = run(fixed)
         if f is not None:
-            report.add(R.Row(row_id, subject, what, "fixed case", f.kind if f.kind != R.ERROR else R.ERROR,
-                             f.message, replay=fixed, seconds=time.perf_counter() - t0))
+            report.add(Row(row_id, subject, what, "fixed case", f.kind if f.kind != ERROR else ERROR,
+                           f.message, replay=fixed, seconds=time.perf_counter() - t0))
             return
     report.add(fuzz_row(row_id, subject, what, examples, random_tree_case, run, _tree_smaller, seed, t0,
-                     note=" (plus the golden vector and the K=2 hand case)"))
+                        note=" (plus the golden vector and the K=2 hand case)"))
     _tree_bitpacking_row(index, report)
     _tree_malformed(report, subject, run, examples, seed)
 
 
-def _tree_bitpacking_row(index: SourceIndex, report: R.AuditReport) -> None:
+def _tree_bitpacking_row(index: SourceIndex, report: AuditReport) -> None:
     wrapper = index.find(TREE_WRAPPER, TREE_FILES)
     what = "QLEN_ONLY_BITPACKING layout of the Triton tree build"
     if wrapper is None:
-        report.add(R.Row("kernel.build_tree[BITPACKING]", TREE_WRAPPER, what, "-", R.NOT_PRESENT,
-                         f"no host wrapper `{TREE_WRAPPER}` found; BITPACKING not audited"))
+        report.add(Row("kernel.build_tree[BITPACKING]", TREE_WRAPPER, what, "-", NOT_PRESENT,
+                       f"no host wrapper `{TREE_WRAPPER}` found; BITPACKING not audited"))
         return
     refuses = any(isinstance(n, ast.Raise) for n in ast.walk(wrapper.node)) and \
         "QLEN_ONLY_BITPACKING" in wrapper.source()
-    report.add(R.Row("kernel.build_tree[BITPACKING]", f"{TREE_WRAPPER} ({wrapper.where})", what, "ast",
-                     R.NOT_PRESENT if refuses else R.UNAVAILABLE,
-                     "the Triton port refuses BITPACKING in its host wrapper (only the CUDA kernel packs bits)"
-                     if refuses else "the wrapper does not refuse BITPACKING; the audit does not run that layout"))
+    report.add(Row("kernel.build_tree[BITPACKING]", f"{TREE_WRAPPER} ({wrapper.where})", what, "ast",
+                   NOT_PRESENT if refuses else UNAVAILABLE,
+                   "the Triton port refuses BITPACKING in its host wrapper (only the CUDA kernel packs bits)"
+                   if refuses else "the wrapper does not refuse BITPACKING; the audit does not run that layout"))
 
 
 def _tree_malformed(report, subject, run, examples, seed) -> None:
@@ -200,26 +200,26 @@ def _tree_malformed(report, subject, run, examples, seed) -> None:
         findings.append((f, probe))
     rng = random.Random(seed + 1)
     n_oob = n_diff = n_err = 0
-    first_diff = None
+    first_divergence = None
     n = max(1, examples // 2)
     for _ in range(n):
         case = random_tree_case(rng, malformed=0.3)
         f = run(case)
         if f is None:
             continue
-        if f.kind == R.OOB:
+        if f.kind == OOB:
             n_oob += 1
-        elif f.kind == R.DIVERGED:
+        elif f.kind == DIVERGED:
             n_diff += 1
-            first_diff = first_diff or (f, case)
+            first_divergence = first_divergence or (f, case)
         else:
             n_err += 1
-        if len(findings) < 2 and f.kind != R.DIVERGED:
+        if len(findings) < 2 and f.kind != DIVERGED:
             findings.append((f, case))
-    if not findings and first_diff is None:
-        report.add(R.Row("kernel.build_tree[malformed]", subject, what, f"probe + fuzz ({n} batches)", R.MATCHED,
-                         "in bounds and equal to the guarded reference on every malformed batch",
-                         seconds=time.perf_counter() - t0))
+    if not findings and first_divergence is None:
+        report.add(Row("kernel.build_tree[malformed]", subject, what, f"probe + fuzz ({n} batches)", MATCHED,
+                       "in bounds and equal to the guarded reference on every malformed batch",
+                       seconds=time.perf_counter() - t0))
         return
     parts = []
     replay = None
@@ -228,9 +228,9 @@ def _tree_malformed(report, subject, run, examples, seed) -> None:
         parts.append(f"probe ({'parent slot == row width' if replay is probe else 'random'}): {f0.message}")
     parts.append(f"random malformed batches: {n_oob} OOB, {n_diff} differ from the guarded semantics, "
                  f"{n_err} other errors of {n}")
-    if first_diff is not None:
-        parts.append(f"first difference: {first_diff[0].message}")
-        replay = replay or first_diff[1]
-    report.add(R.Row("kernel.build_tree[malformed]", subject, what, f"probe + fuzz ({n} batches)", R.UNCHECKED,
-                     "sglang relies on well-formed trees from its own draft step (the parent_list read is "
-                     "unguarded). " + "; ".join(parts), replay=replay, seconds=time.perf_counter() - t0))
+    if first_divergence is not None:
+        parts.append(f"first difference: {first_divergence[0].message}")
+        replay = replay or first_divergence[1]
+    report.add(Row("kernel.build_tree[malformed]", subject, what, f"probe + fuzz ({n} batches)", UNCHECKED,
+                   "sglang relies on well-formed trees from its own draft step (the parent_list read is "
+                   "unguarded). " + "; ".join(parts), replay=replay, seconds=time.perf_counter() - t0))
