@@ -17,8 +17,8 @@ import time
 
 from specbound.audit.locate import locate
 from specbound.audit.symbolic import KV_FILES, TREE_FILES, kv_specs, sglang_width, tree_specs
-from specbound.proofs.symexec import sglang_draft_kv as KV
-from specbound.proofs.symexec import sglang_tree as TREE
+from specbound.proofs.symexec import sglang_draft_kv
+from specbound.proofs.symexec import sglang_tree
 
 
 def main() -> int:
@@ -33,11 +33,12 @@ def main() -> int:
     root = locate(args.sglang_path).root
     index = SourceIndex(root)
     width_fn, _where = sglang_width(index)
-    host = KV.Host(width_fn=width_fn) if width_fn else KV.Host()
+    host = sglang_draft_kv.Host(width_fn=width_fn) if width_fn else sglang_draft_kv.Host()
     rows = []
     for kind, mod, files, specs, prove in (
-            ("draft_kv", KV, KV_FILES, kv_specs(args.all), lambda sp, p: KV.prove(sp, p, host)),
-            ("tree", TREE, TREE_FILES, tree_specs(args.all), lambda sp, p: TREE.prove(sp, p))):
+            ("draft_kv", sglang_draft_kv, KV_FILES, kv_specs(args.all),
+             lambda sp, p: sglang_draft_kv.prove(sp, p, host)),
+            ("tree", sglang_tree, TREE_FILES, tree_specs(args.all), lambda sp, p: sglang_tree.prove(sp, p))):
         if args.kernel not in (None, kind):
             continue
         path = str(index.find(mod.KERNEL, files).path)

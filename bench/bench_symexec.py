@@ -14,7 +14,7 @@ import argparse
 import json
 import time
 
-from specbound.proofs.symexec import theorems as T
+from specbound.proofs.symexec import theorems
 
 
 def main() -> int:
@@ -39,12 +39,12 @@ def main() -> int:
     chosen = None
     if args.select:
         chosen = {(k, int(i)) for k, i in (x.split(":") for x in args.select.split(","))}
-    for kind, specs in T.selected_specs(args.all).items():
+    for kind, specs in theorems.selected_specs(args.all).items():
         for i, sp in enumerate(specs):
             if chosen is not None and (kind, i) not in chosen:
                 continue
             start = time.perf_counter()
-            results = T.prove_kernel(kind, sp, mutants=(i == 0 and not args.no_mutants))
+            results = theorems.prove_kernel(kind, sp, mutants=(i == 0 and not args.no_mutants))
             row = {"kernel": kind, "index": i, "spec": sp.label, "wall_s": round(time.perf_counter() - start, 2),
                    "theorems": {r.id.split("[")[0]: {"status": r.status, "seconds": round(r.seconds, 2),
                                                      "obligations": r.witness.get("obligations"),
@@ -59,7 +59,7 @@ def main() -> int:
     return 0
 
 
-PROPS = tuple(T.PROPERTIES)
+PROPS = tuple(theorems.PROPERTIES)
 
 
 def markdown(rows) -> str:
@@ -73,7 +73,7 @@ def markdown(rows) -> str:
             th = next((v for k, v in row["theorems"].items() if k.endswith("-" + prop)), None)
             cells.append("" if th is None else f"{th['seconds']:.1f}" + ("" if th["status"] == "proved" else f" ! {th['status']}"))
         muts = [f"{m}: {st}" for th in row["theorems"].values() for m, st in th["mutants"].items()]
-        name = T.kernel_name(next(iter(row["theorems"]), "KERNEL-?")).split("-", 1)[1]
+        name = theorems.kernel_name(next(iter(row["theorems"]), "KERNEL-?")).split("-", 1)[1]
         out.append(f"| {name} | {row['spec']} | " + " | ".join(cells) + f" | {row['wall_s']:.1f} | "
                    + ("; ".join(muts) or "") + " |")
     return "\n".join(out)

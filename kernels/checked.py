@@ -55,7 +55,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from . import _provenance as P
+from . import _addresses as addresses
+from . import _provenance as provenance
 from ._records import CheckedSession, LaunchRecord, OutOfBoundsAccess, TensorArg
 
 __all__ = [
@@ -147,113 +148,7 @@ def _kernel_site() -> tuple[str, int, str] | None:
     return None
 
 
-# --- describing the tensors of a launch ------------------------------------------------
-
-def _tensor_span(t) -> tuple[int, int, int]:
-    """(base address, bytes spanned, itemsize) of a torch tensor view."""
-    itemsize = t.element_size()
-    if t.numel() == 0:
-        return t.data_ptr(), 0, itemsize
-    last = sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if s > 0)
-    lo = sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if st < 0)  # negative strides
-    return t.data_ptr() + lo * itemsize, (last - lo + 1) * itemsize, itemsize
-
-
-def _collect_tensors(fn, args, kwargs) -> tuple[dict[str, TensorArg], dict[int, TensorArg]]:
-    """The tensor arguments by name, and by ``id`` of the objects the interpreter will
-    turn into pointers (a TensorWrapper and its base both map to the argument)."""
-    try:
-        names = list(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        names = []
-    out: dict[str, TensorArg] = {}
-    by_id: dict[int, TensorArg] = {}
-
-    def add(name, value):
-        base_t = getattr(value, "base", None) if type(value).__name__ == "TensorWrapper" else None
-        t = base_t if base_t is not None else value
-        if hasattr(t, "data_ptr") and hasattr(t, "element_size"):
-            base, nbytes, itemsize = _tensor_span(t)
-            arg = TensorArg(name, base, nbytes, itemsize, index=len(out))
-            out[name] = arg
-            by_id[id(value)] = by_id[id(t)] = arg
-        elif isinstance(value, tuple):
-            for i, v in enumerate(value):
-                add(f"{name}[{i}]", v)
-        elif hasattr(value, "base") and hasattr(value, "block_shape"):  # TensorDescriptor
-            add(f"{name}.base", value.base)
-
-    for i, a in enumerate(args):
-        add(names[i] if i < len(names) else f"arg{i}", a)
-    for k, v in kwargs.items():
-        add(k, v)
-    return out, by_id
-
-
 # --- the checks --------------------------------------------------------------------------
-
-def _is_pointer_handle(h) -> bool:
-    import triton.language as tl
-    return hasattr(h, "data") and isinstance(getattr(h, "dtype", None), tl.pointer_type)
-
-
-def _elem_bytes(ptr_handle) -> int:
-    ty = ptr_handle.dtype
-    while hasattr(ty, "element_ty"):
-        ty = ty.element_ty
-    bits = getattr(ty, "primitive_bitwidth", 8)
-    return max(1, bits // 8)
-
-
-def _inside(flat_addr: np.ndarray, t: TensorArg, nb: int) -> np.ndarray:
-    if t.nbytes < nb:
-        return np.zeros(flat_addr.shape, dtype=bool)
-    return (flat_addr >= np.uint64(t.base)) & (flat_addr <= np.uint64(t.end - nb))
-
-
-def _inside_any(flat_addr: np.ndarray, tensors, nb: int) -> np.ndarray:
-    ok = np.zeros(flat_addr.shape, dtype=bool)
-    for t in tensors:
-        ok |= _inside(flat_addr, t, nb)
-    return ok
-
-
-def _relative(addr: int, t: TensorArg) -> tuple[int | None, int | None]:
-    """(past_end, before_start) of an access relative to ``t``."""
-    if addr >= t.base:
-        return ((addr - t.end) // t.itemsize if addr >= t.end else 0), None
-    return None, -((addr - t.base) // t.itemsize)
-
-
-def _nearest(addr: int, nb: int, tensors) -> TensorArg | None:
-    best = None
-    for t in tensors:
-        if addr < t.base:
-            dist = t.base - addr
-        elif addr + nb > t.end:
-            dist = addr + nb - t.end
-        else:
-            dist = 0
-        if best is None or dist < best[0]:
-            best = (dist, t)
-    return None if best is None else best[1]
-
-
-def _owners(prov, shape) -> tuple[TensorArg | None, np.ndarray | None]:
-    """(the one owner of every lane, None) or (None, per-lane argument indices, -1 = lost)."""
-    if isinstance(prov, TensorArg):
-        return prov, None
-    if isinstance(prov, P.Lanes):
-        return None, np.broadcast_to(prov.owners, shape).reshape(-1)
-    return None, np.full(int(np.prod(shape, dtype=np.int64)), -1, dtype=np.int16)
-
-
-def _lost_reason(ptr, prov) -> str:
-    if not _is_pointer_handle(ptr):
-        # Triton's interpreter reads a pointer stored in memory back as a plain integer.
-        return f"address held as {getattr(ptr, 'dtype', '?')}, not a pointer (e.g. read from memory)"
-    return P.reason_of(prov)
-
 
 def _check(op: str, ptr, mask, *, write: bool):
     rec = _current
@@ -267,22 +162,22 @@ def _check(op: str, ptr, mask, *, write: bool):
         flat_m = np.broadcast_to(np.asarray(mask.data, dtype=bool), addrs.shape).reshape(-1)
     else:
         flat_m = np.ones(flat_addr.shape, dtype=bool)
-    nb = _elem_bytes(ptr)
-    prov = P.get(ptr) if _is_pointer_handle(ptr) else None
+    nb = addresses.elem_bytes(ptr)
+    prov = provenance.get(ptr) if addresses.is_pointer_handle(ptr) else None
     args = tuple(rec.tensors.values())
-    owner, lane_owner = _owners(prov, addrs.shape)
+    owner, lane_owner = addresses.owners(prov, addrs.shape)
     if owner is not None:                               # the common case: one argument
-        ok = _inside(flat_addr, owner, nb)
+        ok = addresses.inside(flat_addr, owner, nb)
     else:
         ok = np.zeros(flat_addr.shape, dtype=bool)
         for t in args:
             sel = lane_owner == t.index
             if sel.any():
-                ok[sel] = _inside(flat_addr[sel], t, nb)
+                ok[sel] = addresses.inside(flat_addr[sel], t, nb)
         lost = lane_owner < 0
         if lost.any():
-            ok[lost] = _inside_any(flat_addr[lost], args, nb)
-            _note_lost(rec, int((lost & flat_m).sum()), _lost_reason(ptr, prov))
+            ok[lost] = addresses.inside_any(flat_addr[lost], args, nb)
+            _note_lost(rec, int((lost & flat_m).sum()), addresses.lost_reason(ptr, prov))
     bad = flat_m & ~ok
     for s in _sessions:
         s.accesses_checked += int(flat_m.sum())
@@ -317,8 +212,8 @@ def _raise(rec, op, ptr, prov, addrs, flat_addr, bad, nb, owner, lane_owner, arg
         target, reason = owner, None
         landed = next((t for t in args if t is not owner and t.base <= addr and addr + nb <= t.end), None)
     else:
-        target, reason, landed = _nearest(addr, nb, args), _lost_reason(ptr, prov), None
-    past, before = _relative(addr, target) if target is not None else (None, None)
+        target, reason, landed = addresses.nearest(addr, nb, args), addresses.lost_reason(ptr, prov), None
+    past, before = addresses.relative(addr, target) if target is not None else (None, None)
     site = _kernel_site() or (None, None, None)
     raise OutOfBoundsAccess(
         kernel=rec.kernel, op=op, program_id=_program_id(), lane=lane, flat_lane=lane_flat, address=addr,
@@ -346,7 +241,7 @@ def _record_writes(rec, flat_addr, flat_m, nb, owner, lane_owner, args):
     lost = flat_m & (lane_owner < 0)
     if lost.any():
         for t in args:
-            add(t, flat_addr[lost][_inside(flat_addr[lost], t, nb)])
+            add(t, flat_addr[lost][addresses.inside(flat_addr[lost], t, nb)])
 
 
 def _locate(params: list[str], names: tuple[str, ...]) -> tuple[str | None, int | None]:
@@ -376,7 +271,7 @@ def _wrap_mem(builder, meth: str, kind: str, write: bool):
         if ptr is not None and hasattr(ptr, "data"):
             return ptr, mask
         values = list(args) + list(kwargs.values())
-        handles = [a for a in values if _is_pointer_handle(a)]
+        handles = [a for a in values if addresses.is_pointer_handle(a)]
         if not handles:
             return None, None
         ptr = handles[0]
@@ -398,8 +293,8 @@ def _wrap_mem(builder, meth: str, kind: str, write: bool):
             res = orig(*args, **kwargs)
         finally:
             _mem_depth -= 1
-        if kind == "load" and _is_pointer_handle(res):
-            P.put(res, P.Lost("pointer loaded from memory"))
+        if kind == "load" and addresses.is_pointer_handle(res):
+            provenance.put(res, provenance.Lost("pointer loaded from memory"))
         return res
 
     wrapped.__wrapped__ = orig
@@ -416,7 +311,8 @@ def _wrap_implicit_cvt(mod):
         res = orig(arg)
         rec = _current
         if rec is not None and hasattr(arg, "data_ptr"):
-            P.put(getattr(res, "handle", None), rec.by_id.get(id(arg)) or P.Lost(P.UNKNOWN_ARG))
+            owner = rec.by_id.get(id(arg)) or provenance.Lost(provenance.UNKNOWN_ARG)
+            provenance.put(getattr(res, "handle", None), owner)
         return res
 
     cvt.__wrapped__ = orig
@@ -434,7 +330,7 @@ def _wrap_launch(mod):
         global _current
         fn = self.fn
         name = getattr(fn, "__name__", repr(fn))
-        tensors, by_id = _collect_tensors(fn, args_dev, kwargs)
+        tensors, by_id = addresses.collect_tensors(fn, args_dev, kwargs)
         rec = LaunchRecord(kernel=name, grid=self.grid if isinstance(self.grid, tuple) else None,
                            tensors=tensors, by_id=by_id)
         self._specbound_record = rec
@@ -461,7 +357,7 @@ def _wrap_launch(mod):
         rec = getattr(self, "_specbound_record", None)
         if rec is not None and isinstance(res, tuple) and len(res) == 2:
             args_hst, kwargs_hst = res
-            rec.tensors, rec.by_id = _collect_tensors(self.fn, args_hst, kwargs_hst)
+            rec.tensors, rec.by_id = addresses.collect_tensors(self.fn, args_hst, kwargs_hst)
         return res
 
     _set(ge, "__call__", call)
@@ -475,8 +371,8 @@ def _install():
 
     mod = _interp_module()
     _skip_dirs = (os.path.dirname(triton.__file__) + os.sep, os.path.dirname(np.__file__) + os.sep)
-    _skip_files = frozenset({__file__, P.__file__})
-    follower = P.Follower(mod.TensorHandle, _launch_args)
+    _skip_files = frozenset({__file__, provenance.__file__, addresses.__file__})
+    follower = provenance.Follower(mod.TensorHandle, _launch_args)
     builders = _builders(mod)
     _builder = builders[0]
     for b in builders:

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from specbound.proofs.symexec import mutants, verifiers
-from specbound.proofs.symexec import theorems as T
+from specbound.proofs.symexec import theorems
 
 
 @pytest.mark.parametrize("mid", sorted(m.id for m in mutants.MUTANTS if m.plant is not None))
@@ -27,7 +27,7 @@ def test_the_host_only_mutant_changes_the_host_contract():
     host_only = [m for m in mutants.MUTANTS if m.plant is None]
     assert [m.id for m in host_only] == ["MUT-27338-HOST-WIDTH-NO-TOPK"]
     for m in host_only:
-        sp = T.selected_specs()[m.kind][0]
+        sp = theorems.selected_specs()[m.kind][0]
         build = verifiers.get(m.kind).run
         shipped, planted = build(sp).hyps, build(sp, host=dict(m.host)).hyps
         assert {k: str(v) for k, v in shipped.items()} != {k: str(v) for k, v in planted.items()}, m.id
@@ -39,7 +39,7 @@ def test_a_plant_that_matches_nothing_fails_loudly():
     with pytest.raises(mutants.PlantFailed, match="matched nothing"):
         broken.function_source()
     with pytest.raises(mutants.PlantFailed):
-        verifiers.tree_build.symbolic_run(T.selected_specs()["tree"][0], transform=broken.transform)
+        verifiers.tree_build.symbolic_run(theorems.selected_specs()["tree"][0], transform=broken.transform)
 
 
 def test_every_mutant_is_replayed_by_the_fuzz_or_says_why_not():

@@ -12,7 +12,7 @@ import z3
 from specbound import spec
 from specbound.proofs.symexec import models
 from specbound.proofs.symexec.verifiers import draft_kv, fill_prefix, tree_build
-from specbound.proofs.symexec import theorems as T
+from specbound.proofs.symexec import theorems
 
 pytest.importorskip("specbound.kernels")  # before triton: it sets TRITON_INTERPRET
 torch = pytest.importorskip("torch")
@@ -61,13 +61,13 @@ def _halved_grid(real):
 
 def test_a_grid_planted_in_the_fill_plan_changes_the_contract_and_fails_the_coverage_proof(monkeypatch):
     shipped = _contract(fill_prefix.symbolic_run(FILL), "grid_is_cdiv")
-    held = {r.id.split("[")[0]: r.status for r in T.prove_kernel("fill", FILL, mutants=False)}
+    held = {r.id.split("[")[0]: r.status for r in theorems.prove_kernel("fill", FILL, mutants=False)}
     assert held["KERNEL-FILL-PREFIX-FOOTPRINT"] == "proved"
 
     monkeypatch.setattr(launch_plans, "fill_plan", _halved_grid(launch_plans.fill_plan))
     planted = _contract(fill_prefix.symbolic_run(FILL), "grid_is_cdiv")
     assert not z3.eq(z3.simplify(shipped), z3.simplify(planted)), (shipped, planted)
-    after = {r.id.split("[")[0]: r for r in T.prove_kernel("fill", FILL, mutants=False)}
+    after = {r.id.split("[")[0]: r for r in theorems.prove_kernel("fill", FILL, mutants=False)}
     # too few programs: some request's prefix row is never filled (coverage), nothing else breaks
     assert after["KERNEL-FILL-PREFIX-FOOTPRINT"].status == "failed", after["KERNEL-FILL-PREFIX-FOOTPRINT"].detail
     assert after["KERNEL-FILL-PREFIX-IN-BOUNDS"].status == "proved"

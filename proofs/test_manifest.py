@@ -10,24 +10,24 @@ import json
 
 import pytest
 
-from specbound import manifest as M
-from specbound import manifest_docs as MD
+from specbound import manifest
+from specbound import manifest_docs
 from specbound.proofs._checks import assert_theorem_ok
 
-EXPECTED = M.load()
+EXPECTED = manifest.load()
 
 
 @pytest.fixture(scope="module")
 def today():
-    return M.enumerate_registries()
+    return manifest.enumerate_registries()
 
 
 def test_registries_agree_with_the_manifest(today):
-    assert M.check_registries(EXPECTED, today) == []
+    assert manifest.check_registries(EXPECTED, today) == []
 
 
 def test_totals_are_the_entries_counted():
-    assert EXPECTED["totals"] == M.totals(EXPECTED)
+    assert EXPECTED["totals"] == manifest.totals(EXPECTED)
 
 
 @pytest.mark.parametrize("theorem_id", list(EXPECTED["spec_theorems"]))
@@ -36,7 +36,7 @@ def test_spec_theorem_as_the_manifest_expects(proof_results, theorem_id):
     entry = EXPECTED["spec_theorems"][theorem_id]
     assert entry["verdict"] == "proved"
     assert_theorem_ok(proof_results[theorem_id], entry["mutants"])
-    assert M.compare_results([proof_results[theorem_id]], EXPECTED) == []
+    assert manifest.compare_results([proof_results[theorem_id]], EXPECTED) == []
 
 
 def test_every_spec_theorem_run_is_in_the_manifest(proof_results):
@@ -52,8 +52,8 @@ def test_a_renamed_or_deleted_id_in_a_copy_is_named(tmp_path, today):
     gone = next(iter(kernel))
     kernel[gone.replace("KERNEL-", "KERNEL-OLD-")] = kernel.pop(gone)
     path = tmp_path / "manifest.json"
-    M.dump(planted, path)
-    problems = M.check_registries(M.load(path), today)
+    manifest.dump(planted, path)
+    problems = manifest.check_registries(manifest.load(path), today)
     text = "\n".join(problems)
     assert f"{tid} mutants: renamed? MUT-WALK-UNBOUNDED (manifest) -> MUT-UNBOUNDED-WALK (today)" in text
     assert "spec_theorems: new KV-INT32-SAFE (there today, not in the manifest)" in text
@@ -68,7 +68,7 @@ def test_a_mutant_removed_from_its_registry_is_named(monkeypatch):
     removed = verifiers.fill_prefix.MUTANTS[0]
     monkeypatch.delitem(mutants.BY_ID, removed.id)
     monkeypatch.setattr(registry, "BUILDERS", registry.BUILDERS[:-1])
-    problems = M.check_registries(EXPECTED)
+    problems = manifest.check_registries(EXPECTED)
     text = "\n".join(problems)
     assert f"mutants: missing {removed.id} (in the manifest, not there today)" in text
     last = list(EXPECTED["spec_theorems"])[-1]
@@ -76,33 +76,33 @@ def test_a_mutant_removed_from_its_registry_is_named(monkeypatch):
 
 
 def test_a_kernel_property_losing_its_exemption_is_named(monkeypatch):
-    from specbound.proofs.symexec import theorems as T
+    from specbound.proofs.symexec import theorems
 
-    monkeypatch.setattr(T, "WITHOUT_MUTANT", {})
-    assert M.check_registries(EXPECTED) == ["kernel_without_mutant: missing fill/NO-WRAP (in the manifest, not there "
+    monkeypatch.setattr(theorems, "WITHOUT_MUTANT", {})
+    assert manifest.check_registries(EXPECTED) == ["kernel_without_mutant: missing fill/NO-WRAP (in the manifest, not there "
                                             "today)"]
 
 
-def _report_from_manifest(manifest):
+def _report_from_manifest(expected):
     """A full prove report that agrees with the manifest (the shape ``registry.to_json`` writes)."""
-    theorems = []
+    rows = []
     for section in ("spec_theorems", "kernel_theorems"):
-        for tid, e in manifest[section].items():
+        for tid, e in expected[section].items():
             muts = e["mutants"] if isinstance(e["mutants"], dict) else {m: "counterexample" for m in e["mutants"]}
-            theorems.append({
+            rows.append({
                 "id": tid, "status": "proved", "ok": True, "seconds": 0.5,
                 "witness": {"obligations": e["obligations"], "dead": e["dead"]} if "obligations" in e else {"x": 1},
                 "mutants": [{"id": m, "status": "refuted", "seconds": 0.1,
                              "counterexample": {} if how == "counterexample" else {"replay": how}}
                             for m, how in muts.items()]})
-    refuted = sum(len(t["mutants"]) for t in theorems)
-    return {"theorems": theorems, "summary": {"proved": len(theorems), "failed": 0, "mutants_refuted": refuted,
+    refuted = sum(len(t["mutants"]) for t in rows)
+    return {"rows": rows, "summary": {"proved": len(rows), "failed": 0, "mutants_refuted": refuted,
                                               "mutants_survived": 0, "seconds": 1.0}}
 
 
 def test_a_full_report_is_checked_entry_by_entry_and_by_its_totals():
     report = _report_from_manifest(EXPECTED)
-    assert M.check_report(report, EXPECTED) == []
+    assert manifest.check_report(report, EXPECTED) == []
     planted = copy.deepcopy(report)
     th = next(t for t in planted["theorems"] if t["mutants"] and "replay" in t["mutants"][0]["counterexample"])
     th["mutants"][0]["counterexample"]["replay"] = "output" if th["mutants"][0]["counterexample"]["replay"] != "output" \
@@ -112,13 +112,13 @@ def test_a_full_report_is_checked_entry_by_entry_and_by_its_totals():
     planted["theorems"][-1]["witness"]["obligations"] += 1
     del planted["theorems"][2]
     planted["summary"]["mutants_refuted"] += 1
-    text = "\n".join(M.check_report(planted, EXPECTED))
+    text = "\n".join(manifest.check_report(planted, EXPECTED))
     assert f"{th['id']}: mutant {th['mutants'][0]['id']}" in text
     assert f"{planted['theorems'][1]['id']}: verdict unknown (not ok), the manifest expects proved" in text
     assert f"{planted['theorems'][-1]['id']}: {planted['theorems'][-1]['witness']['obligations']} obligations" in text
     assert f"report theorems: missing {report['theorems'][2]['id']}" in text
     assert "report totals: mutants_refuted" in text and "report totals: theorems" in text
-    assert M.check_report({**report, "partial": "3/65 specializations"}, EXPECTED)[0].startswith("the report is partial")
+    assert manifest.check_report({**report, "partial": "3/65 specializations"}, EXPECTED)[0].startswith("the report is partial")
 
 
 def test_prove_fails_when_a_verdict_leaves_the_manifest(tmp_path, monkeypatch, capsys):
@@ -127,12 +127,12 @@ def test_prove_fails_when_a_verdict_leaves_the_manifest(tmp_path, monkeypatch, c
     planted = copy.deepcopy(EXPECTED)
     planted["spec_theorems"]["VM-WALK-BOUNDED"]["mutants"].append("MUT-NOT-REFUTED-HERE")
     path = tmp_path / "manifest.json"
-    M.dump(planted, path)
-    monkeypatch.setattr(M, "PATH", path)
+    manifest.dump(planted, path)
+    monkeypatch.setattr(manifest, "PATH", path)
     assert cli.main(["prove", "--only", "VM-WALK-BOUNDED"]) == 1
     assert ("FAILED manifest: VM-WALK-BOUNDED mutants: missing MUT-NOT-REFUTED-HERE"
             in capsys.readouterr().err)
-    monkeypatch.setattr(M, "PATH", M.PATH.__class__(str(path) + ".absent"))
+    monkeypatch.setattr(manifest, "PATH", manifest.PATH.__class__(str(path) + ".absent"))
     assert cli.main(["prove", "--only", "VM-WALK-BOUNDED"]) == 1
     assert "FAILED manifest: cannot read" in capsys.readouterr().err
 
@@ -144,8 +144,8 @@ def test_manifest_command_names_the_difference(tmp_path, monkeypatch, capsys):
     planted = copy.deepcopy(EXPECTED)
     del planted["sglang_theorems"][next(iter(planted["sglang_theorems"]))]
     path = tmp_path / "manifest.json"
-    M.dump(planted, path)
-    monkeypatch.setattr(M, "PATH", path)
+    manifest.dump(planted, path)
+    monkeypatch.setattr(manifest, "PATH", path)
     capsys.readouterr()
     assert cli.main(["manifest"]) == 1
     assert "sglang_theorems: new KERNEL-SGLANG-DRAFT-KV-IN-BOUNDS[" in capsys.readouterr().err
@@ -158,14 +158,14 @@ def test_manifest_command_names_the_difference(tmp_path, monkeypatch, capsys):
 # --- generated docs -----------------------------------------------------------------------------
 
 def test_generated_docs_are_up_to_date():
-    assert MD.stale(EXPECTED) == []
+    assert manifest_docs.stale(EXPECTED) == []
 
 
 def test_a_stale_figure_block_or_verdict_is_named(tmp_path):
-    for rel in MD.FILES:
+    for rel in manifest_docs.FILES:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text((MD.ROOT / rel).read_text())
-    assert MD.stale(EXPECTED, root=tmp_path) == []
+        (tmp_path / rel).write_text((manifest_docs.ROOT / rel).read_text())
+    assert manifest_docs.stale(EXPECTED, root=tmp_path) == []
     doc = tmp_path / "docs/kernel-proofs.md"
     text = doc.read_text()
     # seconds come from an uncommitted report: changing one is not staleness
@@ -173,35 +173,35 @@ def test_a_stale_figure_block_or_verdict_is_named(tmp_path):
     cells = row.split("|")
     cells[3] = " 99.9 "
     doc.write_text(text.replace(row, "|".join(cells)))
-    assert MD.stale(EXPECTED, root=tmp_path) == []
+    assert manifest_docs.stale(EXPECTED, root=tmp_path) == []
     # a figure, a mutant's replay verdict and an expected verdict are
     readme = tmp_path / "README.md"
     readme.write_text(readme.read_text().replace("<!-- figure:kernel-theorems -->364<", "<!-- figure:kernel-theorems -->365<"))
     planted = copy.deepcopy(EXPECTED)
     tid = next(iter(planted["kernel_theorems"]))
     planted["kernel_theorems"][tid]["verdict"] = "unknown"
-    problems = MD.stale(planted, root=tmp_path)
+    problems = manifest_docs.stale(planted, root=tmp_path)
     assert any("README.md: figure kernel-theorems reads '365'" in p for p in problems), problems
     assert any("docs/kernel-proofs.md: block kernel-specializations is stale" in p for p in problems), problems
     doc.write_text(text.replace("| oob |", "| race |", 1))
-    assert any("block kernel-mutants is stale" in p for p in MD.stale(EXPECTED, root=tmp_path))
+    assert any("block kernel-mutants is stale" in p for p in manifest_docs.stale(EXPECTED, root=tmp_path))
     doc.write_text(text.replace("<!-- end generated:kernel-without-mutant -->", ""))
-    assert MD.stale(EXPECTED, root=tmp_path) != []
+    assert manifest_docs.stale(EXPECTED, root=tmp_path) != []
     readme.write_text("no markers\n")
-    assert "README.md: no generated blocks or figures (markers removed?)" in MD.stale(EXPECTED, root=tmp_path)
+    assert "README.md: no generated blocks or figures (markers removed?)" in manifest_docs.stale(EXPECTED, root=tmp_path)
     readme.unlink()
-    assert any(p.startswith("README.md: not found under") for p in MD.stale(EXPECTED, root=tmp_path))
+    assert any(p.startswith("README.md: not found under") for p in manifest_docs.stale(EXPECTED, root=tmp_path))
 
 
 def test_docs_are_regenerated_from_the_manifest_and_a_report(tmp_path):
     """``specbound docs``: the blocks and figures from the manifest, the seconds from a report
     (or kept from the file), and the result passes the check."""
-    for rel in MD.FILES:
+    for rel in manifest_docs.FILES:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text((MD.ROOT / rel).read_text())
+        (tmp_path / rel).write_text((manifest_docs.ROOT / rel).read_text())
     report = _report_from_manifest(EXPECTED)
-    assert MD.write(EXPECTED, report, root=tmp_path) == ["docs/kernel-proofs.md"]
+    assert manifest_docs.write(EXPECTED, report, root=tmp_path) == ["docs/kernel-proofs.md"]
     text = (tmp_path / "docs/kernel-proofs.md").read_text()
-    assert MD.stale(EXPECTED, root=tmp_path) == []
+    assert manifest_docs.stale(EXPECTED, root=tmp_path) == []
     assert "| 0.5 | 0.5 |" in text
-    assert MD.write(EXPECTED, None, root=tmp_path) == []       # without a report the seconds stay
+    assert manifest_docs.write(EXPECTED, None, root=tmp_path) == []       # without a report the seconds stay

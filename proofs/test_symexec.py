@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from specbound import manifest
-from specbound.proofs.symexec import theorems as T
+from specbound.proofs.symexec import theorems
 
 _cache: dict = {}
 EXPECTED = manifest.load()
@@ -20,7 +20,7 @@ EXPECTED = manifest.load()
 def pytest_generate_tests(metafunc):
     """``kind, sp``: the default specializations, or every covered one with ``--specbound-all``."""
     if {"kind", "sp"} <= set(metafunc.fixturenames):
-        specs = T.selected_specs(metafunc.config.getoption("specbound_all"))
+        specs = theorems.selected_specs(metafunc.config.getoption("specbound_all"))
         pairs = [(kind, sp) for kind, group in specs.items() for sp in group]
         metafunc.parametrize("kind,sp", pairs, ids=[f"{k}-{sp.label}" for k, sp in pairs])
 
@@ -28,8 +28,8 @@ def pytest_generate_tests(metafunc):
 def _results(kind, sp):
     key = (kind, sp)
     if key not in _cache:
-        first = T.selected_specs()[kind][0] == sp
-        _cache[key] = T.prove_kernel(kind, sp, mutants=first)
+        first = theorems.selected_specs()[kind][0] == sp
+        _cache[key] = theorems.prove_kernel(kind, sp, mutants=first)
     return _cache[key]
 
 
@@ -49,14 +49,14 @@ def test_kernel_specialization(kind, sp):
 # {kind: {mutant id: replay verdict}}: the mutants each kernel's first specialization must refute
 # and how the replay reproduces each fault, as recorded in proofs/manifest.json
 REQUIRED_MUTANTS = {kind: {m: how for e in EXPECTED["kernel_theorems"].values() if e["kind"] == kind
-                           for m, how in e["mutants"].items()} for kind in T.default_specs()}
+                           for m, how in e["mutants"].items()} for kind in theorems.default_specs()}
 
 
 @pytest.mark.parametrize("kind", sorted(REQUIRED_MUTANTS))
 def test_every_property_of_the_first_specialization_refutes_a_mutant(kind):
-    sp = T.selected_specs()[kind][0]
+    sp = theorems.selected_specs()[kind][0]
     for r in _results(kind, sp):
-        prop = r.id.split("[")[0][len(T.kernel_name(r.id)) + 1:]
+        prop = r.id.split("[")[0][len(theorems.kernel_name(r.id)) + 1:]
         if f"{kind}/{prop}" in EXPECTED["kernel_without_mutant"]:
             assert not r.mutants, r.id
             continue
@@ -65,10 +65,10 @@ def test_every_property_of_the_first_specialization_refutes_a_mutant(kind):
 
 def test_kernel_theorems_list_their_launch_contracts():
     """Launch contracts are core axioms, listed per theorem from its proofs."""
-    results = {r.id.split("[")[0]: r for r in _results("tree", T.selected_specs()["tree"][0])}
+    results = {r.id.split("[")[0]: r for r in _results("tree", theorems.selected_specs()["tree"][0])}
     assert "grid_is_cdiv" in results["KERNEL-BUILD-TREE-FULL-FOOTPRINT"].axioms_used  # coverage: enough programs
     assert "DEPTH_is_walk_max_steps" in results["KERNEL-BUILD-TREE-FULL-WALK-BOUNDED"].axioms_used
-    kv = {r.id.split("[")[0]: r for r in _results("kv", T.selected_specs()["kv"][0])}
+    kv = {r.id.split("[")[0]: r for r in _results("kv", theorems.selected_specs()["kv"][0])}
     assert "req_to_token_contiguous" in kv["KERNEL-KV-IN-BOUNDS"].axioms_used
     assert "draft_kv_capacity_ok" in kv["KERNEL-KV-IN-BOUNDS"].hypotheses_used
 
@@ -86,7 +86,7 @@ def test_mutants_refuted_by_replay(kind):
     launch on the planted kernel reproduces the fault)."""
     from specbound.proofs.symexec import mutants
 
-    sp = T.selected_specs()[kind][0]
+    sp = theorems.selected_specs()[kind][0]
     seen = {m.id: m for r in _results(kind, sp) for m in r.mutants}
     for mid, verdict in REQUIRED_MUTANTS[kind].items():
         assert mid in seen, f"{mid} not run"
@@ -95,7 +95,7 @@ def test_mutants_refuted_by_replay(kind):
         assert verdict in mutants.get(mid).expect, (mid, verdict)
 
 
-@pytest.mark.parametrize("kind,mid", [(k, m) for k, ids in sorted(T.FOOTPRINT_ONLY.items()) for m in ids])
+@pytest.mark.parametrize("kind,mid", [(k, m) for k, ids in sorted(theorems.FOOTPRINT_ONLY.items()) for m in ids])
 def test_footprint_only_mutants_escape_bounds_and_races(kind, mid):
     """The FOOTPRINT mutants are faults bounds, regions and races cannot see: on the mutated
     kernel those theorems still hold, so the footprint obligation is the one that refutes it."""
@@ -105,9 +105,9 @@ def test_footprint_only_mutants_escape_bounds_and_races(kind, mid):
 
     m = mutants.get(mid)
     assert m.prop == "FOOTPRINT"
-    run = verifiers.get(kind).run(T.selected_specs()[kind][0], transform=m.transform, host=dict(m.host))
+    run = verifiers.get(kind).run(theorems.selected_specs()[kind][0], transform=m.transform, host=dict(m.host))
     for prop in ("IN-BOUNDS", "RACE-FREE"):
-        failed = [o.obligation.id for o in (check(ob, run.functions) for ob in T.obligations(run, prop)) if not o.ok]
+        failed = [o.obligation.id for o in (check(ob, run.functions) for ob in theorems.obligations(run, prop)) if not o.ok]
         assert not failed, f"{m.id}: {prop} already refutes it ({failed})"
 
 
@@ -115,7 +115,7 @@ def test_footprint_obligations_cover_every_store():
     """Each store of each kernel gets a soundness and a completeness obligation."""
     from specbound.proofs.symexec import verifiers
 
-    for kind, specs in T.default_specs().items():
+    for kind, specs in theorems.default_specs().items():
         run = verifiers.get(kind).run(specs[0])
         stores = [a for a in run.result.accesses if a.kind == "store"]
         obs = verifiers.get(kind).footprint(run)
@@ -197,10 +197,10 @@ def test_definitions_are_withheld_only_for_proofs(tmp_path):
 
 def test_run_all_reports_progress_per_specialization():
     calls = []
-    out = T.run_all(kinds=("fill",), mutant_specs=0,
+    out = theorems.run_all(kinds=("fill",), mutant_specs=0,
                     progress=lambda done, total, kind, sp, new, so_far, s: calls.append((done, total, kind, sp, new)))
     (done, total, kind, sp, new), = calls
-    assert (done, total, kind, sp) == (1, 1, "fill", T.default_specs()["fill"][0])
+    assert (done, total, kind, sp) == (1, 1, "fill", theorems.default_specs()["fill"][0])
     assert new == out and {r.id.split("[")[0] for r in new} == {
         f"KERNEL-FILL-PREFIX-{p}" for p in ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT")}
 
@@ -211,20 +211,20 @@ def test_witness_search_falls_back_to_a_small_box(monkeypatch):
     model of the hypotheses; none there leaves the search without a verdict (never "vacuous")."""
     import z3
 
-    from specbound.proofs.symexec import obligations as O
+    from specbound.proofs.symexec import obligations
 
     x, y = z3.Ints("box_x box_y")
-    monkeypatch.setattr(O, "WITNESS_PORTFOLIO", tuple((1, seed) for seed in range(4)))
-    monkeypatch.setattr(O, "_WITNESSES", {})
-    small = O.Obligation("box-small", "bounds", 1, "", {"h": z3.And(x * y == 12, x > 1, y > 1)}, x >= 0)
-    found, reason, _h, _l = O._witness(small, {})
+    monkeypatch.setattr(obligations, "WITNESS_PORTFOLIO", tuple((1, seed) for seed in range(4)))
+    monkeypatch.setattr(obligations, "_WITNESSES", {})
+    small = obligations.Obligation("box-small", "bounds", 1, "", {"h": z3.And(x * y == 12, x > 1, y > 1)}, x >= 0)
+    found, reason, _h, _l = obligations._witness(small, {})
     assert reason == "" and found.model.eval(x * y).as_long() == 12
-    large = O.Obligation("box-large", "bounds", 1, "", {"h": z3.And(x * y == 2000, x > 1000, y >= 1)}, x >= 0)
-    found, reason, _h, _l = O._witness(large, {})
+    large = obligations.Obligation("box-large", "bounds", 1, "", {"h": z3.And(x * y == 2000, x > 1000, y >= 1)}, x >= 0)
+    found, reason, _h, _l = obligations._witness(large, {})
     assert found is None and reason   # outside the box: still no verdict, not "no input"
-    monkeypatch.setattr(O, "WITNESS_BOX", 0)   # the planted bug: a box that holds no model
-    monkeypatch.setattr(O, "_WITNESSES", {})
-    found, reason, _h, _l = O._witness(small, {})
+    monkeypatch.setattr(obligations, "WITNESS_BOX", 0)   # the planted bug: a box that holds no model
+    monkeypatch.setattr(obligations, "_WITNESSES", {})
+    found, reason, _h, _l = obligations._witness(small, {})
     assert found is None and reason
 
 
@@ -276,5 +276,5 @@ def test_footprint_obligations_need_the_kernels_maps():
     fill = verifiers.get("fill")
     run = fill.run(fill.default_specs[0])
     with pytest.raises(ValueError, match="FOOTPRINT: the kernel's footprint obligations were not given"):
-        T.obligations(run, "FOOTPRINT")
-    assert T.kernel_obligations(fill, run, "FOOTPRINT")
+        theorems.obligations(run, "FOOTPRINT")
+    assert theorems.kernel_obligations(fill, run, "FOOTPRINT")

@@ -12,8 +12,8 @@ import pytest
 
 from specbound import manifest, spec
 from specbound.proofs.symexec import selfcheck
-from specbound.proofs.symexec import sglang_draft_kv as KV
-from specbound.proofs.symexec import sglang_tree as TREE
+from specbound.proofs.symexec import sglang_draft_kv
+from specbound.proofs.symexec import sglang_tree
 
 pytest.importorskip("specbound.kernels")  # before triton: it sets TRITON_INTERPRET
 torch = pytest.importorskip("torch")
@@ -37,12 +37,12 @@ def _source(root, module):
 
 @pytest.fixture(scope="module")
 def kv_path(sglang_root):
-    return _source(sglang_root, KV)
+    return _source(sglang_root, sglang_draft_kv)
 
 
 @pytest.fixture(scope="module")
 def tree_path(sglang_root):
-    return _source(sglang_root, TREE)
+    return _source(sglang_root, sglang_tree)
 
 
 def _interpreted(fn):
@@ -55,7 +55,8 @@ def _interpreted(fn):
 
 # --- the model equals the interpreter --------------------------------------------------------------
 
-KV_SPECS = [KV.KvSpec(0, False, 4, 4, 16), KV.KvSpec(0, True, 4, 4, 16), KV.KvSpec(2, True, 4, 2, 16)]
+KV_SPECS = [sglang_draft_kv.KvSpec(0, False, 4, 4, 16), sglang_draft_kv.KvSpec(0, True, 4, 4, 16),
+            sglang_draft_kv.KvSpec(2, True, 4, 2, 16)]
 
 
 @pytest.mark.parametrize("sp,seed", [(sp, s) for sp in KV_SPECS for s in range(2)], ids=str)
@@ -79,11 +80,11 @@ def test_kv_model_matches_the_interpreter(kv_path, sp, seed):
     r2t = torch.arange(pool * span, dtype=torch.int32).reshape(pool, span) + 1000
     kv_i, kv_p = torch.zeros((d, width), dtype=torch.int32), torch.zeros((d, stride), dtype=torch.int32)
     seq_t = torch.tensor(seq, dtype=torch.int64)
-    kernel = load_jit(kv_path, KV.KERNEL)
+    kernel = load_jit(kv_path, sglang_draft_kv.KERNEL)
     _interpreted(lambda: kernel[(g0, ns, k)](torch.tensor(rows), r2t, seq_t, kv_i, kv_p, seq_t.repeat_interleave(k),
                                              span, width, stride, sp.bs_upper, sp.iter_upper, sp.num_tokens_upper,
                                              page, NUM_STEPS=sp.NUM_STEPS))
-    run = KV.run_kernel(sp, kv_path)
+    run = sglang_draft_kv.run_kernel(sp, kv_path)
     scalars = {"num_seqs": ns, "K": k, "D": d, "page_size": page, "C": c, "width": width, "alloc_bs": alloc,
                "indptr_stride": stride, "row_stride": span, "pool_rows": pool, "grid0": g0, "token_blocks": blocks}
     positions_prefix = [sum(seq[z // k] for z in range(j)) for j in range(ns * k + 1)]
@@ -95,7 +96,7 @@ def test_kv_model_matches_the_interpreter(kv_path, sp, seed):
     assert mem["kv_indptr"] == kv_p.reshape(-1).tolist()
 
 
-TREE_SPECS = [TREE.TreeSpec(2, 2, 4, 1, 2), TREE.TreeSpec(2, 3, 6, 0, 3)]
+TREE_SPECS = [sglang_tree.TreeSpec(2, 2, 4, 1, 2), sglang_tree.TreeSpec(2, 3, 6, 0, 3)]
 
 
 @pytest.mark.parametrize("sp,malformed", [(sp, m) for sp in TREE_SPECS for m in (0.0, 0.3)], ids=str)
@@ -108,7 +109,7 @@ def test_tree_model_matches_the_interpreter(tree_path, sp, malformed):
     from specbound.kernels import OutOfBoundsAccess
 
     rng = random.Random(11)
-    kernel = load_jit(tree_path, TREE.KERNEL)
+    kernel = load_jit(tree_path, sglang_tree.KERNEL)
     for _ in range(20):   # a malformed batch may read outside parent_list: draw one that does not
         tb = random_tree_batch(rng, sp.bs, sp.topk, sp.depth, sp.n, max_seq_len=20, malformed=malformed)
         seq = tb.seq_lens.tolist()
@@ -126,7 +127,7 @@ def test_tree_model_matches_the_interpreter(tree_path, sp, malformed):
             assert malformed, "a well-formed tree left its buffers"
     else:
         pytest.fail("no in-bounds batch drawn")
-    run = TREE.run_kernel(sp, tree_path, TREE.Host(drop=("well_formed_tree",)))
+    run = sglang_tree.run_kernel(sp, tree_path, sglang_tree.Host(drop=("well_formed_tree",)))
     cells = sp.bs * sp.n
     tables = {"seq_len": seq, "P": spec.prefix_sums(seq), "selected_index": tb.selected_index.reshape(-1).tolist(),
               "parent_list": tb.parent_list.reshape(-1).tolist(), "retrive_next_token_initial": [-1] * cells}
@@ -143,8 +144,8 @@ def test_tree_model_matches_the_interpreter(tree_path, sp, malformed):
 # --- proofs and refutations ------------------------------------------------------------------------
 
 def test_kv_default_specialization_is_proved(kv_path):
-    results = KV.prove(KV.KvSpec(0, False, 8, 4, 32), kv_path)
-    assert {r.id.split("[")[0] for r in results} == {f"KERNEL-SGLANG-DRAFT-KV-{p}" for p in KV.PROPERTIES}
+    results = sglang_draft_kv.prove(sglang_draft_kv.KvSpec(0, False, 8, 4, 32), kv_path)
+    assert {r.id.split("[")[0] for r in results} == {f"KERNEL-SGLANG-DRAFT-KV-{p}" for p in sglang_draft_kv.PROPERTIES}
     assert all(r.ok for r in results), [(r.id, r.detail) for r in results if not r.ok]
     assert manifest.compare_results(results) == []   # the ids and verdicts proofs/manifest.json records
     # what the proofs rest on is read from them: draft room (a declared precondition sglang
@@ -159,7 +160,7 @@ def test_kv_per_request_conditions_are_quantified_hypotheses(kv_path):
     (the core instantiates them at each index read); the launch contracts are core axioms."""
     import z3
 
-    run = KV.run_kernel(KV.KvSpec(0, False, 8, 4, 32), kv_path)
+    run = sglang_draft_kv.run_kernel(sglang_draft_kv.KvSpec(0, False, 8, 4, 32), kv_path)
     for name in ("seq_len_nonneg", "seq_len_le_context", "draft_room", "pool_row_in_req_to_token",
                  "req_to_token_row_covers_reads", "req_to_token_int32"):
         assert z3.is_quantifier(run.hyps[name]) and run.hyps[name].is_forall(), name
@@ -169,12 +170,12 @@ def test_kv_per_request_conditions_are_quantified_hypotheses(kv_path):
 
 
 def test_kv_token_blocks_paged_is_proved(kv_path):
-    results = KV.prove(KV.KvSpec(3, True, 4, 4, 16), kv_path)
+    results = sglang_draft_kv.prove(sglang_draft_kv.KvSpec(3, True, 4, 4, 16), kv_path)
     assert all(r.ok for r in results), [(r.id, r.detail) for r in results if not r.ok]
 
 
 def test_kv_without_draft_room_writes_past_the_buffer(kv_path):
-    ref = KV.refute_without(KV.KvSpec(0, False, 8, 4, 32), kv_path, "draft_room")
+    ref = sglang_draft_kv.refute_without(sglang_draft_kv.KvSpec(0, False, 8, 4, 32), kv_path, "draft_room")
     assert ref.status == "refuted" and ref.verdict == "oob", ref.detail
     cex = ref.counterexample
     assert "out-of-bounds store" in ref.detail
@@ -186,7 +187,8 @@ def test_kv_row_offset_wraps_in_int32(kv_path, stride):
     """(num_steps - 1) * stride >= 2^31 with a row below 2^31 (all sglang asserts): the row
     offset ``stride * step`` is an int32 product; replayed on sglang's kernel with the smallest
     such buffers (3 rows of 2^30 cells, allocated untouched), Triton's overflow check fires."""
-    ref = KV.refute_without(KV.KvSpec(0, False, 8, 4, 32), kv_path, f"row_offsets_int32_{stride}")
+    ref = sglang_draft_kv.refute_without(sglang_draft_kv.KvSpec(0, False, 8, 4, 32), kv_path,
+                                         f"row_offsets_int32_{stride}")
     if ref.status != "refuted" and "cannot allocate" in ref.detail:
         pytest.skip(f"this machine refuses the replay buffers: {ref.detail}")
     assert ref.status == "refuted" and ref.verdict == "wrap", ref.detail
@@ -197,7 +199,7 @@ def test_kv_row_offset_wraps_in_int32(kv_path, stride):
 
 
 def test_tree_default_specialization_is_proved(tree_path):
-    results = TREE.prove(TREE.TreeSpec(2, 2, 4, 1, 2), tree_path)
+    results = sglang_tree.prove(sglang_tree.TreeSpec(2, 2, 4, 1, 2), tree_path)
     assert all(r.ok for r in results), [(r.id, r.detail) for r in results if not r.ok]
     assert manifest.compare_results(results) == []
     in_bounds = next(r for r in results if "-IN-BOUNDS[" in r.id)
@@ -205,7 +207,7 @@ def test_tree_default_specialization_is_proved(tree_path):
 
 
 def test_tree_on_malformed_trees_reads_outside_parent_list(tree_path):
-    ref = TREE.refute_malformed(TREE.TreeSpec(2, 2, 4, 1, 2), tree_path)
+    ref = sglang_tree.refute_malformed(sglang_tree.TreeSpec(2, 2, 4, 1, 2), tree_path)
     assert ref.status == "refuted" and ref.verdict == "oob" and "parent_list" in ref.detail
 
 
@@ -220,19 +222,19 @@ def _planted(tmp_path, path, old, new):
 def test_planted_off_by_one_in_sglang_kv_kernel_is_refuted(kv_path, tmp_path):
     """A copy of sglang's kernel whose extension store lands one slot late: refuted, and the
     replay on that copy faults (out of bounds, or a cell another program owns)."""
-    sp = KV.KvSpec(0, False, 8, 4, 32)
+    sp = sglang_draft_kv.KvSpec(0, False, 8, 4, 32)
     copy = _planted(tmp_path, kv_path, "kv_ptr + seq_len_w + extend_offset,", "kv_ptr + seq_len_w + extend_offset + 1,")
-    ref = KV.refute_without(sp, copy)
+    ref = sglang_draft_kv.refute_without(sp, copy)
     assert ref.status == "refuted" and ref.verdict in ("oob", "race"), ref.detail
-    assert KV.refute_without(sp, kv_path).status == "survived"   # the real kernel: nothing to refute
+    assert sglang_draft_kv.refute_without(sp, kv_path).status == "survived"   # the real kernel: nothing to refute
 
 
 def test_planted_search_past_the_row_in_sglang_tree_kernel_is_refuted(tree_path, tmp_path):
     """The CUDA kernel's historical bug planted in a copy of the Triton port: the parent search
     scans n entries of the (n - 1)-entry selected_index row."""
-    sp = TREE.TreeSpec(2, 2, 4, 1, 2)
+    sp = sglang_tree.TreeSpec(2, 2, 4, 1, 2)
     copy = _planted(tmp_path, tree_path, "for pp in range(draft_token_num - 1):", "for pp in range(draft_token_num):")
-    ref = TREE.refute_run(sp, copy)
+    ref = sglang_tree.refute_run(sp, copy)
     assert ref.status == "refuted" and ref.verdict == "oob" and "selected_index" in ref.detail, ref.detail
 
 
@@ -242,7 +244,7 @@ def test_unsupported_construct_in_a_future_kernel_is_named(kv_path, tmp_path):
     anchor = "    seq_lens = tl.load(paged_kernel_lens + load_offset, mask=load_offset < bid, other=0)\n"
     copy = _planted(tmp_path, kv_path, anchor, anchor + "    while bid > 0:\n        bid -= 1\n")
     with pytest.raises(Unsupported, match="While"):
-        KV.run_kernel(KV.KvSpec(0, False, 8, 4, 32), copy)
+        sglang_draft_kv.run_kernel(sglang_draft_kv.KvSpec(0, False, 8, 4, 32), copy)
 
 
 def test_older_release_without_token_blocks(kv_path, tmp_path):
@@ -254,7 +256,7 @@ def test_older_release_without_token_blocks(kv_path, tmp_path):
     text = src.read_text().replace("NUM_STEPS: tl.constexpr = 0,", "")
     src.write_text(text)
     with pytest.raises(Unsupported, match="no token-block launch"):
-        KV.run_kernel(KV.KvSpec(2, False, 4, 2, 16), str(src))
+        sglang_draft_kv.run_kernel(sglang_draft_kv.KvSpec(2, False, 4, 2, 16), str(src))
 
 
 @pytest.mark.parametrize("paths", [{"window_size": 6, "sink_size": 2}, {"ENTRY_PAGE_SIZE": 2},
@@ -267,7 +269,7 @@ def test_kv_read_plan_paths_match_the_interpreter(kv_path, paths):
     from specbound.proofs.symexec.sglang_common import load_jit
 
     rng = random.Random(5)
-    sp = KV.KvSpec(0, True, 4, 4, 16)
+    sp = sglang_draft_kv.KvSpec(0, True, 4, 4, 16)
     ns, k, d, page = 3, 2, 3, 2
     eps = paths.get("ENTRY_PAGE_SIZE", 1)
     seq = [rng.randint(0, 20) for _ in range(ns)]
@@ -280,7 +282,7 @@ def test_kv_read_plan_paths_match_the_interpreter(kv_path, paths):
     v2p = torch.tensor([rng.randint(0, 50) for _ in range(64)], dtype=torch.int64)
     kv_i, kv_p = torch.zeros((d, width), dtype=torch.int32), torch.zeros((d, stride), dtype=torch.int32)
     seq_t = torch.tensor(seq, dtype=torch.int64)
-    kernel = load_jit(kv_path, KV.KERNEL)
+    kernel = load_jit(kv_path, sglang_draft_kv.KERNEL)
     extra = dict(paths)
     if paths.get("TRANSLATE"):
         extra["v2p"] = v2p
@@ -288,7 +290,7 @@ def test_kv_read_plan_paths_match_the_interpreter(kv_path, paths):
     _interpreted(lambda: kernel[(d, ns, k)](torch.tensor(rows), r2t, seq_t, kv_i, kv_p, seq_t.repeat_interleave(k),
                                             span, width, stride, sp.bs_upper, sp.iter_upper, sp.num_tokens_upper,
                                             page, **{"window_size": window, "sink_size": sink, **extra}))
-    run = KV.run_kernel(sp, kv_path, KV.Host(paths=paths))
+    run = sglang_draft_kv.run_kernel(sp, kv_path, sglang_draft_kv.Host(paths=paths))
     scalars = {"num_seqs": ns, "K": k, "D": d, "page_size": page, "C": c, "width": width, "alloc_bs": ns,
                "indptr_stride": stride, "row_stride": span, "pool_rows": pool, "grid0": d, "v2p_len": 64}
     tables = {"seq_len": seq, "P": spec.prefix_sums(seq), "pool_row": rows, "req_to_token": r2t.reshape(-1).tolist(),
@@ -298,4 +300,4 @@ def test_kv_read_plan_paths_match_the_interpreter(kv_path, paths):
     assert mem["kv_indices"] == kv_i.reshape(-1).tolist()
     assert mem["kv_indptr"] == kv_p.reshape(-1).tolist()
     with pytest.raises(ValueError, match="identity plan"):
-        KV.prove(sp, kv_path, KV.Host(paths=paths))
+        sglang_draft_kv.prove(sp, kv_path, sglang_draft_kv.Host(paths=paths))

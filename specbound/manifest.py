@@ -51,12 +51,12 @@ def enumerate_registries() -> dict:
     from specbound.proofs import registry
     from specbound.proofs.symexec import sglang_draft_kv, sglang_tree
     from specbound.proofs.symexec import mutants as kernel_mutants
-    from specbound.proofs.symexec import theorems as T
+    from specbound.proofs.symexec import theorems
     from specbound.proofs.symexec import verifiers
 
     spec = {th.id: {"family": th.family, "mutants": {m.id: None for m in th.mutants}} for th in registry.theorems()}
     kernel = {}
-    for kind, specs in T.all_specs().items():
+    for kind, specs in theorems.all_specs().items():
         props = verifiers.get(kind).properties
         mutants = kernel_mutants.of_kind(kind)
         for i, sp in enumerate(specs):
@@ -67,7 +67,7 @@ def enumerate_registries() -> dict:
                 kernel[f"KERNEL-{sp.name}-{prop}[{sp.label}]"] = {
                     "kind": kind, "kernel": sp.name, "specialization": sp.label, "property": prop,
                     "mutants": carried}
-    without = {f"{kind}/{prop}": reason for (kind, prop), reason in T.WITHOUT_MUTANT.items()}
+    without = {f"{kind}/{prop}": reason for (kind, prop), reason in theorems.WITHOUT_MUTANT.items()}
     sglang = {}
     for module, specs in ((sglang_draft_kv, sglang_kv_specs(True)), (sglang_tree, sglang_tree_specs(True))):
         for sp in specs:

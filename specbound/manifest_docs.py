@@ -19,9 +19,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from . import manifest as M
+from .manifest import PATH as MANIFEST_PATH, load as load_manifest
 
-ROOT = M.PATH.parents[1]
+ROOT = MANIFEST_PATH.parents[1]
 FILES = ("README.md", "docs/kernel-proofs.md")
 PROPS = ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT", "WALK-BOUNDED")
 BLOCK = re.compile(r"(<!-- begin generated:(?P<name>[\w-]+)[^>]*-->\n)(?P<body>.*?)(<!-- end generated:(?P=name) -->)",
@@ -166,7 +166,7 @@ def _checked_form(text: str, manifest: dict) -> str:
 def stale(manifest: dict | None = None, root: Path = ROOT, files=FILES) -> list[str]:
     """The generated parts of ``files`` that differ from what the manifest gives (one line each);
     a file that should hold generated text and holds none is stale too."""
-    manifest = M.load() if manifest is None else manifest
+    manifest = load_manifest() if manifest is None else manifest
     fig = figures(manifest)
     expected_blocks = blocks(manifest, None)
     problems, seen = [], set()
@@ -203,7 +203,7 @@ def stale(manifest: dict | None = None, root: Path = ROOT, files=FILES) -> list[
 
 def write(manifest: dict | None = None, report: dict | None = None, root: Path = ROOT, files=FILES) -> list[str]:
     """Regenerate the generated parts of ``files``; returns the files changed."""
-    manifest = M.load() if manifest is None else manifest
+    manifest = load_manifest() if manifest is None else manifest
     changed = []
     for rel in files:
         path = Path(root) / rel

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from specbound.audit import report as R
+from specbound.audit.report import (
+    DIVERGED, ERROR, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OOB, OVERRUN, PROVED, UNCHECKED, UNKNOWN, UNKNOWN_SIGNATURE,
+    render_text,
+)
 from specbound.audit.locate import NotInstalled, locate
 from specbound.audit.run import run_audit
 from specbound.audit.testing import write_sglang_package
@@ -53,38 +56,38 @@ def real_report(real_sglang):
 
 def test_real_sglang_helpers_match(real_report):
     rep = real_report
-    assert not rep.failed, R.render_text(rep)
+    assert not rep.failed, render_text(rep)
     for row_id in ("enum.TreeMaskMode", "helper.tree_mask_numel[FULL_MASK]", "helper.tree_mask_numel[QLEN_ONLY]",
                    "helper.VerifyMask.fits[FULL_MASK]", "helper.VerifyMask.fits[QLEN_ONLY]",
                    "safety.verify_mask_reuse[FULL_MASK]", "helper.maybe_create_verify_mask",
                    "helper.draft_kv_indices_buffer_width", "helper.draft_kv_indices_buffer_width.int32_guard",
                    "helper.draft_kv_indices_used_len", "safety.kv_capacity.with_draft_room"):
         row = _row(rep, row_id)
-        assert row.status == R.MATCHED, (row_id, row.detail)
+        assert row.status == MATCHED, (row_id, row.detail)
         assert row.method == ("ast" if row_id.startswith("enum") else "z3")
-    assert _row(rep, "helper.tree_mask_numel[QLEN_ONLY_BITPACKING]").status == R.NOT_PRESENT
+    assert _row(rep, "helper.tree_mask_numel[QLEN_ONLY_BITPACKING]").status == NOT_PRESENT
 
 
 def test_real_sglang_relies_on_draft_room(real_report):
     row = _row(real_report, "safety.kv_capacity.without_draft_room")
-    assert row.status == R.UNCHECKED
+    assert row.status == UNCHECKED
     cex = row.counterexample
     # The counterexample has a request without room: S + num_seqs*steps > num_seqs*C.
     assert cex["S"] + cex["num_seqs"] * cex["steps"] > cex["num_seqs"] * cex["C"]
     probe = _row(real_report, "kernel.draft_kv_indices[no_draft_room]")
-    assert probe.status == R.UNCHECKED and "out-of-bounds store" in probe.detail
+    assert probe.status == UNCHECKED and "out-of-bounds store" in probe.detail
 
 
 def test_real_sglang_kernels(real_report):
     for row_id in ("kernel.build_tree[valid]", "kernel.draft_kv_indices"):
         row = _row(real_report, row_id)
-        assert row.status == R.MATCHED, (row_id, row.detail, row.replay)
+        assert row.status == MATCHED, (row_id, row.detail, row.replay)
         assert row.method.startswith("fuzz")
     mal = _row(real_report, "kernel.build_tree[malformed]")
-    assert mal.status == R.UNCHECKED and "out-of-bounds load" in mal.detail and "parent_list" in mal.detail
+    assert mal.status == UNCHECKED and "out-of-bounds load" in mal.detail and "parent_list" in mal.detail
     assert mal.replay is not None
     kv = _row(real_report, "kernel.symbolic_proof[draft_kv]")
-    assert kv.status == R.PROVED, kv.detail
+    assert kv.status == PROVED, kv.detail
     assert "draft_room" in kv.detail and "out-of-bounds store" in kv.detail and kv.replay
     # what the proofs rest on, read from them: draft room among the preconditions, the launch
     # contracts among the axioms
@@ -93,7 +96,7 @@ def test_real_sglang_kernels(real_report):
     assert "draft_room" in used and "seq_len_le_context" in used
     assert "width_from_sizing" in axioms and "prefix_step" in axioms
     tree = _row(real_report, "kernel.symbolic_proof[tree]")
-    assert tree.status == R.PROVED, tree.detail
+    assert tree.status == PROVED, tree.detail
     assert "well-formed" in tree.detail and "parent_list" in tree.detail and tree.replay
 
 
@@ -102,13 +105,13 @@ def test_real_sglang_buffers_are_all_matched(real_report):
     tree_mask_numel: each traced allocation is proved large enough."""
     rows = [r for r in real_report.rows if r.allocation]
     assert len(rows) >= 10
-    assert all(r.status == R.MATCHED for r in rows), [(r.id, r.status, r.detail[:120]) for r in rows
-                                                      if r.status != R.MATCHED]
+    assert all(r.status == MATCHED for r in rows), [(r.id, r.status, r.detail[:120]) for r in rows
+                                                    if r.status != MATCHED]
     ids = {r.id for r in rows}
     for cls in ("FlashInferMultiStepDraftBackend", "FlashInferMLAMultiStepDraftBackend", "TritonMultiStepDraftBackend"):
         assert f"buffer.draft_kv_indices[{cls}.cuda_graph_kv_indices]" in ids
     assert "buffer.tree_mask[TritonAttnBackend._verify_mask/FULL_MASK]" in ids
-    assert not [r for r in real_report.rows if r.id.startswith("buffer.") and r.status == R.UNKNOWN]
+    assert not [r for r in real_report.rows if r.id.startswith("buffer.") and r.status == UNKNOWN]
 
 
 def _real_files(real_sglang, tmp_path, rels, plant=None):
@@ -137,12 +140,12 @@ def test_real_backend_with_27338_planted_is_an_overrun(real_sglang, tmp_path):
     """sglang 0.5.23's flashinfer backend with the CUDA-graph row put back to max_bs*C (#27338)."""
     good = run_audit(str(_real_files(real_sglang, tmp_path / "good", KV_FILES)), kernels=False)
     graph = "buffer.draft_kv_indices[FlashInferMultiStepDraftBackend.cuda_graph_kv_indices]"
-    assert _row(good, graph).status == R.MATCHED
+    assert _row(good, graph).status == MATCHED
     pkg = _real_files(real_sglang, tmp_path / "bad", KV_FILES,
                       ("srt/layers/attention/flashinfer_backend.py", KV_HELPER_CALL, "(max_bs * self.max_context_len)"))
     rep = run_audit(str(pkg), examples=1)
     row = _row(rep, graph)
-    assert row.status == R.OVERRUN and row.counterexample["topk"] >= 2
+    assert row.status == OVERRUN and row.counterexample["topk"] >= 2
     assert "out-of-bounds store" in row.detail and "cache_locs.py" in row.detail   # sglang's own kernel
     assert rep.exit_code() == 1
 
@@ -159,10 +162,10 @@ def test_real_verify_mask_with_29450_planted_holds_only_with_draft_room(real_sgl
                        "num_draft_tokens)", "per_req = num_draft_tokens * max_context_len"))
     rep = run_audit(str(pkg), examples=1)
     row = _row(rep, "buffer.tree_mask[TritonAttnBackend._verify_mask/FULL_MASK]")
-    assert row.status == R.HOLDS_ONLY_IF and "num_draft_tokens <= max_context_len" in row.detail, row.detail
+    assert row.status == HOLDS_ONLY_IF and "num_draft_tokens <= max_context_len" in row.detail, row.detail
     # Replayed on sglang's own Triton tree build (0.5.23 ships one).
     assert "sgl_build_tree_kernel_efficient_triton" in row.detail and "out-of-bounds store" in row.detail
-    assert _row(rep, "helper.tree_mask_numel[FULL_MASK]").status == R.DIVERGED
+    assert _row(rep, "helper.tree_mask_numel[FULL_MASK]").status == DIVERGED
 
 
 def test_audit_never_imports_sglang(real_report):
@@ -191,12 +194,12 @@ def test_cli_symbolic_all_reaches_the_symbolic_rows(monkeypatch, tmp_path, capsy
     monkeypatch.setattr(symbolic, "check_tree", lambda index, report, full: asked.append(("tree", full)))
     monkeypatch.setattr("specbound.audit.run._helpers", lambda index, rep: None)
     monkeypatch.setattr("specbound.audit.run._buffers", lambda index, rep, replay: None)
-    from specbound.audit import kernels as AK
-    from specbound.audit.cuda import check as CC
-    for name in ("check_tree_kernel", "check_kv_kernel"):
-        monkeypatch.setattr(AK, name, lambda *a, **k: None)
-    monkeypatch.setattr(AK, "check_launch_sites", lambda *a, **k: None)
-    monkeypatch.setattr(CC, "check_cuda_tree", lambda *a, **k: None)
+    from specbound.audit import kernels, kv_kernel, tree_kernel
+    from specbound.audit.cuda import check as cuda_check
+    monkeypatch.setattr(tree_kernel, "check_tree_kernel", lambda *a, **k: None)
+    monkeypatch.setattr(kv_kernel, "check_kv_kernel", lambda *a, **k: None)
+    monkeypatch.setattr(kernels, "check_launch_sites", lambda *a, **k: None)
+    monkeypatch.setattr(cuda_check, "check_cuda_tree", lambda *a, **k: None)
     pkg = write_sglang_package(tmp_path, {})
     assert main(["audit", "sglang", "--sglang-path", str(pkg), "--symbolic-all"]) == 0
     assert main(["audit", "sglang", "--sglang-path", str(pkg)]) == 0
@@ -217,7 +220,7 @@ def test_kernel_mutant_is_caught(real_sglang, tmp_path):
     pkg = _package(tmp_path, {"kernels/ops/speculative/cache_locs.py": src.replace(good, "topk_id * seq_len_w")})
     rep = run_audit(str(pkg), examples=6)
     row = _row(rep, "kernel.draft_kv_indices")
-    assert row.status in (R.DIVERGED, R.OOB), row.detail
+    assert row.status in (DIVERGED, OOB), row.detail
     assert row.replay and row.replay["topk"] > 1
     assert rep.exit_code() == 1
 
@@ -292,15 +295,15 @@ def _fake(tmp_path, *, full="(max_context_len + num_draft_tokens)", fits="return
 def test_fake_correct_package_matches(tmp_path):
     rep = run_audit(str(_fake(tmp_path)), kernels=False)
     assert rep.sglang_version == "0.0.0+fake"
-    assert not rep.failed, R.render_text(rep)
-    assert _row(rep, "helper.draft_kv_indices_used_len").status == R.MATCHED
+    assert not rep.failed, render_text(rep)
+    assert _row(rep, "helper.draft_kv_indices_used_len").status == MATCHED
 
 
 def test_width_without_topk_is_flagged(tmp_path, capsys):
     pkg = _fake(tmp_path, width="num_seqs * max_context_len")  # sglang #27338
     rep = run_audit(str(pkg), kernels=False)
     row = _row(rep, "helper.draft_kv_indices_buffer_width")
-    assert row.status == R.DIVERGED
+    assert row.status == DIVERGED
     cex = row.counterexample
     assert cex["K"] >= 2 and cex["num_seqs"] >= 1
     assert cex == {"num_seqs": 1, "K": 2, "C": 1}  # the smallest one
@@ -311,29 +314,29 @@ def test_width_without_topk_is_flagged(tmp_path, capsys):
 def test_fits_ignoring_max_bs_for_full_mask_is_flagged(tmp_path):
     fits = "return True if self.mode == TreeMaskMode.FULL_MASK else bs <= self.max_bs"  # sglang #33119
     rep = run_audit(str(_fake(tmp_path, fits=fits)), kernels=False)
-    assert _row(rep, "helper.VerifyMask.fits[FULL_MASK]").status == R.DIVERGED
-    assert _row(rep, "helper.VerifyMask.fits[QLEN_ONLY]").status == R.MATCHED
+    assert _row(rep, "helper.VerifyMask.fits[FULL_MASK]").status == DIVERGED
+    assert _row(rep, "helper.VerifyMask.fits[QLEN_ONLY]").status == MATCHED
     reuse = _row(rep, "safety.verify_mask_reuse[FULL_MASK]")
-    assert reuse.status == R.DIVERGED and reuse.counterexample["bs"] > reuse.counterexample["max_bs"]
+    assert reuse.status == DIVERGED and reuse.counterexample["bs"] > reuse.counterexample["max_bs"]
 
 
 def test_mask_without_draft_term_is_flagged(tmp_path):
     rep = run_audit(str(_fake(tmp_path, full="max_context_len")), kernels=False)  # sglang #29450
     row = _row(rep, "helper.tree_mask_numel[FULL_MASK]")
-    assert row.status == R.DIVERGED and row.counterexample["bs"] >= 1
-    assert _row(rep, "safety.verify_mask_reuse[FULL_MASK]").status == R.DIVERGED
+    assert row.status == DIVERGED and row.counterexample["bs"] >= 1
+    assert _row(rep, "safety.verify_mask_reuse[FULL_MASK]").status == DIVERGED
 
 
 def test_capacity_check_one_step_short_is_flagged(tmp_path):
     # used_len that forgets the last step: the capacity proof with room no longer bounds the kernel.
     rep = run_audit(str(_fake(tmp_path, used="seq_lens_sum * topk + bs * (num_steps - 1)")), kernels=False)
-    assert _row(rep, "helper.draft_kv_indices_used_len").status == R.DIVERGED
+    assert _row(rep, "helper.draft_kv_indices_used_len").status == DIVERGED
 
 
 def test_missing_function_is_not_present(tmp_path):
     rep = run_audit(str(_fake(tmp_path, drop=("draft_kv_indices_used_len",))), kernels=False)
-    assert _row(rep, "helper.draft_kv_indices_used_len").status == R.NOT_PRESENT
-    assert _row(rep, "safety.kv_capacity").status == R.NOT_PRESENT
+    assert _row(rep, "helper.draft_kv_indices_used_len").status == NOT_PRESENT
+    assert _row(rep, "safety.kv_capacity").status == NOT_PRESENT
     assert rep.exit_code() == 0
 
 
@@ -343,16 +346,16 @@ def test_moved_function_is_found(tmp_path):
         "def draft_kv_indices_used_len(seq_lens_sum, topk, bs, num_steps):\n"
         "    return seq_lens_sum * topk + bs * num_steps\n")
     row = _row(run_audit(str(pkg), kernels=False), "helper.draft_kv_indices_used_len")
-    assert row.status == R.MATCHED and "srt/elsewhere.py" in row.subject and "moved" in row.subject
+    assert row.status == MATCHED and "srt/elsewhere.py" in row.subject and "moved" in row.subject
 
 
 def test_non_symbolic_helper_falls_back_to_grid(tmp_path):
     rep = run_audit(str(_fake(tmp_path, used="int(seq_lens_sum) * topk + bs * num_steps")), kernels=False)
     row = _row(rep, "helper.draft_kv_indices_used_len")
-    assert row.status == R.MATCHED and row.method.startswith("grid")
+    assert row.status == MATCHED and row.method.startswith("grid")
     rep = run_audit(str(_fake(tmp_path / "b", used="int(seq_lens_sum) + bs * num_steps")), kernels=False)
     row = _row(rep, "helper.draft_kv_indices_used_len")
-    assert row.status == R.DIVERGED and row.method.startswith("grid") and row.counterexample["K"] >= 2
+    assert row.status == DIVERGED and row.method.startswith("grid") and row.counterexample["K"] >= 2
 
 
 def test_unknown_kernel_signature(tmp_path):
@@ -368,8 +371,8 @@ def test_unknown_kernel_signature(tmp_path):
     """))
     rep = run_audit(str(pkg), examples=1)
     row = _row(rep, "kernel.build_tree[valid]")
-    assert row.status == R.UNKNOWN_SIGNATURE and "mystery_table" in row.detail
-    assert _row(rep, "kernel.draft_kv_indices").status == R.NOT_PRESENT
+    assert row.status == UNKNOWN_SIGNATURE and "mystery_table" in row.detail
+    assert _row(rep, "kernel.draft_kv_indices").status == NOT_PRESENT
     assert rep.exit_code() == 0
 
 
@@ -378,7 +381,7 @@ def test_no_sglang_at_an_explicit_path(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     rep = run_audit(str(empty))
-    assert [r.status for r in rep.rows] == [R.ERROR]
+    assert [r.status for r in rep.rows] == [ERROR]
     assert "no sglang package folder" in rep.rows[0].detail
     assert main(["audit", "sglang", "--sglang-path", str(empty)]) == 2
     assert "ERROR" in capsys.readouterr().out
@@ -388,4 +391,4 @@ def test_broken_helper_source_is_a_row(tmp_path):
     pkg = _fake(tmp_path)
     (pkg / "srt/speculative/spec_utils.py").write_text("def draft_kv_indices_used_len(:\n")
     rep = run_audit(str(pkg), kernels=False)
-    assert _row(rep, "helper.draft_kv_indices_used_len").status == R.NOT_PRESENT
+    assert _row(rep, "helper.draft_kv_indices_used_len").status == NOT_PRESENT

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specbound.audit import report as R
+from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OVERRUN, UNKNOWN, AuditReport
 from specbound.audit.buffers import check_buffers
 from specbound.audit.extract import SourceIndex
 from specbound.audit.run import run_audit
@@ -98,8 +98,8 @@ def kv_package(root: Path, alloc: str = CORRECT_KV, extra: str = "",
         "srt/layers/attention/toy_backend.py": KV_BACKEND.replace("{alloc}", alloc).replace("{extra}", extra)})
 
 
-def buffer_rows(root: Path, replay: bool = False) -> R.AuditReport:
-    rep = R.AuditReport(str(root), "toy", "test")
+def buffer_rows(root: Path, replay: bool = False) -> AuditReport:
+    rep = AuditReport(str(root), "toy", "test")
     check_buffers(SourceIndex(root), rep, replay=replay)
     return rep
 
@@ -119,9 +119,9 @@ EAGER = "buffer.draft_kv_indices[ToyMultiStepDraftBackend.kv_indices]"
 def test_correct_kv_buffer_is_matched(tmp_path):
     rep = buffer_rows(kv_package(tmp_path))
     graph = row(rep, GRAPH)
-    assert graph.status == R.MATCHED, graph.detail
+    assert graph.status == MATCHED, graph.detail
     assert graph.size == "D x C*K*max_bs" and "toy_backend.py" in graph.allocation
-    assert row(rep, EAGER).status == R.MATCHED
+    assert row(rep, EAGER).status == MATCHED
     assert not rep.failed
 
 
@@ -129,11 +129,11 @@ def test_kv_buffer_without_topk_is_an_overrun(tmp_path):
     """sglang #27338: the CUDA-graph row sized max_bs*C."""
     rep = buffer_rows(kv_package(tmp_path, alloc=MISSING_TOPK))
     graph = row(rep, GRAPH)
-    assert graph.status == R.OVERRUN
+    assert graph.status == OVERRUN
     cex = graph.counterexample
     assert cex["topk"] >= 2 and cex["bs"] <= cex["max_bs"]
     assert cex["seq_lens_sum"] + cex["bs"] * cex["num_steps"] <= cex["bs"] * cex["max_context_len"]  # has draft room
-    assert row(rep, EAGER).status == R.MATCHED
+    assert row(rep, EAGER).status == MATCHED
     assert rep.exit_code() == 1
 
 
@@ -152,7 +152,7 @@ def test_equivalent_spellings_are_not_flagged(tmp_path, alloc):
              "max_bs * self.topk * self.max_context_len).zero_()\n")
     rep = buffer_rows(kv_package(tmp_path, alloc=alloc, extra=extra))
     graph = row(rep, GRAPH)
-    assert graph.status == R.MATCHED, (graph.size, graph.detail)
+    assert graph.status == MATCHED, (graph.size, graph.detail)
 
 
 def test_helper_is_executed_symbolically_and_its_bug_found(tmp_path):
@@ -163,7 +163,7 @@ def test_helper_is_executed_symbolically_and_its_bug_found(tmp_path):
     # The helper's assert becomes a path condition (widths >= 2^31 never allocate).
     assert any("2147483648" in str(c) for b in good for c in b.path.conds)
     bad = buffer_rows(kv_package(tmp_path / "bad", alloc=alloc, helper="num_seqs * max_context_len"))
-    assert row(bad, GRAPH).status == R.OVERRUN
+    assert row(bad, GRAPH).status == OVERRUN
 
 
 def test_subclasses_get_their_own_rows(tmp_path):
@@ -186,18 +186,18 @@ class NeverLaunches(ToyMultiStepDraftBackend):
         pass
 """
     rep = buffer_rows(kv_package(tmp_path, alloc=MISSING_TOPK, extra=extra))
-    assert row(rep, GRAPH).status == R.OVERRUN
+    assert row(rep, GRAPH).status == OVERRUN
     assert row(rep, GRAPH.replace("ToyMultiStep", "InheritsEverything").replace("DraftBackend.", ".")).status \
-        == R.OVERRUN
-    assert row(rep, "buffer.draft_kv_indices[FixesTheAllocation.cuda_graph_kv_indices]").status == R.MATCHED
+        == OVERRUN
+    assert row(rep, "buffer.draft_kv_indices[FixesTheAllocation.cuda_graph_kv_indices]").status == MATCHED
     unreached = row(rep, "buffer.draft_kv_indices.not_reached")
-    assert "NeverLaunches" in unreached.detail and unreached.status == R.NOT_PRESENT
+    assert "NeverLaunches" in unreached.detail and unreached.status == NOT_PRESENT
 
 
 def test_unbound_name_is_an_unknown_row_naming_it(tmp_path):
     alloc = "        self.cuda_graph_kv_indices = torch.zeros((self.speculative_num_steps, max_bs * self.mystery_width))"
     rep = buffer_rows(kv_package(tmp_path, alloc=alloc))
-    unknown = [r for r in rep.rows if r.status == R.UNKNOWN]
+    unknown = [r for r in rep.rows if r.status == UNKNOWN]
     assert unknown and "mystery_width" in unknown[0].detail, [(r.id, r.status, r.detail) for r in rep.rows]
     assert rep.exit_code() == 0
 
@@ -206,7 +206,7 @@ def test_untraceable_buffer_says_where_the_trail_ended(tmp_path):
     extra = "\n    def init_forward_metadata_replay_cuda_graph(self, forward_batch):\n" \
             "        self.common_template(forward_batch, forward_batch.spec_info.some_buffer(), None)\n"
     rep = buffer_rows(kv_package(tmp_path, extra=extra))
-    unknown = [r for r in rep.rows if r.status == R.UNKNOWN]
+    unknown = [r for r in rep.rows if r.status == UNKNOWN]
     assert unknown and "trail ended" in unknown[0].detail and "some_buffer" in unknown[0].detail
 
 
@@ -230,15 +230,15 @@ def test_overrun_replays_as_an_oob_store_on_sglangs_kernel(tmp_path):
                     "    return num_seqs * topk * max_context_len\n")
     rep = buffer_rows(pkg, replay=True)
     graph = row(rep, GRAPH)
-    assert graph.status == R.OVERRUN, graph.detail
+    assert graph.status == OVERRUN, graph.detail
     assert "out-of-bounds store" in graph.detail and "kv_indices" in graph.detail
     assert graph.replay_command.startswith("python -m specbound.audit.replay")
     # The one-line replay reproduces it.
-    from specbound.audit import replay as RP
+    from specbound.audit import replay
     import shlex
 
     argv = shlex.split(graph.replay_command)[3:]
-    assert RP.main(argv) == 1
+    assert replay.main(argv) == 1
 
 
 # --- the tree mask ----------------------------------------------------------------------------------
@@ -335,11 +335,11 @@ def mask_package(root: Path, mask: str = GOOD_MASK, mode: str = "FULL_MASK") -> 
 def test_correct_custom_mask_is_matched(tmp_path):
     rep = buffer_rows(mask_package(tmp_path))
     full = row(rep, MASK_ROW.format("FULL_MASK"))
-    assert full.status == R.MATCHED, full.detail
+    assert full.status == MATCHED, full.detail
     assert "max_bs" in full.size and "C + n" in full.size
-    assert row(rep, "buffer.tree_mask[ToySubclass.cuda_graph_custom_mask/FULL_MASK]").status == R.MATCHED
+    assert row(rep, "buffer.tree_mask[ToySubclass.cuda_graph_custom_mask/FULL_MASK]").status == MATCHED
     # The eager allocation of the FULL layout, on the path where no buffer is handed over.
-    assert row(rep, "buffer.tree_mask[build_tree_kernel_efficient.tree_mask/FULL_MASK]").status == R.MATCHED
+    assert row(rep, "buffer.tree_mask[build_tree_kernel_efficient.tree_mask/FULL_MASK]").status == MATCHED
     assert not rep.failed
 
 
@@ -347,7 +347,7 @@ def test_custom_mask_without_draft_term_holds_only_with_draft_room(tmp_path):
     """sglang #29450: the FULL_MASK custom mask sized max_num_tokens * C."""
     rep = buffer_rows(mask_package(tmp_path, mask="max_num_tokens * self.max_context_len"))
     full = row(rep, MASK_ROW.format("FULL_MASK"))
-    assert full.status == R.HOLDS_ONLY_IF, full.detail
+    assert full.status == HOLDS_ONLY_IF, full.detail
     assert "seq_len[b] + num_draft_tokens <= max_context_len" in full.detail
     cex = full.counterexample   # without the condition: a request with less room than its draft tokens
     assert cex["seq_lens_sum"] + cex["bs"] * cex["num_draft_tokens"] > cex["bs"] * cex["max_context_len"]
@@ -357,7 +357,7 @@ def test_custom_mask_without_draft_term_holds_only_with_draft_room(tmp_path):
 
 def test_mask_without_the_draft_factor_is_an_overrun(tmp_path):
     rep = buffer_rows(mask_package(tmp_path, mask="max_bs * (self.max_context_len + self.num_draft_tokens)"))
-    assert row(rep, MASK_ROW.format("FULL_MASK")).status == R.OVERRUN
+    assert row(rep, MASK_ROW.format("FULL_MASK")).status == OVERRUN
     assert rep.exit_code() == 1
 
 
@@ -365,17 +365,17 @@ def test_the_layout_follows_the_caller(tmp_path):
     """A QLEN_ONLY caller: the n*n-per-request buffer is enough, and the eager FULL branch is never taken."""
     rep = buffer_rows(mask_package(tmp_path, mask="max_bs * self.num_draft_tokens * self.num_draft_tokens",
                                    mode="QLEN_ONLY"))
-    assert row(rep, MASK_ROW.format("QLEN_ONLY")).status == R.MATCHED
+    assert row(rep, MASK_ROW.format("QLEN_ONLY")).status == MATCHED
     assert not [r for r in rep.rows if r.id.endswith("/FULL_MASK]")]
     # The same buffer with a FULL_MASK caller is far too small.
     rep = buffer_rows(mask_package(tmp_path / "full", mask="max_bs * self.num_draft_tokens * self.num_draft_tokens"))
-    assert row(rep, MASK_ROW.format("FULL_MASK")).status == R.OVERRUN
+    assert row(rep, MASK_ROW.format("FULL_MASK")).status == OVERRUN
 
 
 def test_mask_overrun_replays_on_a_triton_tree_build(tmp_path):
     rep = buffer_rows(mask_package(tmp_path, mask="max_bs * self.max_context_len"), replay=True)
     full = row(rep, MASK_ROW.format("FULL_MASK"))
-    assert full.status == R.OVERRUN and "out-of-bounds store" in full.detail, full.detail
+    assert full.status == OVERRUN and "out-of-bounds store" in full.detail, full.detail
     # No Triton tree build in this package: the row says which kernel ran instead, and why.
     assert "specbound.kernels" in full.detail and "needs a GPU" in full.detail
 
@@ -386,7 +386,7 @@ def test_explicit_path_without_sglang_is_an_error(tmp_path, capsys):
     empty = tmp_path / "typo"
     empty.mkdir()
     rep = run_audit(str(empty))
-    assert rep.exit_code() == 2 and rep.rows[0].status == R.ERROR
+    assert rep.exit_code() == 2 and rep.rows[0].status == ERROR
     assert main(["audit", "sglang", "--sglang-path", str(empty), "--no-kernels"]) == 2
     assert "ERROR" in capsys.readouterr().out
 
@@ -420,7 +420,7 @@ def maybe_create_verify_mask(*, is_draft_runner, skip_prefill, max_bs, max_conte
                               "srt/layers/attention/verify_mask.py": verify_mask})
     rep = run_audit(str(pkg), kernels=False)
     got = [r for r in rep.rows if r.id == "helper.maybe_create_verify_mask"][0]
-    assert got.status == R.ERROR and "stand-in" in got.detail and "layout" in got.detail, got.detail
+    assert got.status == ERROR and "stand-in" in got.detail and "layout" in got.detail, got.detail
     assert rep.exit_code() == 0
 
 
@@ -436,5 +436,5 @@ def test_syntax_the_tracer_does_not_follow_is_an_error_row(tmp_path):
              "max_bs * self.topk * self.max_context_len))[:, ::2]")
     rep = buffer_rows(kv_package(tmp_path, alloc=alloc))
     got = [r for r in rep.rows if r.id == "buffer.draft_kv_indices[ToyMultiStepDraftBackend]"]
-    assert got and got[0].status == R.ERROR and "the tracer stopped" in got[0].detail, \
+    assert got and got[0].status == ERROR and "the tracer stopped" in got[0].detail, \
         [(r.id, r.status, r.detail[:100]) for r in rep.rows]

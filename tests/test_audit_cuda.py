@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from specbound.audit import report as R
+from specbound.audit.report import ERROR, MATCHED, NOT_PRESENT, UNAVAILABLE, UNCHECKED, AuditReport
 from specbound.audit.cuda import build, check, offsets, source
 from specbound.audit.cuda.harness import Buf, Launch, Session
 from specbound.audit.cuda.probes import PROBES
@@ -61,7 +61,7 @@ def real(sglang_root, toolchain):
 
 @pytest.fixture(scope="session")
 def real_rows(sglang_root, toolchain):
-    rep = R.AuditReport(str(sglang_root), "test", "test")
+    rep = AuditReport(str(sglang_root), "test", "test")
     check.check_cuda_tree(SourceIndex(sglang_root), rep, examples=6, seed=3)
     return {r.id: r for r in rep.rows}
 
@@ -110,29 +110,29 @@ def test_kernel_using_shared_memory_or_atomics_is_refused(sglang_root, tmp_path)
     dest.parent.mkdir(parents=True)
     dest.write_text(text)
     prep = check.prepare(tmp_path / "pkg")
-    assert prep.problems[TREE][0] == R.ERROR and "shared memory (__shared__)" in prep.problems[TREE][1]
-    assert prep.problems[PACKED][0] == R.ERROR and "an atomic operation" in prep.problems[PACKED][1]
+    assert prep.problems[TREE][0] == ERROR and "shared memory (__shared__)" in prep.problems[TREE][1]
+    assert prep.problems[PACKED][0] == ERROR and "an atomic operation" in prep.problems[PACKED][1]
     assert prep.library is None
 
 
 def test_release_without_cuda_source_is_not_present(tmp_path):
     (tmp_path / "pkg" / "srt" / "speculative").mkdir(parents=True)
     prep = check.prepare(tmp_path / "pkg")
-    assert {s for s, _ in prep.problems.values()} == {R.NOT_PRESENT}
+    assert {s for s, _ in prep.problems.values()} == {NOT_PRESENT}
     assert not any("sgl_kernel" in d for _, d in prep.problems.values())
     # a release that takes the build from the compiled sgl_kernel package (before 0.5.21) says so
     (tmp_path / "pkg" / "srt" / "speculative" / "eagle_utils.py").write_text(
         "from sgl_kernel import build_tree_kernel_efficient\n")
     prep = check.prepare(tmp_path / "pkg")
-    assert all(s == R.NOT_PRESENT and "srt/speculative/eagle_utils.py takes build_tree_kernel_efficient from the "
+    assert all(s == NOT_PRESENT and "srt/speculative/eagle_utils.py takes build_tree_kernel_efficient from the "
                "separate, compiled sgl_kernel package" in d for s, d in prep.problems.values())
 
 
 def test_no_compiler_is_unavailable(sglang_root, monkeypatch):
     monkeypatch.setenv("SPECBOUND_CXX", "/nonexistent/g++")
-    rep = R.AuditReport(str(sglang_root), "test", "test")
+    rep = AuditReport(str(sglang_root), "test", "test")
     check.check_cuda_tree(SourceIndex(sglang_root), rep, examples=1, seed=0)
-    assert [r.status for r in rep.rows] == [R.UNAVAILABLE, R.UNAVAILABLE]
+    assert [r.status for r in rep.rows] == [UNAVAILABLE, UNAVAILABLE]
     assert all("no C++ compiler" in r.detail and "/nonexistent/g++" in r.detail for r in rep.rows)
 
 
@@ -162,14 +162,14 @@ def test_wrap_bounds_are_proved_and_a_wrong_bound_is_not():
 def test_real_kernels_match_on_valid_trees(real_rows):
     for row_id in ("kernel.build_tree[cuda]", "kernel.build_tree[cuda, BITPACKING]"):
         row = real_rows[row_id]
-        assert row.status == R.MATCHED, (row_id, row.detail, row.replay)
+        assert row.status == MATCHED, (row_id, row.detail, row.replay)
         assert "Hypothesis (6 batches" in row.method
 
 
 def test_real_kernels_on_malformed_trees(real_rows):
     for prefix, kernel in (("kernel.build_tree[cuda", TREE), ("kernel.build_tree[cuda, BITPACKING", PACKED)):
         rows = {p.name: real_rows[f"{prefix}, malformed.{p.name}]"] for p in PROBES}
-        assert all(r.status == R.UNCHECKED and r.replay for r in rows.values())
+        assert all(r.status == UNCHECKED and r.replay for r in rows.values())
         miss = rows["missing_parent"]
         assert miss.counterexample["finding"] == "oob" and miss.counterexample["access"] == "READ"
         assert "past the end of 'selected_index'" in miss.detail and f"in sglang::speculative::{kernel} " in miss.detail
@@ -181,7 +181,7 @@ def test_real_kernels_on_malformed_trees(real_rows):
 
 def test_real_kernel_int32_offsets_wrap(real_rows):
     row = real_rows["kernel.build_tree[cuda, int32]"]
-    assert row.status == R.UNCHECKED
+    assert row.status == UNCHECKED
     assert row.counterexample["finding"] == "ub" and row.counterexample["line"] == 61, row.detail
     assert "signed integer overflow" in row.detail and "draft_token_num <= 1024" in row.detail
     assert row.replay["seq_lens"] == [268_435_449]
@@ -265,7 +265,7 @@ def test_wide_offsets_do_not_wrap(sglang_root, toolchain, tmp_path):
     prep = check.prepare(root, toolchain)
     with Session(prep.library) as session:
         row = check._wrap_row(prep, session)
-    assert row.status == R.MATCHED and "no wrap" in row.detail, row.detail
+    assert row.status == MATCHED and "no wrap" in row.detail, row.detail
 
 
 def test_watchdog_ends_a_loop_the_budget_does_not_cover(toolchain):
@@ -313,7 +313,7 @@ def test_a_child_that_cannot_start_is_an_error_not_a_finding(real):
     with Session(broken) as session:
         f = run_case(session, prep.kernels[TREE], _case())
     assert f is not None and f.kind == "error" and "before launching" in f.message, f
-    assert check.STATUS[f.kind] == R.ERROR
+    assert check.STATUS[f.kind] == ERROR
 
 
 def _coordinates(toolchain, shim=None):

@@ -15,7 +15,7 @@ import torch
 
 from specbound import kernels, spec
 from specbound import reference as ref
-from specbound.kernels import tree_build as tb
+from specbound.kernels import tree_build
 from specbound.reference.samples import random_kv_batch, random_tree_batch
 from specbound.spec import TreeMaskMode
 
@@ -52,9 +52,9 @@ def _kernel_writes(session, kernel_name):
 # --- constants mirrored by the kernels ---------------------------------------------------
 
 def test_kernel_constants_mirror_spec():
-    assert (tb.SLOT_ROOT.value, tb.SLOT_LOOKUP.value, tb.SLOT_INVALID.value) == (
+    assert (tree_build.SLOT_ROOT.value, tree_build.SLOT_LOOKUP.value, tree_build.SLOT_INVALID.value) == (
         spec.SLOT_ROOT, spec.SLOT_LOOKUP, spec.SLOT_INVALID)
-    assert (tb.FULL_MASK.value, tb.QLEN_ONLY.value, tb.BITPACKING.value) == (
+    assert (tree_build.FULL_MASK.value, tree_build.QLEN_ONLY.value, tree_build.BITPACKING.value) == (
         TreeMaskMode.FULL_MASK, TreeMaskMode.QLEN_ONLY, TreeMaskMode.QLEN_ONLY_BITPACKING)
 
 

@@ -27,18 +27,18 @@ from dataclasses import dataclass
 
 import z3
 
-from specbound.proofs import model as M
+from specbound.proofs import model
 
 # Spec quantities: the same Z3 constants the spec's theorems quantify over.
 QUANTITIES = {
-    "max_bs": M.max_bs,            # requests a CUDA graph was captured for
-    "bs": M.bs,                    # requests in the batch (the draft kernel's num_seqs)
+    "max_bs": model.max_bs,            # requests a CUDA graph was captured for
+    "bs": model.bs,                    # requests in the batch (the draft kernel's num_seqs)
     "seq_lens_sum": z3.Int("S"),   # sum of seq_len[b] over the batch (verified prefix, no draft tokens)
-    "topk": M.K,
-    "num_steps": M.D,              # speculative_num_steps, the tree depth
-    "num_draft_tokens": M.n,       # tree size including the root
-    "max_context_len": M.C,
-    "page_size": M.page,
+    "topk": model.K,
+    "num_steps": model.D,              # speculative_num_steps, the tree depth
+    "num_draft_tokens": model.n,       # tree size including the root
+    "max_context_len": model.C,
+    "page_size": model.page,
 }
 
 QUANTITY_TEXT = {

@@ -17,21 +17,22 @@ import z3
 
 from specbound import spec
 
-from . import judge as J
-from . import replay as RP
-from . import report as R
+from . import judge
+from . import replay as sglang_replay
+from .report import ERROR, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OVERRUN, UNKNOWN, AuditReport, Row
 from .extract import SourceIndex
 from .program import Program
 from .sinks import TracedBuffer, find_sites, trace_site
 from .trace import Tracer
 from .trace_values import Alloc, Ended, EnumMember, Num, Opaque, term_ids
 
-VERDICT_STATUS = {J.MATCHED: R.MATCHED, J.OVERRUN: R.OVERRUN, J.HOLDS_ONLY_IF: R.HOLDS_ONLY_IF, J.ERROR: R.ERROR}
-SEVERITY = [J.OVERRUN, J.ERROR, J.HOLDS_ONLY_IF, J.MATCHED]
+VERDICT_STATUS = {judge.MATCHED: MATCHED, judge.OVERRUN: OVERRUN, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF,
+                  judge.ERROR: ERROR}
+SEVERITY = [judge.OVERRUN, judge.ERROR, judge.HOLDS_ONLY_IF, judge.MATCHED]
 KERNEL_TEXT = {"draft_kv_indices": "the draft kv kernel's kv_indices", "tree_mask": "the tree build's mask"}
 
 
-def check_buffers(index: SourceIndex, report: R.AuditReport, replay: bool = True) -> None:
+def check_buffers(index: SourceIndex, report: AuditReport, replay: bool = True) -> None:
     t0 = time.perf_counter()
     program = Program(index)
     sites = find_sites(program)
@@ -40,40 +41,40 @@ def check_buffers(index: SourceIndex, report: R.AuditReport, replay: bool = True
         try:
             traced += trace_site(Tracer(program, site.sink.role), site)
         except Exception as e:  # noqa: BLE001 - the tracer's own failure is an error row, never sglang's
-            report.add(R.Row(f"buffer.{site.sink.kind}.trace", f"{site.kernel} ({site.where})",
-                             "trace the buffer argument to its allocation", "ast", R.ERROR,
-                             f"the tracer failed: {type(e).__name__}: {e}"))
+            report.add(Row(f"buffer.{site.sink.kind}.trace", f"{site.kernel} ({site.where})",
+                           "trace the buffer argument to its allocation", "ast", ERROR,
+                           f"the tracer failed: {type(e).__name__}: {e}"))
     counts = {k: sum(1 for s in sites if s.sink.kind == k) for k in KERNEL_TEXT}
     allocs = _group(traced)
-    report.add(R.Row("buffer.sites", ", ".join(f"{n} call site(s) of {KERNEL_TEXT[k]}" for k, n in counts.items()),
-                     "find every kernel call site and trace its buffer argument", "ast",
-                     R.MATCHED if sites else R.NOT_PRESENT,
-                     f"{len(allocs['alloc'])} allocation(s) per backend class, {len(allocs['untraced'])} trail(s) "
-                     f"ended early; {time.perf_counter() - t0:.1f} s" if sites else
-                     "no launch of generate_draft_decode_kv_indices and no tree-build call in this sglang",
-                     seconds=time.perf_counter() - t0))
+    report.add(Row("buffer.sites", ", ".join(f"{n} call site(s) of {KERNEL_TEXT[k]}" for k, n in counts.items()),
+                   "find every kernel call site and trace its buffer argument", "ast",
+                   MATCHED if sites else NOT_PRESENT,
+                   f"{len(allocs['alloc'])} allocation(s) per backend class, {len(allocs['untraced'])} trail(s) "
+                   f"ended early; {time.perf_counter() - t0:.1f} s" if sites else
+                   "no launch of generate_draft_decode_kv_indices and no tree-build call in this sglang",
+                   seconds=time.perf_counter() - t0))
     for key, group in allocs["alloc"].items():
         t1 = time.perf_counter()
         try:
             row = _alloc_row(index, key, group, replay)
         except Exception as e:  # noqa: BLE001
             a = group[0].alloc
-            row = R.Row(_row_id(group[0], None), f"{a.owner} ({a.site})", "the kernel's writes fit the allocation",
-                        "z3", R.ERROR, f"the judge failed: {type(e).__name__}: {e}", allocation=f"{a.site} {a.text}")
+            row = Row(_row_id(group[0], None), f"{a.owner} ({a.site})", "the kernel's writes fit the allocation",
+                      "z3", ERROR, f"the judge failed: {type(e).__name__}: {e}", allocation=f"{a.site} {a.text}")
         if row is not None:
             row.seconds = time.perf_counter() - t1
             report.add(row)
     for (kind, owner, text, machinery), group in allocs["untraced"].items():
         # The audit's own limit is an error; a name sglang leaves unbound is unknown.
         tb = group[0]
-        report.add(R.Row(f"buffer.{kind}[{owner}]", f"{owner} -> {tb.site.kernel} ({tb.site.where})",
-                         "trace the buffer argument to its allocation", "ast", R.ERROR if machinery else R.UNKNOWN,
-                         f"{text} (trail: {' <- '.join(tb.path.trail[:6])})"))
+        report.add(Row(f"buffer.{kind}[{owner}]", f"{owner} -> {tb.site.kernel} ({tb.site.where})",
+                       "trace the buffer argument to its allocation", "ast", ERROR if machinery else UNKNOWN,
+                       f"{text} (trail: {' <- '.join(tb.path.trail[:6])})"))
     for kind, entries in allocs["absent"].items():
         listing = "; ".join(f"{owner}: {reason}" for owner, reason in entries.items())
-        report.add(R.Row(f"buffer.{kind}.not_reached", f"{len(entries)} class(es)",
-                         "classes that inherit a kernel call but never reach it", "ast", R.NOT_PRESENT,
-                         f"no buffer on these paths (the value does not exist there): {listing}"))
+        report.add(Row(f"buffer.{kind}.not_reached", f"{len(entries)} class(es)",
+                       "classes that inherit a kernel call but never reach it", "ast", NOT_PRESENT,
+                       f"no buffer on these paths (the value does not exist there): {listing}"))
 
 
 def _group(traced: list[TracedBuffer]) -> dict:
@@ -125,7 +126,7 @@ def _alloc_row(index: SourceIndex, key, group: list[TracedBuffer], replay: bool)
         a = tb.alloc
         bad = next((d for d in a.dims if not isinstance(d, (int, z3.ArithRef))), None)
         if bad is not None:
-            judged.append((J.Judgement("unknown", detail=f"a dimension is {bad}"), tb, None))
+            judged.append((judge.Judgement("unknown", detail=f"a dimension is {bad}"), tb, None))
             continue
         modes = _modes(tb) if kind == "tree_mask" else [(None, [])]
         for mode, extra in modes:
@@ -134,8 +135,9 @@ def _alloc_row(index: SourceIndex, key, group: list[TracedBuffer], replay: bool)
             if ident in seen:
                 continue
             seen.add(ident)
-            j = J.judge(kind, a.dims, [*tb.path.conds, *extra], stride=_stride(tb), mode=mode, name=_row_id(tb, mode))
-            if j.verdict != J.INFEASIBLE:
+            j = judge.judge(kind, a.dims, [*tb.path.conds, *extra], stride=_stride(tb), mode=mode,
+                            name=_row_id(tb, mode))
+            if j.verdict != judge.INFEASIBLE:
                 judged.append((j, tb, mode))
     if not judged:
         return None  # every path to it contradicts the preconditions (a branch for another layout)
@@ -146,7 +148,7 @@ def _alloc_row(index: SourceIndex, key, group: list[TracedBuffer], replay: bool)
     if len(rows) == 1:
         return rows[0]
     # Several layouts reach one allocation: one row, the worst verdict first.
-    rows.sort(key=lambda r: ([R.OVERRUN, R.ERROR, R.UNKNOWN, R.HOLDS_ONLY_IF, R.MATCHED].index(r.status),
+    rows.sort(key=lambda r: ([OVERRUN, ERROR, UNKNOWN, HOLDS_ONLY_IF, MATCHED].index(r.status),
                              not r.id.endswith("/FULL_MASK]")))
     first = rows[0]
     first.detail += " | other layouts: " + "; ".join(f"{r.id.rsplit('/', 1)[-1].rstrip(']')}: {r.status}"
@@ -154,7 +156,7 @@ def _alloc_row(index: SourceIndex, key, group: list[TracedBuffer], replay: bool)
     return first
 
 
-def _row_for(index, kind, entries, replay: bool) -> R.Row:
+def _row_for(index, kind, entries, replay: bool) -> Row:
     entries.sort(key=lambda e: SEVERITY.index(e[0].verdict) if e[0].verdict in SEVERITY else 1)
     j, tb, mode = entries[0]
     a = tb.alloc
@@ -163,8 +165,8 @@ def _row_for(index, kind, entries, replay: bool) -> R.Row:
     subject = f"{a.owner} ({where}) -> {tb.site.kernel} ({tb.site.where})"
     check = f"{KERNEL_TEXT[kind]}: the kernel's writes (spec) fit the allocation"
     if j.verdict == "unknown":
-        return R.Row(row_id, subject, check, "ast", R.UNKNOWN, j.detail, allocation=f"{a.site} {a.text}")
-    status = VERDICT_STATUS.get(j.verdict, R.ERROR)
+        return Row(row_id, subject, check, "ast", UNKNOWN, j.detail, allocation=f"{a.site} {a.text}")
+    status = VERDICT_STATUS.get(j.verdict, ERROR)
     detail = j.detail
     if j.condition:
         detail = f"holds only if {j.condition}: {detail}"
@@ -173,9 +175,9 @@ def _row_for(index, kind, entries, replay: bool) -> R.Row:
         detail += " [path: " + "; ".join(notes) + "]"
     if kind == "draft_kv_indices" and _stride(tb) is None:
         detail += " [the launch's row stride was not traced: judged with the buffer's last dimension]"
-    row = R.Row(row_id, subject, check, "z3", status, detail, j.counterexample, allocation=f"{where} {a.text}",
-                size=j.size, required=j.required)
-    if status in (R.OVERRUN, R.HOLDS_ONLY_IF) and j.counterexample:
+    row = Row(row_id, subject, check, "z3", status, detail, j.counterexample, allocation=f"{where} {a.text}",
+              size=j.size, required=j.required)
+    if status in (OVERRUN, HOLDS_ONLY_IF) and j.counterexample:
         if replay:
             _replay_into(index, row, kind, tb, mode, j)
         else:
@@ -183,29 +185,29 @@ def _row_for(index, kind, entries, replay: bool) -> R.Row:
     return row
 
 
-def _replay_into(index, row: R.Row, kind, tb: TracedBuffer, mode, j: J.Judgement) -> None:
+def _replay_into(index, row: Row, kind, tb: TracedBuffer, mode, j: judge.Judgement) -> None:
     values = j.counterexample
     a = tb.alloc
-    dims = [J.evaluate(d, values) for d in a.dims]
+    dims = [judge.evaluate(d, values) for d in a.dims]
     if any(d is None for d in dims):
         row.detail += "; no replay: the allocation's size is not concrete at the counterexample"
-        row.status = R.ERROR
+        row.status = ERROR
         return
     if kind == "draft_kv_indices":
-        stride = J.evaluate(_stride(tb), values) if _stride(tb) is not None else dims[-1]
-        case = RP.kv_case(values, dims[0] if len(dims) > 1 else 1, stride)
+        stride = judge.evaluate(_stride(tb), values) if _stride(tb) is not None else dims[-1]
+        case = sglang_replay.kv_case(values, dims[0] if len(dims) > 1 else 1, stride)
     else:
         numel = 1
         for d in dims:
             numel *= d
-        case = RP.tree_case(values, mode, numel, values["max_context_len"])
+        case = sglang_replay.tree_case(values, mode, numel, values["max_context_len"])
     if case is None or case.get("seq_lens") is None:
         row.detail += "; no replay: no batch matches the counterexample"
-        row.status = R.ERROR
+        row.status = ERROR
         return
-    result = RP.run(index, kind, case)
+    result = sglang_replay.run(index, kind, case)
     row.replay = case
-    row.replay_command = RP.command(index.root, kind, case)
+    row.replay_command = sglang_replay.command(index.root, kind, case)
     row.method = "z3 + replay"
     if result.oob:
         row.detail += f"; replayed on {result.kernel}: {result.finding.message}"
@@ -215,5 +217,5 @@ def _replay_into(index, row: R.Row, kind, tb: TracedBuffer, mode, j: J.Judgement
         # The model says it overruns, the kernel does not: the audit's own model is off.
         got = result.finding.message if result.finding else "no out-of-bounds access"
         row.detail += f"; the replay on {result.kernel} did not go out of bounds ({got})"
-        row.status = R.ERROR
+        row.status = ERROR
 

@@ -2,9 +2,8 @@
 
 Each helper's definition is compiled alone, with stand-ins for the few names it uses
 (sglang's own ``TreeMaskMode``, itself extracted and checked; a recording ``torch.zeros``;
-a record class for ``VerifyMask``).  Symbolic runs go through :mod:`.symexec`; a helper
-whose code cannot take Z3 terms is evaluated on a dense grid instead and the row says
-"grid".
+a record class for ``VerifyMask``) and checked against the spec as a :class:`.claims.Claim`
+(on Z3 terms through :mod:`.symexec`, or on a dense grid where the code cannot take them).
 """
 
 from __future__ import annotations
@@ -20,8 +19,9 @@ import z3
 from specbound import spec
 from specbound.spec import TreeMaskMode as SpecMode
 
-from . import report as R
-from . import symexec as S
+from .report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, UNCHECKED, UNKNOWN_SIGNATURE, AuditReport, Row
+from . import symexec
+from .claims import Claim, harness_failure, run_claim
 from .extract import Found, SourceIndex
 
 VERIFY_MASK_FILE = "srt/layers/attention/verify_mask.py"
@@ -34,132 +34,12 @@ GPU_DEFAULT_MODE = SpecMode.FULL_MASK  # sglang's default_tree_mask_mode() off C
 @dataclass
 class Ctx:
     index: SourceIndex
-    report: R.AuditReport
+    report: AuditReport
     modes: Any = None  # sglang's TreeMaskMode (extracted) or the spec's when missing
 
 
 def _ints(*names):
     return [z3.Int(n) for n in names]
-
-
-def _fmt_cond(conds) -> str:
-    return ", ".join(str(z3.simplify(c)) for c in conds) or "always"
-
-
-# --- the engine ------------------------------------------------------------------------
-
-def harness_failure(e: BaseException) -> bool:
-    """An exception that says the audit's own stand-ins do not fit this sglang (a record
-    without the field the helper reads, a global the namespace lacks, a call with other
-    parameters): an ``error`` row, never a divergence blamed on sglang."""
-    return isinstance(e, (AttributeError, NameError, ImportError, TypeError))
-
-
-@dataclass
-class Claim:
-    """``call(*vars)`` must equal ``expected(*vars)`` wherever ``pre(*vars)`` holds; where
-    ``may_raise(*vars)`` holds the helper may raise instead (and must, if ``must_raise``)."""
-    variables: Sequence[z3.ArithRef]
-    pre: Callable[..., list]
-    call: Callable[..., Any]
-    expected: Callable[..., Any]
-    may_raise: Callable[..., Any] | None = None
-    grid: dict[str, range] | None = None
-
-
-def _equal(a, b):
-    if isinstance(a, tuple) or isinstance(b, tuple):
-        if not (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)):
-            return False
-        parts = [_equal(x, y) for x, y in zip(a, b)]
-        return z3.And(*[p if isinstance(p, z3.ExprRef) else z3.BoolVal(bool(p)) for p in parts])
-    if a is None or b is None:
-        return a is b
-    return S.equal(a, b)
-
-
-def _as_z3_bool(v):
-    return v if isinstance(v, z3.ExprRef) else z3.BoolVal(bool(v))
-
-
-def run_claim(hook, claim: Claim) -> tuple[str, str, str, dict | None]:
-    """(status, method, detail, counterexample)."""
-    vs = list(claim.variables)
-    pre = claim.pre(*vs)
-    expl = S.explore(hook, lambda: claim.call(*vs), pre)
-    if expl.unsupported is None:
-        n_ret = n_raise = 0
-        guards = []
-        for path in expl.paths:
-            if path.returned:
-                n_ret += 1
-                try:
-                    same = _as_z3_bool(_equal(path.value, claim.expected(*vs)))
-                except Exception as e:  # noqa: BLE001 - a value the audit cannot compare
-                    return R.ERROR, "z3", (f"the audit cannot compare the returned {path.value!r} with the spec's "
-                                           f"value ({type(e).__name__}: {e})"), None
-                v = S.refute([*pre, *path.condition, z3.Not(same)], vs)
-                if v.status == "counterexample":
-                    got = v.model and _eval_at(path.value, v.model, vs)
-                    want = v.model and _eval_at(claim.expected(*vs), v.model, vs)
-                    return (R.DIVERGED, "z3", f"sglang returns {got}, the spec {want} "
-                            f"(path: {_fmt_cond(path.condition)})", v.model)
-            else:
-                n_raise += 1
-                allowed = claim.may_raise(*vs) if claim.may_raise else z3.BoolVal(False)
-                v = S.refute([*pre, *path.condition, z3.Not(_as_z3_bool(allowed))], vs)
-                if v.status == "counterexample":
-                    return (R.DIVERGED, "z3", f"raises {path.describe_error()} on an input the spec "
-                            f"accepts", v.model)
-                cond = _fmt_cond(path.condition)
-                guards.append(f"raises {type(path.error).__name__} "
-                              + (f"when {cond}" if path.condition else "for every input"))
-            if v.status == "unknown":
-                return R.ERROR, "z3", f"solver returned unknown (rlimit {S.RLIMIT})", None
-        detail = f"{n_ret} return path(s) equal to the spec for all inputs"
-        if guards:
-            detail += "; " + "; ".join(guards)
-        if expl.truncated:
-            return R.ERROR, "z3", detail + f"; more than {S.MAX_PATHS} paths (not all explored)", None
-        return R.MATCHED, "z3", detail, None
-    # Grid fallback.
-    if not claim.grid:
-        return R.ERROR, "-", f"not symbolic ({expl.unsupported}) and no grid defined", None
-    points = S.grid(claim.grid)
-    for p in points:
-        args = [p[str(v)] for v in vs]
-        if not all(bool(c) for c in claim.pre(*args)):
-            continue
-        try:
-            got = claim.call(*args)
-        except Exception as e:  # noqa: BLE001
-            if claim.may_raise and bool(claim.may_raise(*args)):
-                continue
-            if harness_failure(e):
-                return (R.ERROR, f"grid ({len(points)} points)", f"the audit's stand-ins failed, not sglang: "
-                        f"{type(e).__name__}: {e} at {p}", None)
-            return (R.DIVERGED, f"grid ({len(points)} points)", f"raises {type(e).__name__}: {e}; "
-                    f"not symbolic: {expl.unsupported}", p)
-        want = claim.expected(*args)
-        if not bool(_equal(got, want)):
-            return (R.DIVERGED, f"grid ({len(points)} points)", f"sglang returns {got}, the spec {want}; "
-                    f"not symbolic: {expl.unsupported}", p)
-    return (R.MATCHED, f"grid ({len(points)} points)",
-            f"equal on every grid point (not symbolic: {expl.unsupported})", None)
-
-
-def _eval_at(value, model: dict, vs):
-    sub = [(v, z3.IntVal(model[str(v)])) for v in vs if isinstance(model.get(str(v)), int)]
-    if isinstance(value, tuple):
-        return tuple(_eval_at(x, model, vs) for x in value)
-    if isinstance(value, z3.ExprRef):
-        r = z3.simplify(z3.substitute(value, *sub))
-        if isinstance(r, z3.IntNumRef):
-            return r.as_long()
-        if z3.is_true(r) or z3.is_false(r):
-            return z3.is_true(r)
-        return r
-    return value
 
 
 # --- TreeMaskMode ------------------------------------------------------------------------
@@ -169,9 +49,9 @@ def check_modes(ctx: Ctx) -> None:
     found = ctx.index.find_all_classes("TreeMaskMode")
     if not found:
         ctx.modes = SpecMode
-        ctx.report.add(R.Row("enum.TreeMaskMode", "TreeMaskMode", "member values equal the spec's",
-                             "-", R.NOT_PRESENT, "no class TreeMaskMode in this sglang; the spec's "
-                             "values stand in for it below"))
+        ctx.report.add(Row("enum.TreeMaskMode", "TreeMaskMode", "member values equal the spec's",
+                           "-", NOT_PRESENT, "no class TreeMaskMode in this sglang; the spec's "
+                           "values stand in for it below"))
         return
     bad = []
     first = None
@@ -189,10 +69,10 @@ def check_modes(ctx: Ctx) -> None:
             first = cls
     where = ", ".join(f.where for f in found)
     ctx.modes = first if first is not None else SpecMode
-    ctx.report.add(R.Row("enum.TreeMaskMode", f"TreeMaskMode ({where})", "member names and values equal "
-                         "the spec's (FULL_MASK=0, QLEN_ONLY=1, QLEN_ONLY_BITPACKING=2)", "ast",
-                         R.DIVERGED if bad else R.MATCHED, "; ".join(bad) or f"{len(found)} definition(s)",
-                         seconds=time.perf_counter() - t0))
+    ctx.report.add(Row("enum.TreeMaskMode", f"TreeMaskMode ({where})", "member names and values equal "
+                       "the spec's (FULL_MASK=0, QLEN_ONLY=1, QLEN_ONLY_BITPACKING=2)", "ast",
+                       DIVERGED if bad else MATCHED, "; ".join(bad) or f"{len(found)} definition(s)",
+                       seconds=time.perf_counter() - t0))
 
 
 def _mode(ctx: Ctx, m: SpecMode):
@@ -205,8 +85,8 @@ def _load(ctx: Ctx, name: str, files, row_id: str, what: str, want_params: int |
     """(found, fn, hook) or None after adding a not-present / unknown-signature row."""
     found = ctx.index.find(name, files)
     if found is None:
-        ctx.report.add(R.Row(row_id, name, what, "-", R.NOT_PRESENT,
-                             f"no `{name}` in this sglang (looked in {', '.join(files)} and every .py file)"))
+        ctx.report.add(Row(row_id, name, what, "-", NOT_PRESENT,
+                           f"no `{name}` in this sglang (looked in {', '.join(files)} and every .py file)"))
         return None
     params = found.params()
     if name.endswith(".fits"):
@@ -214,29 +94,29 @@ def _load(ctx: Ctx, name: str, files, row_id: str, what: str, want_params: int |
     ok = (len(params) == want_params and len(found.required_params()) <= want_params + 1) \
         if isinstance(want_params, int) else set(found.required_params()) <= set(want_params) <= set(params)
     if not ok:
-        ctx.report.add(R.Row(row_id, f"{name} ({found.where})", what, "-", R.UNKNOWN_SIGNATURE,
-                             f"parameters {found.params()}; the audit knows {want_params}"))
+        ctx.report.add(Row(row_id, f"{name} ({found.where})", what, "-", UNKNOWN_SIGNATURE,
+                           f"parameters {found.params()}; the audit knows {want_params}"))
         return None
-    hook = S.make_bool_hook()
+    hook = symexec.make_bool_hook()
     return found, hook
 
 
 def _compile(ctx: Ctx, found: Found, hook, extra: dict | None = None):
     ns = {"__sb_bool__": hook, "TreeMaskMode": ctx.modes}
     ns.update(extra or {})
-    return ctx.index.load_helper(found, ns, transform=S.instrument)
+    return ctx.index.load_helper(found, ns, transform=symexec.instrument)
 
 
 def _row(ctx, row_id, found: Found, what, hook, claim, t0, *, not_present_on_raise=None):
     try:
         status, method, detail, cex = run_claim(hook, claim)
     except Exception as e:  # noqa: BLE001 - never a traceback
-        status, method, detail, cex = R.ERROR, "-", f"{type(e).__name__}: {e}", None
-    if not_present_on_raise and status == R.MATCHED and "raises" in detail and "return path" in detail \
+        status, method, detail, cex = ERROR, "-", f"{type(e).__name__}: {e}", None
+    if not_present_on_raise and status == MATCHED and "raises" in detail and "return path" in detail \
             and detail.startswith("0 return"):
-        status, detail = R.NOT_PRESENT, f"{not_present_on_raise} ({detail.split('; ', 1)[1]})"
-    return ctx.report.add(R.Row(row_id, f"{found.name} ({found.where})", what, method, status, detail, cex,
-                                seconds=time.perf_counter() - t0))
+        status, detail = NOT_PRESENT, f"{not_present_on_raise} ({detail.split('; ', 1)[1]})"
+    return ctx.report.add(Row(row_id, f"{found.name} ({found.where})", what, method, status, detail, cex,
+                              seconds=time.perf_counter() - t0))
 
 
 def check_tree_mask_numel(ctx: Ctx) -> Callable | None:
@@ -304,28 +184,28 @@ def check_fits(ctx: Ctx, numel_fn: Callable | None) -> None:
                  "tree_mask_numel(mode, max_bs, n, C)")
         try:
             pre_v = pre(*vs)
-            expl = S.explore(hook, lambda: call(*vs), pre_v)
-            status, detail, cex = R.MATCHED, "", None
+            expl = symexec.explore(hook, lambda: call(*vs), pre_v)
+            status, detail, cex = MATCHED, "", None
             if expl.unsupported:
-                status, detail = R.ERROR, f"not symbolic: {expl.unsupported}"
+                status, detail = ERROR, f"not symbolic: {expl.unsupported}"
             for path in expl.paths if not expl.unsupported else []:
                 if not path.returned:
                     continue  # a refusal is safe
                 f, numel = path.value
                 used = spec.mask_batch_numel(m, vs[0], vs[2], vs[4])
-                v = S.refute([*pre_v, *path.condition, S.as_bool(f), z3.Not(used <= numel)], vs)
+                v = symexec.refute([*pre_v, *path.condition, symexec.as_bool(f), z3.Not(used <= numel)], vs)
                 if v.status == "counterexample":
-                    status, detail, cex = R.DIVERGED, "a batch that fits writes past the buffer", v.model
+                    status, detail, cex = DIVERGED, "a batch that fits writes past the buffer", v.model
                     break
                 if v.status == "unknown":
-                    status, detail = R.ERROR, f"solver returned unknown (rlimit {S.RLIMIT})"
+                    status, detail = ERROR, f"solver returned unknown (rlimit {symexec.RLIMIT})"
                     break
-            if status == R.MATCHED:
+            if status == MATCHED:
                 detail = f"proved on {len(expl.paths)} path(s) for all bs, max_bs, n, C, S"
         except Exception as e:  # noqa: BLE001
-            status, detail, cex = R.ERROR, f"{type(e).__name__}: {e}", None
-        ctx.report.add(R.Row(row_id, f"VerifyMask.fits + tree_mask_numel ({found.where})", what2, "z3",
-                             status, detail, cex, seconds=time.perf_counter() - t0))
+            status, detail, cex = ERROR, f"{type(e).__name__}: {e}", None
+        ctx.report.add(Row(row_id, f"VerifyMask.fits + tree_mask_numel ({found.where})", what2, "z3",
+                           status, detail, cex, seconds=time.perf_counter() - t0))
 
 
 class _Alloc:
@@ -352,8 +232,8 @@ def check_maybe_create(ctx: Ctx, numel_fn) -> None:
     t0 = time.perf_counter()
     numel_found = ctx.index.find("tree_mask_numel", (VERIFY_MASK_FILE,))
     if numel_found is None:
-        ctx.report.add(R.Row("helper.maybe_create_verify_mask", f"{found.name} ({found.where})", what, "-",
-                             R.NOT_PRESENT, "it calls tree_mask_numel, which this sglang lacks"))
+        ctx.report.add(Row("helper.maybe_create_verify_mask", f"{found.name} ({found.where})", what, "-",
+                           NOT_PRESENT, "it calls tree_mask_numel, which this sglang lacks"))
         return
     numel = _compile(ctx, numel_found, hook)
     fake_torch = types.SimpleNamespace(zeros=lambda numel, dtype=None, device=None: _Alloc(numel, dtype, device),
@@ -367,7 +247,7 @@ def check_maybe_create(ctx: Ctx, numel_fn) -> None:
             return (False, -1, 0, 0)
         return (True, int(res.mode), res.buffer.numel, res.max_bs)
 
-    worst = (R.MATCHED, "z3", "", None)
+    worst = (MATCHED, "z3", "", None)
     for draft_runner in (False, True):
         for skip in (False, True):
             for is_read in (True, False):
@@ -384,26 +264,26 @@ def check_maybe_create(ctx: Ctx, numel_fn) -> None:
                 claim = Claim(_ints("max_bs", "n", "C"), lambda mx, n, c: [mx >= 0, n >= 1, c >= 1], call,
                               expected, grid={"max_bs": range(0, 5), "n": range(1, 6), "C": range(1, 6)})
                 status, method, detail, cex = run_claim(hook, claim)
-                if status != R.MATCHED:
+                if status != MATCHED:
                     detail = (f"is_draft_runner={draft_runner}, skip_prefill={skip}, is_read={is_read}: "
                               f"{detail}")
                     worst = (status, method, detail, cex)
                     break
-    if worst[0] == R.MATCHED:
+    if worst[0] == MATCHED:
         try:
             res = fn(is_draft_runner=False, skip_prefill=False, max_bs=4, max_context_len=8,
                      num_draft_tokens=None, device="cpu", is_read=True)
             if res is not None:
-                worst = (R.DIVERGED, "probe", "returns a mask for num_draft_tokens=None", None)
+                worst = (DIVERGED, "probe", "returns a mask for num_draft_tokens=None", None)
             else:
-                worst = (R.MATCHED, "z3", "8 flag combinations proved for all max_bs, n, C; "
+                worst = (MATCHED, "z3", "8 flag combinations proved for all max_bs, n, C; "
                          "None for num_draft_tokens=None", None)
         except Exception as e:  # noqa: BLE001
-            worst = ((R.ERROR, "probe", f"the audit's stand-ins failed, not sglang: {type(e).__name__}: {e}", None)
+            worst = ((ERROR, "probe", f"the audit's stand-ins failed, not sglang: {type(e).__name__}: {e}", None)
                      if harness_failure(e) else
-                     (R.DIVERGED, "probe", f"num_draft_tokens=None raises {type(e).__name__}: {e}", None))
-    ctx.report.add(R.Row("helper.maybe_create_verify_mask", f"{found.name} ({found.where})", what, worst[1],
-                         worst[0], worst[2], worst[3], seconds=time.perf_counter() - t0))
+                     (DIVERGED, "probe", f"num_draft_tokens=None raises {type(e).__name__}: {e}", None))
+    ctx.report.add(Row("helper.maybe_create_verify_mask", f"{found.name} ({found.where})", what, worst[1],
+                       worst[0], worst[2], worst[3], seconds=time.perf_counter() - t0))
 
 
 def check_draft_width(ctx: Ctx) -> Callable | None:
@@ -427,28 +307,28 @@ def check_draft_width(ctx: Ctx) -> Callable | None:
     t0 = time.perf_counter()
     vs = _ints("num_seqs", "K", "C")
     pre = [vs[0] >= 0, vs[1] >= 1, vs[2] >= 1]
-    status, detail, cex = R.MATCHED, "", None
+    status, detail, cex = MATCHED, "", None
     try:
-        expl = S.explore(hook, lambda: fn(*vs), pre)
+        expl = symexec.explore(hook, lambda: fn(*vs), pre)
         if expl.unsupported:
-            status, detail = R.ERROR, f"not symbolic: {expl.unsupported}"
+            status, detail = ERROR, f"not symbolic: {expl.unsupported}"
         for path in expl.paths if not expl.unsupported else []:
             if path.returned:
-                v = S.refute([*pre, *path.condition, too_big(*vs)], vs)
+                v = symexec.refute([*pre, *path.condition, too_big(*vs)], vs)
                 if v.status == "counterexample":
-                    status, cex = R.DIVERGED, v.model
+                    status, cex = DIVERGED, v.model
                     detail = "returns a row width >= 2^31 (int32 offsets of the kernel overflow) without complaint"
                     break
                 if v.status == "unknown":
-                    status, detail = R.ERROR, "solver returned unknown"
+                    status, detail = ERROR, "solver returned unknown"
                     break
-        if status == R.MATCHED:
+        if status == MATCHED:
             detail = "every width >= 2^31 is refused (spec.int32_alloc_ok)"
     except Exception as e:  # noqa: BLE001
-        status, detail = R.ERROR, f"{type(e).__name__}: {e}"
-    ctx.report.add(R.Row("helper.draft_kv_indices_buffer_width.int32_guard", f"{found.name} ({found.where})",
-                         "refuses every width >= 2^31", "z3", status, detail, cex,
-                         seconds=time.perf_counter() - t0))
+        status, detail = ERROR, f"{type(e).__name__}: {e}"
+    ctx.report.add(Row("helper.draft_kv_indices_buffer_width.int32_guard", f"{found.name} ({found.where})",
+                       "refuses every width >= 2^31", "z3", status, detail, cex,
+                       seconds=time.perf_counter() - t0))
     return fn
 
 
@@ -472,11 +352,11 @@ def check_kv_capacity(ctx: Ctx) -> None:
     w = ctx.index.find("draft_kv_indices_buffer_width", (SPEC_UTILS_FILE,))
     u = ctx.index.find("draft_kv_indices_used_len", (SPEC_UTILS_FILE,))
     if w is None or u is None:
-        ctx.report.add(R.Row("safety.kv_capacity", "draft_kv_indices_used_len + draft_kv_indices_buffer_width",
-                             "sglang's capacity assert holds for every in-contract batch", "-", R.NOT_PRESENT,
-                             "one of the two helpers is missing"))
+        ctx.report.add(Row("safety.kv_capacity", "draft_kv_indices_used_len + draft_kv_indices_buffer_width",
+                           "sglang's capacity assert holds for every in-contract batch", "-", NOT_PRESENT,
+                           "one of the two helpers is missing"))
         return
-    hook = S.make_bool_hook()
+    hook = symexec.make_bool_hook()
     width = _compile(ctx, w, hook)
     used = _compile(ctx, u, hook)
     vs = _ints("num_seqs", "K", "C", "steps", "S")
@@ -489,41 +369,41 @@ def check_kv_capacity(ctx: Ctx) -> None:
                               ("safety.kv_capacity.with_draft_room", True)):
         t0 = time.perf_counter()
         pre = base(*vs) + ([vs[4] + vs[0] * vs[3] <= vs[0] * vs[2]] if with_room else [])
-        status, detail, cex = R.MATCHED, "", None
+        status, detail, cex = MATCHED, "", None
         try:
-            expl = S.explore(hook, lambda: (used(vs[4], vs[1], vs[0] * vs[1], vs[3]), width(vs[0], vs[1], vs[2])),
-                             pre)
+            expl = symexec.explore(hook, lambda: (used(vs[4], vs[1], vs[0] * vs[1], vs[3]), width(vs[0], vs[1], vs[2])),
+                                   pre)
             if expl.unsupported:
-                status, detail = R.ERROR, f"not symbolic: {expl.unsupported}"
+                status, detail = ERROR, f"not symbolic: {expl.unsupported}"
             for path in expl.paths if not expl.unsupported else []:
                 if not path.returned:
                     continue
                 u_val, w_val = path.value
-                v = S.refute([*pre, *path.condition, z3.Not(u_val <= w_val)], vs)
+                v = symexec.refute([*pre, *path.condition, z3.Not(u_val <= w_val)], vs)
                 if v.status == "counterexample":
                     cex = v.model
                     if with_room:
-                        status, detail = R.DIVERGED, "used_len exceeds the row width although every request has room"
+                        status, detail = DIVERGED, "used_len exceeds the row width although every request has room"
                     else:
-                        status = R.UNCHECKED
+                        status = UNCHECKED
                         detail = ("holds only if every request has room for its draft tokens "
                                   "(seq_len[b] + num_steps <= C); with seq_len = C the draft kernel needs "
                                   "more than the row: sglang relies on the scheduler for it")
                     break
                 if v.status == "unknown":
-                    status, detail = R.ERROR, "solver returned unknown"
+                    status, detail = ERROR, "solver returned unknown"
                     break
-            if status == R.MATCHED:
+            if status == MATCHED:
                 detail = ("proved given S + num_seqs*steps <= num_seqs*C" if with_room else
                           "holds without assuming room for the draft tokens")
         except Exception as e:  # noqa: BLE001
-            status, detail = R.ERROR, f"{type(e).__name__}: {e}"
+            status, detail = ERROR, f"{type(e).__name__}: {e}"
         what = ("used_len(S, K, num_seqs*K, steps) <= width(num_seqs, K, C) for 0 <= S <= num_seqs*C"
                 + (" and S + num_seqs*steps <= num_seqs*C" if with_room else ""))
-        ctx.report.add(R.Row(row_id, subject, what, "z3", status, detail, cex, seconds=time.perf_counter() - t0))
+        ctx.report.add(Row(row_id, subject, what, "z3", status, detail, cex, seconds=time.perf_counter() - t0))
 
 
-def run_all(index: SourceIndex, report: R.AuditReport) -> Ctx:
+def run_all(index: SourceIndex, report: AuditReport) -> Ctx:
     ctx = Ctx(index, report)
     check_modes(ctx)
     numel = check_tree_mask_numel(ctx)

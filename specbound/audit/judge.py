@@ -33,12 +33,12 @@ import z3
 
 from specbound import spec
 from specbound.proofs import kernel
-from specbound.proofs import lemmas as L
+from specbound.proofs.lemmas import prefix_bound, prefix_room
 from specbound.proofs.model import C, D, K, P, bs, labelled, max_bs, n, page
 
-from . import bindings as B
+from . import bindings
 
-S = B.QUANTITIES["seq_lens_sum"]
+S = bindings.QUANTITIES["seq_lens_sum"]
 MATCHED, OVERRUN, HOLDS_ONLY_IF, INFEASIBLE, ERROR = "matched", "overrun", "holds only if", "infeasible", "error"
 
 # Every variable a counterexample may report, in the order the shrinker makes them small;
@@ -95,10 +95,10 @@ def contract(kind: str, mode=None) -> tuple[dict, list]:
     """The stated preconditions (hypotheses) and the lemma instances they give."""
     hyps = {**labelled(spec.max_bs_ok(max_bs)), **labelled(spec.batch_size_ok(bs)), **labelled(spec.context_ok(C)),
             "captured_batch_fits": bs <= max_bs, "seq_lens_sum_is_prefix": S == P(bs)}
-    lemmas = [kernel.instantiate(L.prefix_bound(), bs)]
+    lemmas = [kernel.instantiate(prefix_bound(), bs)]
     if kind == "draft_kv_indices":
         hyps.update(labelled(spec.kv_shape_ok(K, D, page)))
-        lemmas.append(kernel.instantiate(L.prefix_room(), bs))
+        lemmas.append(kernel.instantiate(prefix_room(), bs))
     else:
         hyps.update(labelled(spec.tree_shape_ok(K, D, n)))
         if mode is spec.TreeMaskMode.QLEN_ONLY_BITPACKING:

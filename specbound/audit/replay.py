@@ -24,8 +24,9 @@ from dataclasses import dataclass
 
 from specbound import spec
 
-from . import kernels as KR
-from . import report as R
+from . import kernels
+from . import kv_kernel, tree_kernel
+from .report import ERROR, OOB
 from .extract import SourceIndex
 
 
@@ -33,12 +34,12 @@ from .extract import SourceIndex
 class Replay:
     kernel: str               # which kernel ran, and where it is
     own: bool                 # sglang's own kernel (False: specbound's stand-in, see `why`)
-    finding: KR.Finding | None
+    finding: kernels.Finding | None
     why: str = ""
 
     @property
     def oob(self) -> bool:
-        return self.finding is not None and self.finding.kind == R.OOB
+        return self.finding is not None and self.finding.kind == OOB
 
 
 def kv_case(values: dict, rows: int, width: int) -> dict:
@@ -79,60 +80,55 @@ def _load(index: SourceIndex, name: str, files, aliases, known: set[str]):
     found = index.find(name, files)
     if found is None:
         return None, None, f"this sglang has no `{name}`"
-    _, missing = KR.bind(found, {}, aliases)
-    unknown = [p for p in missing if KR._norm(p, aliases) not in known]
+    _, missing = kernels.bind(found, {}, aliases)
+    unknown = [p for p in missing if kernels.value_key(p, aliases) not in known]
     if unknown:
         return found, None, f"`{name}` ({found.where}) takes parameters the audit cannot feed: {unknown}"
-    triton, tl, K = KR.triton_env()
-    return found, (index.load_kernel(found, triton, tl), K), ""
+    triton, tl, our_kernels = kernels.triton_env()
+    return found, (index.load_kernel(found, triton, tl), our_kernels), ""
 
 
 def _replay_kv(index: SourceIndex, case: dict) -> Replay:
-    known = {"req_pool_indices", "req_to_token", "paged_kernel_lens", "kv_indices", "kv_indptr", "positions",
-             "row_stride", "kv_indices_stride", "kv_indptr_stride", "bs_upper", "iter_upper", "num_tokens_upper",
-             "page_size"}
-    found, loaded, why = _load(index, KR.KV_KERNEL, KR.KV_FILES, KR.KV_ALIASES, known)
+    found, loaded, why = _load(index, kernels.KV_KERNEL, kernels.KV_FILES, kernels.KV_ALIASES, kv_kernel.KV_FED)
     if loaded is None:
-        return Replay(KR.KV_KERNEL, True, KR.Finding(R.ERROR, why))
-    kernel, K = loaded
+        return Replay(kernels.KV_KERNEL, True, kernels.Finding(ERROR, why))
+    kernel, our_kernels = loaded
     width = case["width"]
-    finding = KR.run_kv_no_room(kernel, found, K, case, lambda *_: width, rows=case["rows"])
-    return Replay(f"sglang's {KR.KV_KERNEL} ({found.where})", True, finding)
+    finding = kv_kernel.run_kv_no_room(kernel, found, our_kernels, case, lambda *_: width, rows=case["rows"])
+    return Replay(f"sglang's {kernels.KV_KERNEL} ({found.where})", True, finding)
 
 
 def _replay_tree(index: SourceIndex, case: dict) -> Replay:
-    known = {"parent_list", "selected_index", "verified_seq_len", "seq_len_prefix_sum", "tree_mask", "positions",
-             "retrieve_index", "retrieve_next_token", "retrieve_next_sibling", "topk", "depth", "draft_token_num",
-             "tree_mask_mode", "batch_size", "parent_list_stride", "selected_index_stride"}
-    found, loaded, why = _load(index, KR.TREE_KERNEL, KR.TREE_FILES, KR.TREE_ALIASES, known)
+    found, loaded, why = _load(index, kernels.TREE_KERNEL, kernels.TREE_FILES, kernels.TREE_ALIASES,
+                               tree_kernel.TREE_FED)
     if loaded is not None:
-        kernel, K = loaded
-        finding = KR.run_tree(kernel, found, K, case, mask_numel=case["mask_numel"])
-        return Replay(f"sglang's {KR.TREE_KERNEL} ({found.where})", True, finding)
+        kernel, our_kernels = loaded
+        finding = tree_kernel.run_tree(kernel, found, our_kernels, case, mask_numel=case["mask_numel"])
+        return Replay(f"sglang's {kernels.TREE_KERNEL} ({found.where})", True, finding)
     why = (f"{why}: this release ships only the CUDA tree build (sgl-kernel), which needs a GPU; replayed on "
            "specbound.kernels' Triton tree build, whose writes are the spec's footprint")
     return Replay("specbound.kernels.tree_build.build_tree_kernel", False, _specbound_tree(case), why)
 
 
-def _specbound_tree(case: dict) -> KR.Finding | None:
+def _specbound_tree(case: dict) -> kernels.Finding | None:
     import torch
 
-    _, _, K = KR.triton_env()
+    _, _, our_kernels = kernels.triton_env()
     from specbound.kernels import tree_build
 
-    pl, sel, seq = KR.tree_case_tensors(case)
+    pl, sel, seq = tree_kernel.tree_case_tensors(case)
     bs, n = seq.numel(), case["n"]
     mask = torch.ones(case["mask_numel"], dtype=torch.bool)
     positions = torch.zeros(bs * n, dtype=torch.int64)
     outs = [torch.full((bs, n), -1, dtype=torch.int64) for _ in range(3)]
     try:
-        with K.checked_interpreter():
+        with our_kernels.checked_interpreter():
             tree_build.launch_tree(pl, sel, seq, mask, positions, *outs, topk=case["topk"], depth=case["depth"],
                                    num_draft_tokens=n, mode=spec.TreeMaskMode(case["mode"]))
-    except K.OutOfBoundsAccess as e:
-        return KR.Finding(R.OOB, KR._oob_text(e))
+    except our_kernels.OutOfBoundsAccess as e:
+        return kernels.Finding(OOB, kernels.oob_text(e))
     except Exception as e:  # noqa: BLE001 - a crash of the replay is reported, not raised
-        return KR.Finding(R.ERROR, f"{type(e).__name__}: {e}")
+        return kernels.Finding(ERROR, f"{type(e).__name__}: {e}")
     return None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from . import report as R
+from .report import ERROR, NOT_PRESENT, AuditReport, Row
 from .locate import ENV_VAR, NotInstalled, locate
 
 DEFAULT_EXAMPLES = 40
@@ -13,7 +13,7 @@ DEFAULT_SEED = 20240607
 
 
 def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, seed: int = DEFAULT_SEED,
-              kernels: bool = True, symbolic_all: bool = False) -> R.AuditReport:
+              kernels: bool = True, symbolic_all: bool = False) -> AuditReport:
     """The full audit; never raises for a missing or unexpected sglang (those are rows).
     ``symbolic_all``: the symbolic proof rows prove every listed specialization (minutes)."""
     if symbolic_all and not kernels:
@@ -22,16 +22,16 @@ def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, 
     try:
         inst = locate(sglang_path)
     except NotInstalled as e:
-        rep = R.AuditReport(None, None, None, examples=examples, seed=seed)
+        rep = AuditReport(None, None, None, examples=examples, seed=seed)
         if sglang_path or os.environ.get(ENV_VAR):
             # Asked to audit a folder that holds no sglang (a typo in a CI job): an error.
             rep.fatal = str(e)
-            rep.add(R.Row("sglang.installed", "sglang", "an sglang package to audit", "-", R.ERROR, str(e)))
+            rep.add(Row("sglang.installed", "sglang", "an sglang package to audit", "-", ERROR, str(e)))
         else:
-            rep.add(R.Row("sglang.installed", "sglang", "an sglang package to audit", "-", R.NOT_PRESENT, str(e)))
+            rep.add(Row("sglang.installed", "sglang", "an sglang package to audit", "-", NOT_PRESENT, str(e)))
         rep.seconds = time.perf_counter() - t0
         return rep
-    rep = R.AuditReport(str(inst.root), inst.version, inst.located_by, examples=examples, seed=seed)
+    rep = AuditReport(str(inst.root), inst.version, inst.located_by, examples=examples, seed=seed)
     from .extract import SourceIndex
 
     index = SourceIndex(inst.root)
@@ -42,7 +42,7 @@ def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, 
         try:
             stage()
         except Exception as e:  # noqa: BLE001 - a broken stage is a row, never a traceback
-            rep.add(R.Row(f"{name}.stage", name, f"the {name} checks", "-", R.ERROR, f"{type(e).__name__}: {e}"))
+            rep.add(Row(f"{name}.stage", name, f"the {name} checks", "-", ERROR, f"{type(e).__name__}: {e}"))
     rep.seconds = time.perf_counter() - t0
     return rep
 
@@ -60,7 +60,7 @@ def _buffers(index, rep, replay):
 
 
 def _kernels(index, rep, examples, seed, symbolic_all):
-    from . import kernels
+    from . import kernels, kv_kernel, tree_kernel
     from .cuda.check import check_cuda_tree
     from .helpers import SPEC_UTILS_FILE
 
@@ -71,8 +71,8 @@ def _kernels(index, rep, examples, seed, symbolic_all):
             width_fn, width_source = index.load_helper(found, {}), found.where
         except Exception:  # noqa: BLE001 - the helper row already reports it
             width_fn = None
-    kernels.check_tree_kernel(index, rep, examples, seed)
-    kernels.check_kv_kernel(index, rep, examples, seed, width_fn, width_source)
+    tree_kernel.check_tree_kernel(index, rep, examples, seed)
+    kv_kernel.check_kv_kernel(index, rep, examples, seed, width_fn, width_source)
     kernels.check_launch_sites(index, rep)
     check_cuda_tree(index, rep, examples, seed)
     kernels.check_symbolic(rep, full=symbolic_all)

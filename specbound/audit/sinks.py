@@ -21,9 +21,9 @@ from typing import Any
 
 import z3
 
-from . import bindings as B
+from . import bindings
 from .extract import SourceIndex
-from .kernels import KV_ALIASES, KV_FILES, TREE_ALIASES, _norm
+from .kernels import KV_ALIASES, KV_FILES, TREE_ALIASES, value_key
 from .program import FuncInfo, Program, callee_name
 from .trace import Tracer
 from .trace_values import Alloc, Ended, Instance, NoneValue, Opaque, Path
@@ -31,7 +31,7 @@ from .trace_values import Alloc, Ended, Instance, NoneValue, Opaque, Path
 
 @dataclass
 class SinkSite:
-    sink: B.Sink
+    sink: bindings.Sink
     func: FuncInfo           # the function that makes the call
     call: ast.Call
     params: list[str]        # the kernel's parameters, normalised, in positional order
@@ -53,7 +53,7 @@ class SinkSite:
         return None
 
     def _norm(self, name: str) -> str:
-        return _norm(name, KV_ALIASES if self.sink is B.KV_SINK else TREE_ALIASES)
+        return value_key(name, KV_ALIASES if self.sink is bindings.KV_SINK else TREE_ALIASES)
 
 
 @dataclass
@@ -79,19 +79,20 @@ def _kernel_params(index: SourceIndex, name: str, files, aliases) -> tuple[list[
     found = index.find(name, files)
     if found is None:
         return None
-    return [_norm(p, aliases) for p in found.params()], found.where
+    return [value_key(p, aliases) for p in found.params()], found.where
 
 
 def find_sites(program: Program) -> list[SinkSite]:
     index = program.index
     out: list[SinkSite] = []
-    kv = _kernel_params(index, B.KV_SINK.kernel, KV_FILES, KV_ALIASES)
-    for site in program.calls_to(B.KV_SINK.kernel):
+    kv = _kernel_params(index, bindings.KV_SINK.kernel, KV_FILES, KV_ALIASES)
+    for site in program.calls_to(bindings.KV_SINK.kernel):
         if isinstance(site.call.func, ast.Subscript):
             params, where = kv if kv else ([], "")
-            out.append(SinkSite(B.KV_SINK, site.caller, site.call, params, ast.unparse(site.call.func.value), where))
+            out.append(SinkSite(bindings.KV_SINK, site.caller, site.call, params, ast.unparse(site.call.func.value),
+                                where))
     seen = set()
-    for path in program.files_mentioning(B.TREE_SINK.kernel, whole_words=False):
+    for path in program.files_mentioning(bindings.TREE_SINK.kernel, whole_words=False):
         tree = index.tree(path)
         if tree is None:
             continue
@@ -102,19 +103,19 @@ def find_sites(program: Program) -> list[SinkSite]:
                 if not isinstance(node, ast.Call):
                     continue
                 name = callee_name(node.func)
-                if not name or B.TREE_SINK.kernel not in name or id(node) in seen:
+                if not name or bindings.TREE_SINK.kernel not in name or id(node) in seen:
                     continue
                 params = _tree_op_params(program, name, fn)
                 if params is None:
                     continue
                 seen.add(id(node))
-                out.append(SinkSite(B.TREE_SINK, fn, node, params[0], ast.unparse(node.func), params[1]))
+                out.append(SinkSite(bindings.TREE_SINK, fn, node, params[0], ast.unparse(node.func), params[1]))
     return out
 
 
 def _takes_tree_mask(node) -> bool:
-    return any(_norm(a.arg, TREE_ALIASES) == "tree_mask" for a in (*node.args.posonlyargs, *node.args.args,
-                                                                   *node.args.kwonlyargs))
+    return any(value_key(a.arg, TREE_ALIASES) == "tree_mask" for a in (*node.args.posonlyargs, *node.args.args,
+                                                                       *node.args.kwonlyargs))
 
 
 def _tree_op_params(program: Program, name: str, caller: FuncInfo):
@@ -123,10 +124,10 @@ def _tree_op_params(program: Program, name: str, caller: FuncInfo):
     defs = [f for f in [program.function_for(name, caller.path)] if f is not None] or program.functions_named(name)
     defs = defs or [m for m in program.methods_named(name)]
     if not defs:
-        return [_norm(p, TREE_ALIASES) for p in B.TREE_OP_PARAMS], ""
+        return [value_key(p, TREE_ALIASES) for p in bindings.TREE_OP_PARAMS], ""
     for d in defs:
         if _takes_tree_mask(d.node):
-            params = [_norm(p, TREE_ALIASES) for p in d.params()]
+            params = [value_key(p, TREE_ALIASES) for p in d.params()]
             if d.cls is not None and params and params[0] == "self":
                 params = params[1:]
             return params, d.where

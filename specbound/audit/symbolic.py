@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from . import report as R
+from .report import ERROR, NOT_PRESENT, PROVED, REFUTED, AuditReport, Row
 from .extract import SourceIndex
 
 KV_ROW, TREE_ROW = "kernel.symbolic_proof[draft_kv]", "kernel.symbolic_proof[tree]"
@@ -67,16 +67,16 @@ def sglang_width(index: SourceIndex):
     ``(None, why)`` when it cannot be used."""
     import z3
 
-    from . import symexec as S
+    from . import symexec
 
     found = index.find("draft_kv_indices_buffer_width", (SPEC_UTILS_FILE,))
     if found is None or len(found.params()) != 3:
         return None, "no draft_kv_indices_buffer_width(num_seqs, topk, max_context_len) in this sglang"
-    hook = S.make_bool_hook()
-    fn = index.load_helper(found, {"__sb_bool__": hook}, transform=S.instrument)
+    hook = symexec.make_bool_hook()
+    fn = index.load_helper(found, {"__sb_bool__": hook}, transform=symexec.instrument)
 
     def width_fn(alloc, k, c):
-        expl = S.explore(hook, lambda: fn(alloc, k, c), [alloc >= 0, k >= 1, c >= 1])
+        expl = symexec.explore(hook, lambda: fn(alloc, k, c), [alloc >= 0, k >= 1, c >= 1])
         if expl.unsupported or expl.truncated:
             raise ValueError(f"sglang's width helper does not run on Z3 terms: {expl.unsupported or 'too many paths'}")
         done = [p for p in expl.paths if p.returned]
@@ -135,12 +135,12 @@ def _prove_row(report, row_id, subject, what, specs, prove, refute, unchecked) -
             times.append(f"{sp.label}: {time.perf_counter() - start:.1f} s")
         refutations = {name: (text, thunk()) for name, (text, thunk) in unchecked.items()}
     except Unsupported as e:
-        report.add(R.Row(row_id, subject, what, "symbolic execution", R.ERROR, _names_unsupported(e),
-                         seconds=time.perf_counter() - t0))
+        report.add(Row(row_id, subject, what, "symbolic execution", ERROR, _names_unsupported(e),
+                       seconds=time.perf_counter() - t0))
         return
     except Exception as e:  # noqa: BLE001 - never a traceback
-        report.add(R.Row(row_id, subject, what, "symbolic execution", R.ERROR, f"{type(e).__name__}: {e}",
-                         seconds=time.perf_counter() - t0))
+        report.add(Row(row_id, subject, what, "symbolic execution", ERROR, f"{type(e).__name__}: {e}",
+                       seconds=time.perf_counter() - t0))
         return
     props = [r.id.split("[")[0] for r in done[0]]
     used, axioms, models = _assumed([r for rs in done for r in rs])
@@ -156,24 +156,24 @@ def _prove_row(report, row_id, subject, what, specs, prove, refute, unchecked) -
                 cex, replay = _cex_fields(ref)
         else:
             parts.append(f"NOT CHECKED BY SGLANG: {text}; without it: {ref.detail[:220]}")
-    report.add(R.Row(row_id, subject, what, "symbolic execution (z3)", R.PROVED, "; ".join(parts), cex, replay,
-                     seconds=time.perf_counter() - t0))
+    report.add(Row(row_id, subject, what, "symbolic execution (z3)", PROVED, "; ".join(parts), cex, replay,
+                   seconds=time.perf_counter() - t0))
 
 
 def _find(index, report, row_id, kernel, files, what):
     """The kernel's definition, or None after a ``not present`` row."""
     found = index.find(kernel, files)
     if found is None:
-        report.add(R.Row(row_id, kernel, what, "-", R.NOT_PRESENT, f"no `{kernel}` in this sglang"))
+        report.add(Row(row_id, kernel, what, "-", NOT_PRESENT, f"no `{kernel}` in this sglang"))
     return found
 
 
-def check_kv(index: SourceIndex, report: R.AuditReport, full: bool) -> None:
-    from specbound.proofs.symexec import sglang_draft_kv as M
+def check_kv(index: SourceIndex, report: AuditReport, full: bool) -> None:
+    from specbound.proofs.symexec import sglang_draft_kv
 
     what = ("in bounds, race free, exact spec footprint (values included), no int32 wrap, no truncated copy, for "
             "every input sglang's host contract allows, per launched specialization")
-    found = _find(index, report, KV_ROW, M.KERNEL, KV_FILES, what)
+    found = _find(index, report, KV_ROW, sglang_draft_kv.KERNEL, KV_FILES, what)
     if found is None:
         return
     path = str(found.path)
@@ -181,35 +181,36 @@ def check_kv(index: SourceIndex, report: R.AuditReport, full: bool) -> None:
         width_fn, width_src = sglang_width(index)
     except Exception as e:  # noqa: BLE001 - the helper rows report the helper itself
         width_fn, width_src = None, f"sglang's width helper failed: {type(e).__name__}: {e}"
-    host = M.Host(width_fn=width_fn) if width_fn is not None else M.Host()
+    host = sglang_draft_kv.Host(width_fn=width_fn) if width_fn is not None else sglang_draft_kv.Host()
     sizing = (f"row width: sglang's {width_src} on Z3 terms" if width_fn is not None else
               f"row width: spec.draft_kv_indices_buffer_width ({width_src})")
-    params = M.kernel_params(path)
+    params = sglang_draft_kv.kernel_params(path)
     specs = [sp for sp in kv_specs(full) if not sp.NUM_STEPS or "NUM_STEPS" in params]
-    unchecked = {name: (text, lambda name=name: M.refute_without(specs[0], path, name, host))
-                 for name, text in M.UNCHECKED.items()}
-    _prove_row(report, KV_ROW, f"{M.KERNEL} ({found.where}); {sizing}", what, specs,
-               lambda sp: M.prove(sp, path, host), lambda sp: M.refute_without(sp, path, host=host), unchecked)
+    unchecked = {name: (text, lambda name=name: sglang_draft_kv.refute_without(specs[0], path, name, host))
+                 for name, text in sglang_draft_kv.UNCHECKED.items()}
+    _prove_row(report, KV_ROW, f"{sglang_draft_kv.KERNEL} ({found.where}); {sizing}", what, specs,
+               lambda sp: sglang_draft_kv.prove(sp, path, host),
+               lambda sp: sglang_draft_kv.refute_without(sp, path, host=host), unchecked)
 
 
-def check_tree(index: SourceIndex, report: R.AuditReport, full: bool) -> None:
-    from specbound.proofs.symexec import sglang_tree as M
+def check_tree(index: SourceIndex, report: AuditReport, full: bool) -> None:
+    from specbound.proofs.symexec import sglang_tree
 
     what = ("well-formed trees: in bounds, race free, exact footprint of tree_mask/positions/retrive_index "
             "(links inside their rows), no int32 wrap, walk bounded; per (K, D, n, mode, batch size) "
             "specialization (batch_size is a constexpr: the listed ones, not every batch size)")
-    found = _find(index, report, TREE_ROW, M.KERNEL, TREE_FILES, what)
+    found = _find(index, report, TREE_ROW, sglang_tree.KERNEL, TREE_FILES, what)
     if found is None:
         return
     path = str(found.path)
     specs = tree_specs(full)
     unchecked = {"well_formed_tree": ("well-formed trees (every selected_index entry names the root or a "
-                                      "parent_list slot)", lambda: M.refute_malformed(specs[0], path))}
-    _prove_row(report, TREE_ROW, f"{M.KERNEL} ({found.where})", what, specs, lambda sp: M.prove(sp, path),
-               lambda sp: M.refute_run(sp, path), unchecked)
+                                      "parent_list slot)", lambda: sglang_tree.refute_malformed(specs[0], path))}
+    _prove_row(report, TREE_ROW, f"{sglang_tree.KERNEL} ({found.where})", what, specs,
+               lambda sp: sglang_tree.prove(sp, path), lambda sp: sglang_tree.refute_run(sp, path), unchecked)
 
 
-def _failed_row(row_id, subject, what, bad, refute, t0, sp) -> R.Row:
+def _failed_row(row_id, subject, what, bad, refute, t0, sp) -> Row:
     """A theorem failed under sglang's own contract: ``refuted`` with a replayed
     counterexample, else ``error`` (an unknown verdict or a counterexample the replay did
     not reproduce is no refutation)."""
@@ -218,15 +219,15 @@ def _failed_row(row_id, subject, what, bad, refute, t0, sp) -> R.Row:
         ref = refute()
         if ref.status == "refuted":
             cex, replay = _cex_fields(ref)
-            return R.Row(row_id, subject, what, "symbolic execution (z3) + replay", R.REFUTED,
-                         f"{sp.label}: {ref.obligation} refuted, replayed as {ref.verdict}: {ref.detail[:300]}",
-                         cex, replay, seconds=time.perf_counter() - t0)
+            return Row(row_id, subject, what, "symbolic execution (z3) + replay", REFUTED,
+                       f"{sp.label}: {ref.obligation} refuted, replayed as {ref.verdict}: {ref.detail[:300]}",
+                       cex, replay, seconds=time.perf_counter() - t0)
         detail += f"; replay: {ref.detail[:200]}"
-    return R.Row(row_id, subject, what, "symbolic execution (z3)", R.ERROR, f"{sp.label}: {detail}",
-                 seconds=time.perf_counter() - t0)
+    return Row(row_id, subject, what, "symbolic execution (z3)", ERROR, f"{sp.label}: {detail}",
+               seconds=time.perf_counter() - t0)
 
 
-def check(report: R.AuditReport, full: bool = False) -> None:
+def check(report: AuditReport, full: bool = False) -> None:
     """Both rows, for the sglang the report is about; ``full``: every listed specialization
     (``--symbolic-all``), else the default one per kernel."""
     if report.sglang_path is None:

@@ -35,20 +35,19 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
-import z3
-
-from . import bindings as B
-from .program import FUNC_TYPES, FuncInfo, Program, callee_name, guards
+from . import bindings
+from .program import FUNC_TYPES, FuncInfo, Program, guards
+from .trace_attributes import AttributesMixin
 from .trace_calls import CallsMixin
+from .trace_parameters import ParametersMixin
 from .trace_values import (
-    MAX_ALTERNATIVES, MAX_STEPS, Alloc, ClassRef, Ended, EnumMember, Frame, FuncRef, Instance, Items,
-    NoneValue, Num, Opaque, Path, Record, ShapeOf, Truth, Unevaluated, apply_delta, argument_for, assume, combine,
-    compare_values, dedupe, default_for, delta, is_enum, MISSING, STARRED, name_targets, negate, self_targets,
+    MAX_ALTERNATIVES, MAX_STEPS, Alloc, ClassRef, Ended, Frame, FuncRef, Instance, Items, NoneValue, Num, Opaque,
+    Path, Truth, Unevaluated, apply_delta, assume, combine, compare_values, dedupe, delta, name_targets, negate,
     no_args, row_of, source_text, truth_of,
 )
 
 
-class Tracer(CallsMixin):
+class Tracer(CallsMixin, ParametersMixin, AttributesMixin):
     """One tracer per package; :meth:`resolve` is the expression walk."""
 
     def __init__(self, program: Program, role: str | None = None):
@@ -124,8 +123,8 @@ class Tracer(CallsMixin):
     # --- dispatch -------------------------------------------------------------------------
     def _resolve(self, e, frame, path, receiver):
         text = source_text(e)
-        if text in B.EXPRESSIONS:
-            return [(Num(B.quantity(B.EXPRESSIONS[text], self.role)), path)]
+        if text in bindings.EXPRESSIONS:
+            return [(Num(bindings.quantity(bindings.EXPRESSIONS[text], self.role)), path)]
         if isinstance(e, ast.Constant):
             v = e.value
             if v is None:
@@ -337,250 +336,6 @@ class Tracer(CallsMixin):
         node = ast.FunctionDef(name="<module>", args=no_args(), body=[], decorator_list=[], lineno=1,
                                col_offset=0)
         return Frame(FuncInfo(node, path, rel), None, {}, f"{rel}:<module>", depth)
-
-    # --- parameters ---------------------------------------------------------------------------
-    def _param(self, name, frame: Frame, path: Path, receiver: bool):
-        if frame.args is not None:
-            bound = frame.args.get(name)
-            if bound is None:
-                return [(Ended(f"parameter `{name}` of {frame.func.qual} not passed", frame.func.where), path)]
-            expr, caller = bound
-            return self.resolve(expr, caller, path, receiver)
-        if name in B.PARAMETERS:
-            term = B.quantity(B.PARAMETERS[name], self.role)
-            if term is None:
-                return [(Ended(f"`{name}` needs the calling graph runner", frame.func.where), path)]
-            return [(Num(term), path)]
-        if receiver:
-            return [(Opaque(f"{name} (parameter of {frame.func.qual})"), path)]
-        var = z3.Int(f"{name}@{frame.key}")
-        if self._in_guard:
-            return [(Unevaluated(var, f"{name} (parameter of {frame.func.qual})"), path)]
-        out = []
-        for v, p in self._from_callers(name, frame, path):
-            as_int = self._as_int(v)
-            out.append((v, p.cond(var == as_int) if as_int is not None else p))
-        return out
-
-    def _as_int(self, v):
-        if isinstance(v, Num):
-            return v.term
-        if isinstance(v, Truth):
-            return z3.If(v.term, 1, 0) if isinstance(v.term, z3.ExprRef) else int(v.term)
-        if isinstance(v, EnumMember):
-            modes = self._sglang_modes()
-            if modes is not None and v.enum == modes.__name__ and v.member in modes.__members__:
-                return int(modes[v.member])
-        return None
-
-    def _callers(self, frame: Frame):
-        """(call node, caller frame) for every call site that may run ``frame.func``."""
-        key = ("callers", frame.key)
-        if key not in self._locals:
-            self._locals[key] = self._find_callers(frame)
-        return self._locals[key]
-
-    def _find_callers(self, frame: Frame):
-        func = frame.func
-        if func.name == "__init__" and func.cls is not None:
-            return self._constructor_calls(frame)
-        out = []
-        for site in self.p.calls_to(func.name):
-            call, caller = site.call, site.caller
-            f = call.func
-            if func.cls is not None:
-                if not isinstance(f, ast.Attribute):
-                    continue
-                on_self = isinstance(f.value, ast.Name) and f.value.id == "self"
-                on_super = isinstance(f.value, ast.Call) and callee_name(f.value.func) == "super"
-                if on_self or on_super:
-                    if not isinstance(frame.self_val, Instance) or caller.cls is None:
-                        continue
-                    if caller not in self.p.running_methods(frame.self_val.cls):
-                        continue  # the instance never runs this definition of the caller
-                    if on_self and self.p.lookup(frame.self_val.cls, func.name) != func:
-                        continue
-                    out.append((call, self.top_frame(caller, frame.self_val)))
-                else:
-                    for cls in (self.p.classes_running(caller) if caller.cls else [None]):
-                        out.append((call, self.top_frame(caller, Instance(cls) if cls else None)))
-            else:
-                if isinstance(f, ast.Name) and self.p.function_for(f.id, caller.path) != func:
-                    continue
-                if isinstance(f, ast.Attribute) and not (isinstance(f.value, ast.Name) and
-                                                         self.p.module_named(f.value.id, caller.path) == func.path):
-                    continue  # `x.f(...)` calls our function only through its module
-                if isinstance(f, ast.Subscript):
-                    continue
-                for cls in (self.p.classes_running(caller) if caller.cls else [None]):
-                    out.append((call, self.top_frame(caller, Instance(cls) if cls else None)))
-        return out
-
-    def _constructor_calls(self, frame: Frame):
-        """Callers of ``__init__``: ``Cls(...)`` for the instance's class, and the
-        ``super().__init__(...)`` of the subclasses between it and the definition."""
-        inst = frame.self_val.cls if isinstance(frame.self_val, Instance) else frame.func.cls
-        out = []
-        if inst is frame.func.cls or self.p.lookup(inst, "__init__") == frame.func:
-            for site in self.p.calls_to(inst.name):
-                if isinstance(site.call.func, ast.Name) and self.p.class_for(site.call.func.id, site.caller.path) is inst:
-                    for cls in (self.p.classes_running(site.caller) if site.caller.cls else [None]):
-                        out.append((site.call, self.top_frame(site.caller, Instance(cls) if cls else None)))
-        for c in self.p.mro(inst):
-            if c is frame.func.cls:
-                break
-            init = c.methods().get("__init__")
-            if init is None:
-                continue
-            for node in ast.walk(init.node):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                        node.func.attr == "__init__" and isinstance(node.func.value, ast.Call) and \
-                        callee_name(node.func.value.func) == "super":
-                    out.append((node, self.top_frame(init, frame.self_val)))
-        return out
-
-    def _from_callers(self, name, frame: Frame, path: Path):
-        key = ("site", frame.key)
-        callers = self._callers(frame)
-        if not callers:
-            return [(Ended(f"parameter `{name}` of {frame.func.qual}: no call site in the package "
-                           "reaches it", frame.func.where, absent=True), path)]
-        pinned = self._pinned(path, key)
-        return self._each_caller(name, frame, path, callers, key, pinned)
-
-    def _each_caller(self, name, frame, path, callers, key, pinned):
-        out = []
-        for i, (call, caller) in enumerate(callers):
-            if pinned is not None and pinned != i:
-                continue
-            p = path if pinned is not None else path.with_pin(key, i)
-            expr = argument_for(call, frame.func, name, method=frame.func.cls is not None)
-            where = f"{caller.func.rel}:{call.lineno}"
-            if expr is MISSING:
-                out.append((Ended(f"the call at {where} passes no `{name}`", where), p))
-                continue
-            if expr is STARRED:
-                out.append((Ended(f"the call at {where} passes *args/**kwargs", where, machinery=True), p))
-                continue
-            if expr is None:  # the default
-                default = default_for(frame.func, name)
-                vals = self.resolve(default, frame, p) if default is not None else \
-                    [(Ended(f"`{name}` has no default", frame.func.where), p)]
-                out += [(v, q.step(f"{where} (default of `{name}`)")) for v, q in vals]
-                continue
-            out += self.resolve(expr, caller, p.step(f"{where} {source_text(call)[:90]}"))
-        return out
-
-    # --- attributes ---------------------------------------------------------------------------
-    def _attribute(self, e: ast.Attribute, frame: Frame, path: Path, receiver: bool = False):
-        attr = e.attr
-        base_is_local = isinstance(e.value, ast.Name) and e.value.id != "self" and \
-            e.value.id in self._function_locals(frame.func)
-        if attr in B.ATTRIBUTES and not base_is_local:
-            return [(Num(B.quantity(B.ATTRIBUTES[attr], self.role)), path)]
-        out = []
-        for recv, p in self.resolve(e.value, frame, path, receiver=True):
-            out += self._member(recv, attr, frame, p, e, receiver)
-        return out
-
-    def _member(self, recv, attr, frame, path, node, receiver=False):
-        if isinstance(recv, Instance):
-            return self._instance_attr(recv, attr, path, node, frame, receiver=receiver)
-        if isinstance(recv, Record):
-            got = recv.field_of(attr)
-            if got is not None:
-                return self.resolve(got[0], got[1], path.step(f"{recv.site} field `{attr}` of {recv.cls.name}"))
-            return self._instance_attr(Instance(recv.cls), attr, path, node, frame, self_val=recv, receiver=receiver)
-        if isinstance(recv, ClassRef):
-            if is_enum(self.p, recv.cls):
-                return [(EnumMember(recv.cls.name, attr), path)]
-            return [(Opaque(f"{recv.cls.name}.{attr}"), path)]
-        if isinstance(recv, Alloc):
-            if attr == "shape":
-                return [(ShapeOf(recv), path)]
-            return [(Opaque(f"tensor.{attr}"), path)]
-        if isinstance(recv, NoneValue):
-            return []  # attribute of None: not a live path
-        if isinstance(recv, Ended):
-            return [(recv, path)]
-        found = self._duck_property(attr, path, node, frame)
-        if receiver:
-            # An object reached by duck typing is only a receiver here: what matters is a
-            # record or buffer; further members of an object are looked up by name anyway.
-            found = [(Opaque(f"<object>.{attr}"), p) if isinstance(v, (Instance, ClassRef, FuncRef)) else (v, p)
-                     for v, p in found]
-        return found
-
-    def _instance_attr(self, inst: Instance, attr, path, node, frame, self_val=None, receiver=False):
-        cls = inst.cls
-        self_val = self_val or inst
-        method = self.p.lookup(cls, attr)
-        if method is not None and method.is_property():
-            return self._returns(method, self_val, {}, frame, path, node)
-        if method is not None:
-            return [(FuncRef(method), path)]
-        out = []
-        for m in self.p.running_methods(cls):
-            for stmt, idx, value in self._assignments_to_self(m).get(attr, []):
-                mframe = self.top_frame(m, self_val)
-                where = f"{m.rel}:{stmt.lineno}"
-                for p in self._guarded(mframe, stmt, path):
-                    p = replace(p.step(f"{where} {source_text(stmt)[:90]}"), holder=f"self.{attr}")
-                    for v, q in self.resolve(value, mframe, p, receiver):
-                        out += self._unpack(v, idx, mframe, q, value)
-        for c in self.p.mro(cls):  # class-level defaults
-            for s in c.node.body:
-                if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in s.targets):
-                    out += self.resolve(s.value, self._file_frame(c.path, c.rel, frame.depth), path)
-        if not out:
-            return [(Ended(f"`self.{attr}`: no assignment in {cls.name} or its bases (and no binding)", cls.where,
-                           absent=True), path)]
-        return out
-
-    def _assignments_to_self(self, m: FuncInfo):
-        if m.key not in self._self_assigns:
-            out: dict[str, list] = {}
-            for node in ast.walk(m.node):
-                if isinstance(node, (ast.Assign, ast.AnnAssign)):
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    if node.value is None:
-                        continue
-                    for t in targets:
-                        for target, idx in self_targets(t):
-                            out.setdefault(target, []).append((node, idx, node.value))
-            self._self_assigns[m.key] = out
-        return self._self_assigns[m.key]
-
-    def _duck_property(self, attr, path, node, frame):
-        props = [m for m in self.p.methods_named(attr) if m.is_property()]
-        return self._duck(attr, props, node, frame, path, f"<object>.{attr}", lambda m, cls, p: self._returns(
-            m, Instance(cls), {}, frame, p.step(f"{m.where} {cls.name}.{attr} (property)"), node))
-
-    def _duck(self, name, members, node, frame, path, opaque, run):
-        """A member read on an object the tracer cannot see: every class that runs a definition
-        of that name (its own or inherited), each a choice pinned on the path; ``run(m, cls,
-        path)`` reads one.  Inside the enumeration of the same name (a delegating
-        ``self.inner.verify_mask``) nothing new is found: its values are among the outer ones."""
-        if not members or self._in_guard:
-            return [(Opaque(opaque), path)]
-        tag = ("duck", name, members[0].is_property())
-        if tag in self._active:
-            self._cycles += 1
-            return []
-        self._active.add(tag)
-        try:
-            key = ("duck", frame.key, id(node))
-            pinned = self._pinned(path, key)
-            out = []
-            for m in members:
-                for cls in self._instance_classes(m):
-                    ident = (m.key, cls.name)
-                    if pinned is not None and pinned != ident:
-                        continue
-                    out += run(m, cls, path if pinned is not None else path.with_pin(key, ident))
-            return out
-        finally:
-            self._active.discard(tag)
 
     # --- conditions ------------------------------------------------------------------------------
     def test(self, e, frame, path) -> list:

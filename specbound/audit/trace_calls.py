@@ -13,8 +13,8 @@ from dataclasses import replace
 
 import z3
 
-from . import bindings as B
-from . import symexec as S
+from . import bindings
+from . import symexec
 from .program import FUNC_TYPES, ClassInfo, FuncInfo, callee_name
 from .trace_values import (
     MAX_ALTERNATIVES, MAX_DEPTH, Alloc, ClassRef, Ended, EnumMember, Frame, FuncRef, Instance, Items, NoneValue,
@@ -29,14 +29,14 @@ class CallsMixin:
         f = e.func
         name = callee_name(f)
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "torch":
-            if name in B.ALLOCATORS:
+            if name in bindings.ALLOCATORS:
                 return self._alloc(e, frame, path, shape_args=True)
-            if name in B.LIKE_ALLOCATORS:
+            if name in bindings.LIKE_ALLOCATORS:
                 return [(replace(v, site=f"{frame.func.rel}:{e.lineno}", text=source_text(e)[:160],
                                  owner=frame.owner, func=frame.func.qual), p) if isinstance(v, Alloc) else (v, p)
                         for v, p in self.resolve(e.args[0], frame, path)] if e.args else []
         if isinstance(f, ast.Attribute):
-            if name in B.SAME_BUFFER:
+            if name in bindings.SAME_BUFFER:
                 return self.resolve(f.value, frame, path)
             if name in ("view", "reshape", "flatten") and is_flatten(e):
                 return [(flattened(v), p) if isinstance(v, Alloc) else (v, p) for v, p in self.resolve(f.value, frame, path)]
@@ -201,20 +201,20 @@ class CallsMixin:
                         return None
                     nxt.append((values + [self._concrete(v)], q))
             combos = nxt[:MAX_ALTERNATIVES]
-        hook = S.make_bool_hook()
+        hook = symexec.make_bool_hook()
         ns = {"__sb_bool__": hook, "math": math}
         modes = self._sglang_modes()
         if modes is not None:
             ns[modes.__name__] = modes
         try:
-            fn = self.p.index.load_helper(func.as_found(self.p.index), ns, transform=S.instrument)
+            fn = self.p.index.load_helper(func.as_found(self.p.index), ns, transform=symexec.instrument)
         except Exception:  # noqa: BLE001 - not executable alone: read its returns instead
             return None
         out = []
         where = f"{frame.func.rel}:{call.lineno}"
         for values, path in combos:
             conds = [c for c in path.conds if isinstance(c, z3.BoolRef)]
-            expl = S.explore(hook, lambda: fn(*values), conds)
+            expl = symexec.explore(hook, lambda: fn(*values), conds)
             if expl.unsupported or expl.truncated:
                 return None
             for run in expl.paths:

@@ -18,7 +18,7 @@ from specbound import kernels, spec  # noqa: F401  (kernels first: it sets TRITO
 import torch  # noqa: E402
 
 from specbound.kernels import draft_kv as kv_mod  # noqa: E402
-from specbound.kernels import tree_build as tb  # noqa: E402
+from specbound.kernels import tree_build  # noqa: E402
 
 
 def tree_outputs(bs: int, n: int) -> dict[str, torch.Tensor]:
@@ -33,9 +33,10 @@ def launch_tree_raw(parent_list, selected_index, seq_lens, tree_mask, *, topk, d
     """Launch the tree build as ``kernels.build_tree`` would, minus its checks: ``tree_mask``
     is used as given, whatever its size.  Returns the outputs dict."""
     outputs = outputs if outputs is not None else tree_outputs(int(seq_lens.shape[0]), num_draft_tokens)
-    tb.launch_tree(parent_list, selected_index, seq_lens, tree_mask, outputs["positions"], outputs["retrive_index"],
-                   outputs["retrive_next_token"], outputs["retrive_next_sibling"], topk=topk, depth=depth,
-                   num_draft_tokens=num_draft_tokens, mode=mode, fill_prefix_mask=fill_prefix_mask, kernel=kernel)
+    tree_build.launch_tree(parent_list, selected_index, seq_lens, tree_mask, outputs["positions"],
+                           outputs["retrive_index"], outputs["retrive_next_token"], outputs["retrive_next_sibling"],
+                           topk=topk, depth=depth, num_draft_tokens=num_draft_tokens, mode=mode,
+                           fill_prefix_mask=fill_prefix_mask, kernel=kernel)
     return {"tree_mask": tree_mask, **outputs}
 
 

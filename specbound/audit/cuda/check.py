@@ -25,7 +25,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import report as R
+from ..report import (
+    DIVERGED, ERROR, HANG, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNCHECKED, UNKNOWN_SIGNATURE, AuditReport, Row,
+)
 from . import offsets, source
 from .build import BuildError, Library, Unavailable, build, probe_toolchain
 from .harness import Session
@@ -38,7 +40,7 @@ ROW = {"build_tree_efficient": "kernel.build_tree[cuda]",
 # Finding -> row status on a valid tree.  "ub" and the comparison findings are divergences
 # (the kernel's result is wrong or undefined); "crash" (no sanitizer report) and "error"
 # mean the check itself did not complete.
-STATUS = {"oob": R.OOB, "hang": R.HANG, "crash": R.ERROR, "error": R.ERROR}
+STATUS = {"oob": OOB, "hang": HANG, "crash": ERROR, "error": ERROR}
 
 
 @dataclass
@@ -70,7 +72,7 @@ def prepare(root: Path, toolchain=None) -> Prepared:
         why = (f"; {caller} takes {HOST_WRAPPER} from the separate, compiled sgl_kernel package (its wheels hold "
                "binaries, not CUDA source), so there is nothing to run here" if caller else "")
         for name in missing:
-            out.problems[name] = (R.NOT_PRESENT, f"no CUDA source in this sglang defines {name}{why}")
+            out.problems[name] = (NOT_PRESENT, f"no CUDA source in this sglang defines {name}{why}")
     by_file: dict[Path, list] = {}
     for name, path in files.items():
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -80,12 +82,12 @@ def prepare(root: Path, toolchain=None) -> Prepared:
         bad = source.unsupported_constructs(kernel)
         _, unknown = roles(kernel.params)
         if bad:
-            out.problems[name] = (R.ERROR, "refused: the harness runs threads one after another, and this kernel "
+            out.problems[name] = (ERROR, "refused: the harness runs threads one after another, and this kernel "
                                   "uses " + "; ".join(f"{what} (line {line})" for what, line in bad))
         elif kernel.template:
-            out.problems[name] = (R.UNKNOWN_SIGNATURE, "a template kernel: no instantiation to launch")
+            out.problems[name] = (UNKNOWN_SIGNATURE, "a template kernel: no instantiation to launch")
         elif unknown:
-            out.problems[name] = (R.UNKNOWN_SIGNATURE, f"parameters {[p.decl for p in kernel.params]}; no value "
+            out.problems[name] = (UNKNOWN_SIGNATURE, f"parameters {[p.decl for p in kernel.params]}; no value "
                                   f"known for {unknown}")
         else:
             by_file.setdefault(path, []).append(kernel)
@@ -96,7 +98,7 @@ def prepare(root: Path, toolchain=None) -> Prepared:
     except Unavailable as e:
         for kernels in by_file.values():
             for k in kernels:
-                out.problems[k.name] = (R.UNAVAILABLE, str(e))
+                out.problems[k.name] = (UNAVAILABLE, str(e))
         return out
     for path, kernels in by_file.items():      # the two kernels share one file in every release that has them
         try:
@@ -104,7 +106,7 @@ def prepare(root: Path, toolchain=None) -> Prepared:
                         tuple(kernels), toolchain)
         except BuildError as e:
             for k in kernels:
-                out.problems[k.name] = (R.ERROR, str(e))
+                out.problems[k.name] = (ERROR, str(e))
             continue
         out.libraries.update({k.name: lib for k in kernels})
         out.kernels.update({k.name: k for k in kernels})
@@ -131,7 +133,7 @@ def _subject(prep: Prepared, name: str) -> str:
 
 # --- valid trees --------------------------------------------------------------------------------
 
-def _valid_row(prep: Prepared, session: Session, name: str, examples: int, seed: int) -> R.Row:
+def _valid_row(prep: Prepared, session: Session, name: str, examples: int, seed: int) -> Row:
     from specbound.fuzz import strategies as sst
     from specbound.fuzz.runner import run_property
 
@@ -158,23 +160,23 @@ def _valid_row(prep: Prepared, session: Session, name: str, examples: int, seed:
     if res.failures:
         f = findings.get(res.case.to_json()) if res.case is not None else None
         if f is None:                 # an exception of the check itself, not a finding on the kernel
-            return R.Row(ROW[name], _subject(prep, name), what, method, R.ERROR,
-                         f"the check could not run: {res.message}", seconds=seconds)
-        return R.Row(ROW[name], _subject(prep, name), what, method, STATUS.get(f.kind, R.DIVERGED),
-                     f"{f.kind}: {f.message}; replay: {replay_command(prep.root, name, res.case)}",
-                     replay=json.loads(res.case.to_json()), seconds=seconds)
+            return Row(ROW[name], _subject(prep, name), what, method, ERROR,
+                       f"the check could not run: {res.message}", seconds=seconds)
+        return Row(ROW[name], _subject(prep, name), what, method, STATUS.get(f.kind, DIVERGED),
+                   f"{f.kind}: {f.message}; replay: {replay_command(prep.root, name, res.case)}",
+                   replay=json.loads(res.case.to_json()), seconds=seconds)
     lib = prep.libraries[name]
     built = "cached library" if lib.cached else f"compiled in {lib.seconds:.1f} s"
-    return R.Row(ROW[name], _subject(prep, name), what, method, R.MATCHED,
-                 f"{res.examples} batches, {session.launches - launches} launches (sglang's pre-fills in both "
-                 f"thread orders, two poisoned pre-fills; none for bs = 0), {per_case:.0f} ms per batch: every "
-                 f"output equal to specbound.reference, every footprint equal to the spec, no sanitizer report "
-                 f"({built}, {lib.toolchain.version}, {lib.loops_bounded} loops step-bounded)", seconds=seconds)
+    return Row(ROW[name], _subject(prep, name), what, method, MATCHED,
+               f"{res.examples} batches, {session.launches - launches} launches (sglang's pre-fills in both "
+               f"thread orders, two poisoned pre-fills; none for bs = 0), {per_case:.0f} ms per batch: every "
+               f"output equal to specbound.reference, every footprint equal to the spec, no sanitizer report "
+               f"({built}, {lib.toolchain.version}, {lib.loops_bounded} loops step-bounded)", seconds=seconds)
 
 
 # --- malformed trees ---------------------------------------------------------------------------
 
-def _probe_rows(prep: Prepared, session: Session, name: str) -> list[R.Row]:
+def _probe_rows(prep: Prepared, session: Session, name: str) -> list[Row]:
     kernel = prep.kernels[name]
     mode = KERNEL_MODES[name][-1]            # QLEN_ONLY (the smallest mask), BITPACKING
     rows = []
@@ -186,20 +188,20 @@ def _probe_rows(prep: Prepared, session: Session, name: str) -> list[R.Row]:
         row_id = f"{ROW[name][:-1]}, malformed.{probe.name}]"
         what = f"{probe.text}: what the kernel does"
         if f is None:
-            rows.append(R.Row(row_id, _subject(prep, name), what, "probe", R.MATCHED,
-                              "in bounds, terminates, and equal to the guarded semantics",
-                              replay=json.loads(case.to_json()), seconds=seconds))
+            rows.append(Row(row_id, _subject(prep, name), what, "probe", MATCHED,
+                            "in bounds, terminates, and equal to the guarded semantics",
+                            replay=json.loads(case.to_json()), seconds=seconds))
             continue
         cex = {"finding": f.kind, **{k: f.where[k] for k in ("access", "line", "block", "thread") if k in f.where}}
         printed = f"; the kernel printed {f.printed[0]!r}" if f.printed else ""
-        rows.append(R.Row(row_id, _subject(prep, name), what, "probe", R.UNCHECKED,
-                          f"{f.kind}: {f.message}{printed} ({seconds * 1000:.0f} ms); replay: "
-                          f"{replay_command(prep.root, name, case)}",
-                          counterexample=cex, replay=json.loads(case.to_json()), seconds=seconds))
+        rows.append(Row(row_id, _subject(prep, name), what, "probe", UNCHECKED,
+                        f"{f.kind}: {f.message}{printed} ({seconds * 1000:.0f} ms); replay: "
+                        f"{replay_command(prep.root, name, case)}",
+                        counterexample=cex, replay=json.loads(case.to_json()), seconds=seconds))
     return rows
 
 
-def _random_malformed_row(prep: Prepared, session: Session, name: str, examples: int, seed: int) -> R.Row:
+def _random_malformed_row(prep: Prepared, session: Session, name: str, examples: int, seed: int) -> Row:
     from specbound.fuzz import strategies as sst
     from specbound.fuzz.runner import run_property
 
@@ -225,14 +227,14 @@ def _random_malformed_row(prep: Prepared, session: Session, name: str, examples:
     method = f"Hypothesis ({res.examples} batches, seed {seed})"
     pick = next((first[k] for k in ("hang", "oob", "ub", "crash", "diverged") if k in first), None)
     if pick is None:
-        return R.Row(row_id, _subject(prep, name), what, method, R.MATCHED if res.examples else R.ERROR,
-                     f"{tally}; {1000 * seconds / max(res.examples, 1):.0f} ms per batch", seconds=seconds)
+        return Row(row_id, _subject(prep, name), what, method, MATCHED if res.examples else ERROR,
+                   f"{tally}; {1000 * seconds / max(res.examples, 1):.0f} ms per batch", seconds=seconds)
     case, f = pick
-    return R.Row(row_id, _subject(prep, name), what, method, R.UNCHECKED,
-                 f"{tally}; {1000 * seconds / max(res.examples, 1):.0f} ms per batch; first {f.kind} (not shrunk: "
-                 f"the probes above are the minimal trees): {f.message}; replay: "
-                 f"{replay_command(prep.root, name, case)}",
-                 counterexample={"finding": f.kind}, replay=json.loads(case.to_json()), seconds=seconds)
+    return Row(row_id, _subject(prep, name), what, method, UNCHECKED,
+               f"{tally}; {1000 * seconds / max(res.examples, 1):.0f} ms per batch; first {f.kind} (not shrunk: "
+               f"the probes above are the minimal trees): {f.message}; replay: "
+               f"{replay_command(prep.root, name, case)}",
+               counterexample={"finding": f.kind}, replay=json.loads(case.to_json()), seconds=seconds)
 
 
 # --- 32-bit offsets -------------------------------------------------------------------------------
@@ -250,7 +252,7 @@ def wrap_case(n: int, seq_len: int):
                     seq_lens=[seq_len], selected_index=[sel], parent_list=[pl], fill_prefix_mask=False)
 
 
-def _wrap_row(prep: Prepared, session: Session | None) -> R.Row:
+def _wrap_row(prep: Prepared, session: Session | None) -> Row:
     t0 = time.perf_counter()
     name = "build_tree_efficient"
     what = ("the smallest bs, n, seq_len at which the kernels' int offsets wrap (from the spec's cells, proved "
@@ -266,13 +268,13 @@ def _wrap_row(prep: Prepared, session: Session | None) -> R.Row:
     parts = [offsets.describe(w) + ("" if w.proved else " [computed]") for w in bounds]
     full = bounds[0]
     run = "not run (no runnable build_tree_efficient)"
-    status, cex, replay = R.UNCHECKED, None, None
+    status, cex, replay = UNCHECKED, None, None
     if session is not None and name in prep.kernels:
         case = wrap_case(full.n, full.seq_len)
         out = session.run(make_launch(prep.kernels[name], case, prefilled(case, "sglang", mask=False)))
         replay = json.loads(case.to_json())
         if out.ok:
-            status = R.MATCHED
+            status = MATCHED
             run = (f"run at bs = 1, n = {full.n}, seq_len = {full.seq_len:,} (mask lazily mapped at its exact "
                    f"{full.mask_bytes:,} bytes): no wrap, no sanitizer report: the offsets are wider than int")
         else:
@@ -281,32 +283,32 @@ def _wrap_row(prep: Prepared, session: Session | None) -> R.Row:
                    f"{full.mask_bytes:,} bytes, {out.seconds:.1f} s): {out.kind}: {out.message} (replay: "
                    f"{replay_command(prep.root, name, case)})")
     not_run = "; ".join(parts[1:])
-    return R.Row("kernel.build_tree[cuda, int32]", _subject(prep, name), what, "z3 (kernel.check) + probe", status,
-                 f"sglang relies on mask offsets < 2^31 (spec VM-INT32-SAFE) without a host check. Smallest "
-                 f"wrap: {parts[0]}; {run}. Not run (computed bounds): {not_run}. {checks}",
-                 counterexample=cex, replay=replay, seconds=time.perf_counter() - t0)
+    return Row("kernel.build_tree[cuda, int32]", _subject(prep, name), what, "z3 (kernel.check) + probe", status,
+               f"sglang relies on mask offsets < 2^31 (spec VM-INT32-SAFE) without a host check. Smallest "
+               f"wrap: {parts[0]}; {run}. Not run (computed bounds): {not_run}. {checks}",
+               counterexample=cex, replay=replay, seconds=time.perf_counter() - t0)
 
 
 # --- the entry point --------------------------------------------------------------------------------
 
-def check_cuda_tree(index, report: R.AuditReport, examples: int, seed: int) -> None:
+def check_cuda_tree(index, report: AuditReport, examples: int, seed: int) -> None:
     """Add the CUDA tree-build rows for the sglang at ``index.root``; never raises (a
     failure of the harness itself is an ``error`` row)."""
     try:
         _check(index, report, examples, seed)
     except Exception as e:  # noqa: BLE001 - the remaining audit checks must still run
-        report.add(R.Row("kernel.build_tree[cuda].harness", "build_tree_efficient (CUDA)", "the CUDA-on-CPU "
-                         "harness", "-", R.ERROR, f"{type(e).__name__}: {e}"))
+        report.add(Row("kernel.build_tree[cuda].harness", "build_tree_efficient (CUDA)", "the CUDA-on-CPU "
+                       "harness", "-", ERROR, f"{type(e).__name__}: {e}"))
 
 
-def _check(index, report: R.AuditReport, examples: int, seed: int) -> None:
+def _check(index, report: AuditReport, examples: int, seed: int) -> None:
     t0 = time.perf_counter()
     prep = prepare(index.root)
     for name in KERNEL_MODES:
         if name in prep.problems:
             status, detail = prep.problems[name]
-            report.add(R.Row(ROW[name], _subject(prep, name), "the CUDA tree build, on the CPU under ASan/UBSan",
-                             "-", status, detail, seconds=time.perf_counter() - t0))
+            report.add(Row(ROW[name], _subject(prep, name), "the CUDA tree build, on the CPU under ASan/UBSan",
+                           "-", status, detail, seconds=time.perf_counter() - t0))
     if not prep.libraries:
         return
     sessions = {id(lib): Session(lib) for lib in prep.libraries.values()}
