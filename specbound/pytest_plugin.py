@@ -23,9 +23,9 @@ kernels are compiled) and ``cuda_device`` (skips without CUDA and compiled kerne
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
+
+from specbound.fuzz.command import positive_float
 
 _session = {"scale": 1.0}
 
@@ -35,21 +35,11 @@ def pytest_addoption(parser) -> None:
     group.addoption("--specbound-all", action="store_true", default=False,
                     help="prove the kernel theorems for every covered specialization (minutes), not the default "
                          "subset")
-    group.addoption("--specbound-fuzz-scale", type=_scale, default=1.0, metavar="X",
+    group.addoption("--specbound-fuzz-scale", type=positive_float("--specbound-fuzz-scale", "a number"), default=1.0, metavar="X",
                     help="multiply every fuzz budget by X (default 1; e.g. 0.2 for a smoke run)")
     group.addoption("--specbound-db", default=None, metavar="DIR",
                     help="Hypothesis example database of the dev/deep profiles (default: .hypothesis/examples "
                          "of the checkout)")
-
-
-def _scale(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
 
 
 @pytest.hookimpl(tryfirst=True)

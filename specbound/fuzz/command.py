@@ -46,7 +46,8 @@ def _positive_int(name):
     return parse
 
 
-def _positive_float(name, what="a number of minutes"):
+def positive_float(name, what="a number of minutes"):
+    """An argparse type: a float > 0, refused naming ``name``."""
     def parse(text):
         try:
             value = float(text)
@@ -66,9 +67,9 @@ def register(subparsers) -> None:
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--examples", type=_positive_int("--examples"), metavar="N",
                         help="examples per property (default: the profile's budget)")
-    budget.add_argument("--minutes", type=_positive_float("--minutes"), metavar="M",
+    budget.add_argument("--minutes", type=positive_float("--minutes"), metavar="M",
                         help="keep fuzzing for M minutes (rounds with fresh seeds)")
-    p.add_argument("--scale", type=_positive_float("--scale", "a number"), default=None, metavar="X",
+    p.add_argument("--scale", type=positive_float("--scale", "a number"), default=None, metavar="X",
                    help="multiply the profile's budgets by X (not with --examples)")
     p.add_argument("--seed", type=int, default=None, metavar="S",
                    help="Hypothesis seed of every part of the run (reproducible; no example database)")
