@@ -96,7 +96,7 @@ def _report_from_manifest(expected):
                              "counterexample": {} if how == "counterexample" else {"replay": how}}
                             for m, how in muts.items()]})
     refuted = sum(len(t["mutants"]) for t in rows)
-    return {"rows": rows, "summary": {"proved": len(rows), "failed": 0, "mutants_refuted": refuted,
+    return {"theorems": rows, "summary": {"proved": len(rows), "failed": 0, "mutants_refuted": refuted,
                                               "mutants_survived": 0, "seconds": 1.0}}
 
 
