@@ -74,11 +74,13 @@ class Run:
     report: dict      # name -> term, for concretising counterexamples
     lemmas: list = field(default_factory=list)
     axioms: list = field(default_factory=list)  # the launch contracts (core axioms), also among lemmas
+    spec: Any = None                            # the specialization this run is of
+    contract: tuple = ()                        # launch-model facts listed with the preconditions
 
     def __post_init__(self):
         # quantified hypotheses the run itself introduced (the caller's contents of a tensor
         # the program reads back are values of its dtype: memory.py)
-        self.hyps.update(getattr(self.result, "content_hyps", {}))
+        self.hyps.update(self.result.content_hyps)
 
     def base_hyps(self, path, shape, active=None) -> dict:
         h = dict(self.hyps)
@@ -193,25 +195,24 @@ class Run:
                 continue
             seen.add(a.tensor.name)
             lines = sorted({x.line for _, x in stores if x.tensor.name == a.tensor.name})
-            if True:
-                reg = self.regions[a.tensor.name]
-                pa, pb, ra, rb, ka, kb, ca, cb = z3.Ints("pA pB rA rB kA kB cellA cellB")
-                lo = lambda p: z3.If(p == 0, z3.IntVal(-1), p * self._block()) if self._has_extra() else p * self._block()
-                hi = lambda p: p * self._block() + self._block()
-                hyps = dict(self.hyps)
-                hyps["programs_ordered"] = pa < pb
-                hyps["programs_in_grid"] = z3.And(0 <= pa, pb < grid)
-                for side, p, r, k, c in (("A", pa, ra, ka, ca), ("B", pb, rb, kb, cb)):
-                    hyps[f"own_region_{side}"] = z3.And(lo(p) <= r, r < hi(p), reg.min_owner <= r, reg.key_ok(k),
-                                                        reg.lo(r, k) <= c, c < reg.hi(r, k),
-                                                        reg.row_lo(k) <= c, c < reg.row_hi(k))
-                    hyps[f"owner_in_batch_{side}"] = r < self.batch_size()
-                lem = reg.ordering_lemmas(ra, rb, ka) + reg.row_lemmas(ka, kb) + reg.row_lemmas(kb, ka) + self.axioms
-                out.append(Obligation(f"race-{a.tensor.name}", "race", a.line,
-                                      f"programs pA < pB never store the same {a.tensor.name} cell "
-                                      f"(any two of the stores at lines {lines}, each proved in its own "
-                                      f"request's region first)", hyps, ca != cb, lem,
-                                      witness_extra=[ra >= 0, rb >= 0]))
+            reg = self.regions[a.tensor.name]
+            pa, pb, ra, rb, ka, kb, ca, cb = z3.Ints("pA pB rA rB kA kB cellA cellB")
+            lo = lambda p: z3.If(p == 0, z3.IntVal(-1), p * self._block()) if self._has_extra() else p * self._block()
+            hi = lambda p: p * self._block() + self._block()
+            hyps = dict(self.hyps)
+            hyps["programs_ordered"] = pa < pb
+            hyps["programs_in_grid"] = z3.And(0 <= pa, pb < grid)
+            for side, p, r, k, c in (("A", pa, ra, ka, ca), ("B", pb, rb, kb, cb)):
+                hyps[f"own_region_{side}"] = z3.And(lo(p) <= r, r < hi(p), reg.min_owner <= r, reg.key_ok(k),
+                                                    reg.lo(r, k) <= c, c < reg.hi(r, k),
+                                                    reg.row_lo(k) <= c, c < reg.row_hi(k))
+                hyps[f"owner_in_batch_{side}"] = r < self.batch_size()
+            lem = reg.ordering_lemmas(ra, rb, ka) + reg.row_lemmas(ka, kb) + reg.row_lemmas(kb, ka) + self.axioms
+            out.append(Obligation(f"race-{a.tensor.name}", "race", a.line,
+                                  f"programs pA < pB never store the same {a.tensor.name} cell "
+                                  f"(any two of the stores at lines {lines}, each proved in its own "
+                                  f"request's region first)", hyps, ca != cb, lem,
+                                  witness_extra=[ra >= 0, rb >= 0]))
         return out
 
     def _block(self):

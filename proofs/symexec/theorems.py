@@ -223,7 +223,7 @@ def theorem_result(run, prop: str, outcomes: list, seconds: float, mutants: list
     res = KernelTheoremResult(
         id=tid, statement=statement, family=FAMILY, status=status, seconds=seconds,
         rlimit=sum(o.rlimit for o in outcomes), rlimit_limit=0, hypotheses_used=hyps_used,
-        lemmas_cited=cited, preconditions=sorted(run.hyps) + sorted(getattr(run, "contract", ())), witness=witness,
+        lemmas_cited=cited, preconditions=sorted(run.hyps) + sorted(run.contract), witness=witness,
         mutants=mutants, detail=detail, axioms_used=axioms)
     res.outcomes = outcomes
     return res
