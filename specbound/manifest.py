@@ -61,9 +61,7 @@ def enumerate_registries() -> dict:
         mutants = kernel_mutants.of_kind(kind)
         for i, sp in enumerate(specs):
             for prop in props:
-                # mutants are about the kernel source: they run on each kernel's first specialization
-                # (theorems.run_all's mutant_specs=1)
-                carried = {m.id: None for m in mutants if m.prop == prop} if i == 0 else {}
+                carried = {m.id: None for m in mutants if m.prop == prop} if i < theorems.MUTANT_SPECS else {}
                 kernel[f"KERNEL-{sp.name}-{prop}[{sp.label}]"] = {
                     "kind": kind, "kernel": sp.name, "specialization": sp.label, "property": prop,
                     "mutants": carried}
