@@ -32,11 +32,11 @@ def launch_plans():
     return torch_free_module("plan")
 
 
-def _scalar(name, term=None):
+def int32_scalar(name, term=None):
     return V(term if term is not None else z3.Int(name), (), INT32)
 
 
-def _int32_args(scalars: dict) -> dict:
+def int32_args(scalars: dict) -> dict:
     hyps = {}
     for name, v in scalars.items():
         hyps.update(labelled(spec.int32_arg_ok(v.e, name)))
@@ -232,7 +232,7 @@ def _has_app_or_local(e, locals_) -> bool:
                                          and x.num_args() > 0) for x in subterms(e))
 
 
-def _prefix_schema(count, lemmas: bool = True):
+def prefix_schema(count, lemmas: bool = True):
     """Contents of the host's prefix tensor: ``prefix[i] = P(i)``, with the axioms defining P
     and (``lemmas``) the proved bound/monotonicity lemmas at ``i`` and ``i + 1``; a scalar
     kernel that reads many prefix cells cites the lemmas it needs itself."""
@@ -248,7 +248,7 @@ def _prefix_schema(count, lemmas: bool = True):
     return schema
 
 
-def _seq_len_schema(requests: dict):
+def seq_len_schema(requests: dict):
     """Contents of seq_lens: the core's instances of the per-request preconditions
     ``requests`` (quantified hypotheses of the run) at each index read."""
     def schema(app):
@@ -256,7 +256,7 @@ def _seq_len_schema(requests: dict):
     return schema
 
 
-def _requests(count, *extra):
+def request_preconditions(count, *extra):
     """The per-request preconditions of a batch of ``count``: seq_len in [0, C] and ``extra``
     (each ``i -> {name: formula}``), as quantified hypotheses."""
     def conds(i):
@@ -267,21 +267,21 @@ def _requests(count, *extra):
     return model.per_request(conds, count)
 
 
-def _content(functions, decl, name: str, holds, **more) -> dict:
+def content_preconditions(functions, decl, name: str, holds, **more) -> dict:
     """Preconditions on a tensor's contents, ``forall i. holds(i, decl(i))`` (and each of
     ``more``: name -> holds), as quantified hypotheses; each value read gets the core's
     instances (``decl``'s schema)."""
     hyps = {label: model.forall_index(lambda i, h=h: h(i, decl(i))) for label, h in {name: holds, **more}.items()}
-    _register(functions, decl, lambda app: {proof.name: proof for proof in model.instances(hyps, app.arg(0))})
+    register_function(functions, decl, lambda app: {proof.name: proof for proof in model.instances(hyps, app.arg(0))})
     return hyps
 
 
-def _contracts(**named) -> list:
+def launch_contracts(**named) -> list:
     """Launch contracts: what the launch wrapper establishes by construction, as core axioms."""
     return [proof_core.axiom(name, formula, reason) for name, (formula, reason) in named.items()]
 
 
-def _check_plan(kernel: str, plan, scalars: dict, tensors: dict) -> None:
+def check_plan(kernel: str, plan, scalars: dict, tensors: dict) -> None:
     """The wrapper's plan passes exactly the arguments this model gives the kernel; one it
     added or dropped would otherwise go unmodelled."""
     if set(plan.args) != set(scalars) | set(tensors):
@@ -305,11 +305,11 @@ def make_oracle(global_hyps: dict, functions: dict, axioms: list):
     return oracle
 
 
-def _register(functions, decl, schema):
+def register_function(functions, decl, schema):
     functions[decl.name()] = (decl, schema)
 
 
-def _mul_mono(x, y, z):
+def mul_mono(x, y, z):
     return proof_core.instantiate(spec_lemmas.mul_le_mono(), x, y, z)
 
 

@@ -57,7 +57,7 @@ from specbound.proofs.model import C, D, K, P, Q, labelled, num_seqs, page, seq_
 
 from . import lemmas as symexec_lemmas
 from .interp import Executor
-from .models import Run, _content, _contracts, _mul_mono, _prefix_schema, _register, _seq_len_schema, make_oracle
+from .models import Run, content_preconditions, launch_contracts, mul_mono, prefix_schema, register_function, seq_len_schema, make_oracle
 from .values import DTYPES, INT32, INT64, LANES, TensorModel, V
 
 KERNEL = "generate_draft_decode_kv_indices"
@@ -195,7 +195,7 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
     host = host or Host()
     hyps, contracts = preconditions(sp, host)
     sizing = hyps.pop("!sizing")
-    axioms = _contracts(**contracts)
+    axioms = launch_contracts(**contracts)
     functions: dict = {}
     pool_row = z3.Function("pool_row", z3.IntSort(), z3.IntSort())
     r2t = z3.Function("req_to_token", z3.IntSort(), z3.IntSort())
@@ -204,12 +204,12 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
     row = {"req_to_token_row_covers_reads": lambda i, v: z3.Implies(
         model.in_batch(i, num_seqs), spec.kv_req_to_token_span(seq_len(i), K, D, page) <= r2t_width)}
     row = {k: f for k, f in row.items() if k not in host.drop}
-    hyps.update(_content(functions, pool_row, "pool_row_in_req_to_token", lambda i, v: z3.Implies(
+    hyps.update(content_preconditions(functions, pool_row, "pool_row_in_req_to_token", lambda i, v: z3.Implies(
         model.in_batch(i, num_seqs), z3.And(0 <= v, v < pool_rows)), **row))
-    hyps.update(_content(functions, r2t, "req_to_token_int32", lambda i, v: z3.And(v >= INT32.lo(), v < INT32.hi())))
-    _register(functions, seq_len, _seq_len_schema({k: hyps[k] for k in REQUESTS if k in hyps}))
-    _register(functions, P, _prefix_schema(num_seqs))
-    _register(functions, Q, _positions_schema)
+    hyps.update(content_preconditions(functions, r2t, "req_to_token_int32", lambda i, v: z3.And(v >= INT32.lo(), v < INT32.hi())))
+    register_function(functions, seq_len, seq_len_schema({k: hyps[k] for k in REQUESTS if k in hyps}))
+    register_function(functions, P, prefix_schema(num_seqs))
+    register_function(functions, Q, _positions_schema)
     seq_dt = DTYPES[sp.seq_lens_dtype]
     bs_d = spec.draft_branches(num_seqs, K)
     numel = {"kv_indices": D * width, "kv_indptr": D * indptr_stride, "req_to_token": pool_rows * r2t_width,
@@ -219,7 +219,7 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
         "req_pool_indices": TensorModel("req_pool_indices", numel["req_pool_indices"], INT64, pool_row),
         "req_to_token": TensorModel("req_to_token", numel["req_to_token"], INT32, r2t),
         "paged_kernel_lens": TensorModel("seq_lens", numel["seq_lens"], seq_dt, seq_len,
-                                         prefix=(P, _prefix_schema(num_seqs))),
+                                         prefix=(P, prefix_schema(num_seqs))),
         "kv_indices": TensorModel("kv_indices", numel["kv_indices"], INT32, written=True),
         "kv_indptr": TensorModel("kv_indptr", numel["kv_indptr"], INT32, written=True),
         "positions": TensorModel("positions", numel["positions"], INT64, lambda z: seq_len(z / K),
@@ -239,7 +239,7 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
     constexprs.update(host.paths)
     if host.paths.get("TRANSLATE"):
         v2p = z3.Function("v2p", z3.IntSort(), z3.IntSort())
-        _register(functions, v2p, lambda app: {})
+        register_function(functions, v2p, lambda app: {})
         tensors["v2p"] = TensorModel("v2p", z3.Int("v2p_len"), INT64, v2p)
     ex = Executor(path, KERNEL, constexprs=constexprs, scalars=scalars, tensors=tensors,
                   grid=[G0, num_seqs, K], oracle=make_oracle(hyps, functions, axioms))
@@ -266,7 +266,7 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
     b = res.pid[1]
     # only the req_to_token reads need these (the paged read's div/mod slows every other query)
     run.read_lemmas = [symexec_lemmas.at(symexec_lemmas.kv_extension_read_in_row, seq_len(b), res.pid[2], LANES[0], K, D, page),
-                       _mul_mono(pool_row(b) + 1, pool_rows, r2t_width)]
+                       mul_mono(pool_row(b) + 1, pool_rows, r2t_width)]
     return run
 
 
@@ -275,8 +275,8 @@ def capacity(run):
     sglang's width give ``used_len(S, K, bs_d, D) <= width``), or None when the contract does
     not give it (draft room left out): every query then gets the linear fact instead of
     re-deriving it through the products."""
-    lem = [proof_core.instantiate(spec_lemmas.prefix_room(num_seqs), num_seqs), _mul_mono(num_seqs, alloc_bs, K * C),
-           _mul_mono(P(num_seqs) + num_seqs * D, num_seqs * C, K)]
+    lem = [proof_core.instantiate(spec_lemmas.prefix_room(num_seqs), num_seqs), mul_mono(num_seqs, alloc_bs, K * C),
+           mul_mono(P(num_seqs) + num_seqs * D, num_seqs * C, K)]
     lem = [lm for lm in lem if not (set(lm.hyps) & set(run.host.drop))]
     try:
         return proof_core.check("KV-CAPACITY-UNDER-SGLANG-CONTRACT",
@@ -304,13 +304,13 @@ def _lemmas(sp, res, pool_row) -> list:
     b, t = res.pid[1], res.pid[2]
     it = iters_of(sp, res.pid[0])
     s = seq_len(b)
-    return [proof_core.instantiate(spec_lemmas.prefix_room(num_seqs), num_seqs), _mul_mono(num_seqs, alloc_bs, K * C),
+    return [proof_core.instantiate(spec_lemmas.prefix_room(num_seqs), num_seqs), mul_mono(num_seqs, alloc_bs, K * C),
             proof_core.instantiate(spec_lemmas.prefix_bound(num_seqs), b), proof_core.instantiate(spec_lemmas.prefix_bound(num_seqs), b + 1),
             proof_core.instantiate(spec_lemmas.prefix_bound(num_seqs), num_seqs),
-            _mul_mono(P(num_seqs) + num_seqs * D, num_seqs * C, K),
-            proof_core.instantiate(spec_lemmas.prefix_monotone(num_seqs), num_seqs, b + 1), _mul_mono(P(b + 1), P(num_seqs), K),
-            _mul_mono(b + 1, num_seqs, it * K), _mul_mono(it, D, num_seqs * K), _mul_mono(it, D, width),
-            _mul_mono(t, K - 1, s + it),
+            mul_mono(P(num_seqs) + num_seqs * D, num_seqs * C, K),
+            proof_core.instantiate(spec_lemmas.prefix_monotone(num_seqs), num_seqs, b + 1), mul_mono(P(b + 1), P(num_seqs), K),
+            mul_mono(b + 1, num_seqs, it * K), mul_mono(it, D, num_seqs * K), mul_mono(it, D, width),
+            mul_mono(t, K - 1, s + it),
             symexec_lemmas.at(symexec_lemmas.kv_segment_in_row, P(b), P(num_seqs), b, num_seqs, t, it, s, K, D, width),
             proof_core.instantiate(spec_lemmas.positions_within_request(), t, b), proof_core.instantiate(spec_lemmas.positions_prefix(), b),
             proof_core.instantiate(spec_lemmas.positions_prefix(), num_seqs), symexec_lemmas.at(symexec_lemmas.div_unique, b, t, K),

@@ -12,7 +12,7 @@ from specbound.proofs.model import D, K, P, num_seqs, page, seq_len
 from specbound.proofs.terms import subterms
 
 from . import lemmas as symexec_lemmas
-from .models import _mul_mono
+from .models import mul_mono
 from .sglang_draft_kv import SCOPED, blocks, block_of, indptr_stride, iters_of, r2t_width, spec_hyps, width
 from .values import LANES
 
@@ -231,15 +231,15 @@ def _injective(run) -> list:
     lem = ([run.capacity] if run.capacity is not None else []) + contracts
     cases = {
         "row": (ia < ib, [symexec_lemmas.at(symexec_lemmas.kv_segment_in_row, P(ba), P(num_seqs), ba, num_seqs, ta, ia, seq_len(ba), K, D,
-                                width), _mul_mono(ia, ib - 1, width),
-                          proof_core.instantiate(spec_lemmas.prefix_monotone(num_seqs), num_seqs, ba + 1), _mul_mono(P(ba + 1), P(num_seqs), K),
+                                width), mul_mono(ia, ib - 1, width),
+                          proof_core.instantiate(spec_lemmas.prefix_monotone(num_seqs), num_seqs, ba + 1), mul_mono(P(ba + 1), P(num_seqs), K),
                           proof_core.instantiate(spec_lemmas.prefix_bound(num_seqs), bb),
                           symexec_lemmas.at(symexec_lemmas.kv_segment_start_nonneg, P(bb), bb, tb, K, ib, seq_len(bb))]),
         "request": (z3.And(ia == ib, ba < bb), [proof_core.instantiate(spec_lemmas.prefix_monotone(num_seqs), bb, ba + 1),
-                                                 _mul_mono(P(ba + 1), P(bb), K), _mul_mono(ba + 1, bb, ia * K),
-                                                 _mul_mono(ta, K - 1, seq_len(ba) + ia),
-                                                 _mul_mono(z3.IntVal(0), tb, seq_len(bb) + ib)]),
-        "branch": (z3.And(ia == ib, ba == bb, ta < tb), [_mul_mono(ta + 1, tb, seq_len(ba) + ia)]),
+                                                 mul_mono(P(ba + 1), P(bb), K), mul_mono(ba + 1, bb, ia * K),
+                                                 mul_mono(ta, K - 1, seq_len(ba) + ia),
+                                                 mul_mono(z3.IntVal(0), tb, seq_len(bb) + ib)]),
+        "branch": (z3.And(ia == ib, ba == bb, ta < tb), [mul_mono(ta + 1, tb, seq_len(ba) + ia)]),
         "column": (z3.And(ia == ib, ba == bb, ta == tb, ca < cb), []),
     }
     out = []
@@ -259,7 +259,7 @@ def _injective(run) -> list:
     h["lexicographic"] = z3.Or(ia < ib, z3.And(ia == ib, zA < zB))
     out.append(Obligation("injective-kv_indptr", "race", 0, "the spec's kv_indptr cells are strictly increasing in "
                           "(iters, z)", h, spec.kv_indices_cell(indptr_stride, ia, zA)
-                          < spec.kv_indices_cell(indptr_stride, ib, zB), [_mul_mono(ia, ib - 1, indptr_stride)] + contracts))
+                          < spec.kv_indices_cell(indptr_stride, ib, zB), [mul_mono(ia, ib - 1, indptr_stride)] + contracts))
     return out
 
 

@@ -35,7 +35,7 @@ from specbound.proofs import model
 from specbound.proofs.model import C, P, bs, labelled, seq_len
 
 from .interp import Executor
-from .models import Run, _content, _prefix_schema, _register, _seq_len_schema, make_oracle
+from .models import Run, content_preconditions, prefix_schema, register_function, seq_len_schema, make_oracle
 from .obligations import Obligation
 from .values import DTYPES, INT64, TensorModel
 
@@ -98,14 +98,14 @@ def run_kernel(sp: TreeSpec, path: str, host: Host | None = None) -> Run:
     # through the core's instances
     sel_more = {} if "well_formed_tree" in host.drop else {
         "well_formed_tree": lambda i, v: z3.Implies(z3.And(0 <= i, i < sel_cells), well_formed(v, sp))}
-    hyps.update(_content(functions, sel, "selected_index_int64", lambda i, v: z3.And(v >= INT64.lo(), v < INT64.hi()),
+    hyps.update(content_preconditions(functions, sel, "selected_index_int64", lambda i, v: z3.And(v >= INT64.lo(), v < INT64.hi()),
                          **sel_more))
-    hyps.update(_content(functions, pl, "parent_list_int64", lambda i, v: z3.And(v >= INT64.lo(), v < INT64.hi())))
+    hyps.update(content_preconditions(functions, pl, "parent_list_int64", lambda i, v: z3.And(v >= INT64.lo(), v < INT64.hi())))
     requests = model.per_request(model.seq_len_conds, bs)
     hyps.update(requests)
-    _register(functions, seq_len, _seq_len_schema(requests))
+    register_function(functions, seq_len, seq_len_schema(requests))
     # the prefix's definition only: the lemmas this scalar kernel needs are cited once, below
-    _register(functions, P, _prefix_schema(bs, lemmas=False))
+    register_function(functions, P, prefix_schema(bs, lemmas=False))
     mode = spec.TreeMaskMode(sp.mode)
     n = sp.n
     numel = {"parent_list": bs * sp.pl_width, "selected_index": sel_cells, "seq_lens": bs, "prefix": bs,

@@ -17,7 +17,7 @@ Adding a kernel
    grid, arguments, constexprs), and launch the wrapper through it.
 2. Write ``verifiers/<kernel>.py`` on the shape of :mod:`.fill_prefix` (the smallest): a
    frozen spec dataclass (``name``, ``label``), ``symbolic_run`` (tensors from the spec's
-   allocation functions, the plan on Z3 terms checked with ``models._check_plan``, contracts
+   allocation functions, the plan on Z3 terms checked with ``models.check_plan``, contracts
    as core axioms), ``footprint_obligations`` (the spec cell each store's lanes denote, via
    :mod:`..footprint`), ``replay`` (the counterexample launched through the same plan under
    the checked interpreter), ``MUTANTS`` (one planted fault per property, or a

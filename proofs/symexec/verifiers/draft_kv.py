@@ -19,8 +19,8 @@ from .. import lemmas as symexec_lemmas
 from ..footprint import cover, lane_term, loop_var, request_lane, sound, stores_of
 from ..interp import Executor
 from ..kernel_files import kernel_path
-from ..models import (KernelVerifier, Region, Run, _check_plan, _content, _contracts, _int32_args, _mul_mono,
-                      _prefix_schema, _register, _requests, _scalar, _seq_len_schema, launch_plans, make_oracle)
+from ..models import (KernelVerifier, Region, Run, check_plan, content_preconditions, launch_contracts, int32_args, mul_mono,
+                      prefix_schema, register_function, request_preconditions, int32_scalar, seq_len_schema, launch_plans, make_oracle)
 from ..plant import KernelMutant, Plant, kernel_of, swap
 from ..replay import Replay, checked_fault
 from ..values import DTYPES, INT64, LANES, TensorModel
@@ -73,10 +73,10 @@ def symbolic_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run
     host = host or {}
     indptr_stride, r2t_width, pool_rows, G = z3.Ints("indptr_stride r2t_width pool_rows grid")
     r2t_s0, r2t_s1 = z3.Ints("r2t_stride0 r2t_stride1")
-    scalars = {"num_seqs": _scalar("num_seqs", num_seqs), "topk": _scalar("topk", K),
-               "num_steps": _scalar("num_steps", D), "page_size": _scalar("page_size", page),
-               "width": _scalar("width", width), "indptr_stride": _scalar("indptr_stride", indptr_stride),
-               "r2t_stride0": _scalar("r2t_stride0", r2t_s0), "r2t_stride1": _scalar("r2t_stride1", r2t_s1)}
+    scalars = {"num_seqs": int32_scalar("num_seqs", num_seqs), "topk": int32_scalar("topk", K),
+               "num_steps": int32_scalar("num_steps", D), "page_size": int32_scalar("page_size", page),
+               "width": int32_scalar("width", width), "indptr_stride": int32_scalar("indptr_stride", indptr_stride),
+               "r2t_stride0": int32_scalar("r2t_stride0", r2t_s0), "r2t_stride1": int32_scalar("r2t_stride1", r2t_s1)}
     functions: dict = {}
     pool_row = z3.Function("pool_row", z3.IntSort(), z3.IntSort())
     r2t = z3.Function("req_to_token", z3.IntSort(), z3.IntSort())
@@ -85,15 +85,15 @@ def symbolic_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run
                               <= r2t_width}]
     if host.get("room"):  # a mutant's host that also assumes room for the draft tokens
         per_request.append(lambda i: {"draft_room": seq_len(i) + D <= C})
-    requests = _requests(num_seqs, *per_request)
+    requests = request_preconditions(num_seqs, *per_request)
     hyps = labelled(spec.kv_shape_ok(K, D, page))
     hyps.update(labelled(spec.context_ok(C)))
     hyps.update(requests)
-    hyps.update(_content(functions, pool_row, "pool_row_in_req_to_token", lambda i, v: z3.Implies(
+    hyps.update(content_preconditions(functions, pool_row, "pool_row_in_req_to_token", lambda i, v: z3.Implies(
         z3.And(0 <= i, i < num_seqs), z3.And(0 <= v, v < pool_rows))))
-    hyps.update(_content(functions, r2t, "req_to_token_value", lambda i, v: z3.And(v >= r2t_dt.lo(), v < r2t_dt.hi())))
-    _register(functions, seq_len, _seq_len_schema(requests))
-    _register(functions, P, _prefix_schema(num_seqs))
+    hyps.update(content_preconditions(functions, r2t, "req_to_token_value", lambda i, v: z3.And(v >= r2t_dt.lo(), v < r2t_dt.hi())))
+    register_function(functions, seq_len, seq_len_schema(requests))
+    register_function(functions, P, prefix_schema(num_seqs))
     tensors = {
         "req_pool_indices_ptr": TensorModel("req_pool_indices", num_seqs, INT64, pool_row),
         "req_to_token_ptr": TensorModel("req_to_token", pool_rows * r2t_width, r2t_dt, r2t),
@@ -105,9 +105,9 @@ def symbolic_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run
     plan = launch_plans().kv_plan(tensors, num_seqs=num_seqs, topk=K, num_steps=D, page_size=page, width=width,
                                   indptr_stride=indptr_stride, r2t_stride0=r2t_s0, r2t_stride1=r2t_s1,
                                   block_b=sp.BLOCK_B, pairs=sp.PAIRS, steps=sp.STEPS, block_c=sp.BLOCK_C)
-    _check_plan(KERNEL[1], plan, scalars, tensors)
+    check_plan(KERNEL[1], plan, scalars, tensors)
     # no int32 grid contract: the kernels widen the program id (pid.to(tl.int64) * BLOCK)
-    axioms = _contracts(
+    axioms = launch_contracts(
         batch_nonempty=(num_seqs >= 1, "the launch wrapper returns before launching an empty batch"),
         grid_is_cdiv=(G == plan.grid[0], f"the wrapper launches cdiv(num_seqs, {sp.BLOCK_B}) programs"),
         indptr_row_width=(indptr_stride >= spec.draft_branches(num_seqs, K) + 1,
@@ -124,7 +124,7 @@ def symbolic_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run
     if sp.indptr_dtype == "int32":
         hyps.update(labelled(spec.int32_alloc_ok(
             spec.draft_kv_indices_used_len(P(num_seqs), K, spec.draft_branches(num_seqs, K), D), "used_len")))
-    hyps.update(_int32_args(scalars))
+    hyps.update(int32_args(scalars))
     hyps.update(labelled(spec.int32_arg_ok(C, "max_context_len")))
     ex = Executor(kernel_path(KERNEL[0]), KERNEL[1], constexprs=dict(plan.constexprs),
                   scalars=scalars, tensors=tensors, grid=[G], transform=transform,
@@ -164,21 +164,21 @@ def symbolic_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run
             owner_b, key_it, lambda r, k: seg(r, k), lambda r, k: seg(r + 1, k),
             lambda k: (k - 1) * width, lambda k: k * width,
             lambda ra, rb, k: [proof_core.instantiate(spec_lemmas.prefix_monotone(num_seqs), rb, ra + 1),
-                               _mul_mono(P(ra + 1), P(rb), K), _mul_mono(ra + 1, rb, k * K)],
-            lambda ka, kb: [_mul_mono(ka, kb - 1, width)], 0, lambda k: z3.And(1 <= k, k <= D)),
+                               mul_mono(P(ra + 1), P(rb), K), mul_mono(ra + 1, rb, k * K)],
+            lambda ka, kb: [mul_mono(ka, kb - 1, width)], 0, lambda k: z3.And(1 <= k, k <= D)),
         "kv_indptr": Region(
             indptr_owner2, indptr_key2,
             lambda r, k: (k - 1) * indptr_stride + r * K + 1, lambda r, k: (k - 1) * indptr_stride + (r + 1) * K + 1,
             lambda k: (k - 1) * indptr_stride, lambda k: k * indptr_stride,
-            lambda ra, rb, k: [_mul_mono(ra + 1, rb, K)],
-            lambda ka, kb: [_mul_mono(ka, kb - 1, indptr_stride)], -1, lambda k: z3.And(1 <= k, k <= D)),
+            lambda ra, rb, k: [mul_mono(ra + 1, rb, K)],
+            lambda ka, kb: [mul_mono(ka, kb - 1, indptr_stride)], -1, lambda k: z3.And(1 <= k, k <= D)),
     }
     pid = res.pid[0]
     run_lemmas = list(res.side_proofs)
     b_terms = {a.env["b"].e.get_id(): a.env["b"].e for a in res.accesses if "b" in a.env and a.kind == "store"}
     for b in b_terms.values():
         # the request's req_to_token row ends inside the pool: (row + 1)*width <= rows*width
-        run_lemmas += kv_lemmas(b, LANES[1]) + [_mul_mono(pool_row(b) + 1, pool_rows, r2t_width)]
+        run_lemmas += kv_lemmas(b, LANES[1]) + [mul_mono(pool_row(b) + 1, pool_rows, r2t_width)]
     report = {"num_seqs": num_seqs, "topk": K, "num_steps": D, "page_size": page, "C": C, "width": width,
               "indptr_stride": indptr_stride, "r2t_width": r2t_width, "pool_rows": pool_rows, "grid": G,
               "pid": pid}
@@ -194,9 +194,9 @@ def kv_lemmas(b, q):
     within used_len(iters) <= used_len(num_steps) <= width."""
     it, t, s = q / K + 1, q % K, seq_len(b)
     return [symexec_lemmas.at(symexec_lemmas.div_lt, q, K, D), symexec_lemmas.at(symexec_lemmas.div_mod_range, q, K),
-            _mul_mono(t, K - 1, s + it), proof_core.instantiate(spec_lemmas.prefix_monotone(num_seqs), num_seqs, b + 1),
-            _mul_mono(P(b + 1), P(num_seqs), K), _mul_mono(b + 1, num_seqs, it * K),
-            _mul_mono(it, D, num_seqs * K), _mul_mono(it, D, width),
+            mul_mono(t, K - 1, s + it), proof_core.instantiate(spec_lemmas.prefix_monotone(num_seqs), num_seqs, b + 1),
+            mul_mono(P(b + 1), P(num_seqs), K), mul_mono(b + 1, num_seqs, it * K),
+            mul_mono(it, D, num_seqs * K), mul_mono(it, D, width),
             symexec_lemmas.at(symexec_lemmas.kv_segment_in_row, P(b), P(num_seqs), b, num_seqs, t, it, s, K, D, width),
             symexec_lemmas.at(symexec_lemmas.kv_extension_read_in_row, s, t, LANES[2], K, D, page)]
 
@@ -210,7 +210,7 @@ def footprint_obligations(run) -> list:
     fi, fb, ft, fc, fz = z3.Ints("cell_iters cell_b cell_t cell_c cell_z")
     pair = K * (fi - 1) + ft        # the pair lane of (iters, t): q = (iters - 1)*K + t
     pair_lemmas = [symexec_lemmas.at(symexec_lemmas.div_unique, fi - 1, ft, K), symexec_lemmas.at(symexec_lemmas.div_unique, fi - 1, ft, K),
-                   _mul_mono(fi, D, K)]
+                   mul_mono(fi, D, K)]
     branch = lambda it_, b_, t_: z3.And(1 <= it_, it_ <= D, 0 <= b_, b_ < num_seqs, 0 <= t_, t_ < K)
     seg = lambda it_, b_, t_: spec.kv_segment_start(P(b_), b_, t_, K, it_, seq_len(b_))
     # req_to_token[row, pos], row-major with the model's strides (width, 1)

@@ -17,7 +17,7 @@ from specbound.proofs.model import C, P, bs, labelled, n, seq_len
 from ..footprint import cover, lane_term, loop_var, request_lane, sound, stores_of
 from ..interp import Executor
 from ..kernel_files import kernel_path
-from ..models import KernelVerifier, Run, _check_plan, _scalar, launch_plans, make_oracle
+from ..models import KernelVerifier, Run, check_plan, int32_scalar, launch_plans, make_oracle
 from ..plant import kernel_of, swap
 from ..replay import Replay, checked_fault
 from ..values import LANES, Unsupported
@@ -57,9 +57,9 @@ def symbolic_run(sp: FillSpec, *, transform=None, host: dict | None = None) -> R
     for unread in ("selected_index_int64", "parent_list_int64"):
         del hyps[unread]
     G = z3.Int("grid")
-    scalars = {"bs": _scalar("bs", bs), "n": _scalar("n", n)}
+    scalars = {"bs": int32_scalar("bs", bs), "n": int32_scalar("n", n)}
     plan = launch_plans().fill_plan(tensors, bs=bs, n=n, block_b=sp.BLOCK_B, nodes=sp.NODES, block_c=sp.BLOCK_C)
-    _check_plan(KERNEL[1], plan, scalars, tensors)
+    check_plan(KERNEL[1], plan, scalars, tensors)
     axioms = tree_common(hyps, G, plan, sp.BLOCK_B, scalars)
     hyps.update(labelled(spec.lane_bound_ok(n, sp.NODES, "NODES")))
     ex = Executor(kernel_path(KERNEL[0]), KERNEL[1], constexprs=dict(plan.constexprs),

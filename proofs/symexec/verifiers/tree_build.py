@@ -20,8 +20,8 @@ from specbound.proofs.model import C, D, K, P, bs, labelled, n, seq_len
 from ..footprint import cover, lane_term, request_lane, sound, stores_of
 from ..interp import Executor
 from ..kernel_files import kernel_path
-from ..models import (KernelVerifier, Region, Run, _content, _contracts, _check_plan, _int32_args, _mul_mono,
-                      _prefix_schema, _register, _requests, _scalar, _seq_len_schema, launch_plans, make_oracle)
+from ..models import (KernelVerifier, Region, Run, content_preconditions, launch_contracts, check_plan, int32_args, mul_mono,
+                      prefix_schema, register_function, request_preconditions, int32_scalar, seq_len_schema, launch_plans, make_oracle)
 from ..obligations import Obligation
 from ..plant import KernelMutant, Plant, kernel_of, swap
 from ..replay import Replay, checked_fault
@@ -84,9 +84,9 @@ def tree_common(hyps, G, plan, block, scalars, **contracts) -> list:
     hyps.update(labelled(spec.tree_shape_ok(K, D, n)))
     hyps.update(labelled(spec.context_ok(C)))
     hyps.update(labelled(spec.int32_arg_ok(C, "max_context_len")))
-    hyps.update(_int32_args(scalars))
+    hyps.update(int32_args(scalars))
     # no int32 grid contract: the kernels widen the program id (pid.to(tl.int64) * BLOCK)
-    return _contracts(batch_nonempty=(bs >= 1, "the launch wrapper returns before launching an empty batch"),
+    return launch_contracts(batch_nonempty=(bs >= 1, "the launch wrapper returns before launching an empty batch"),
                       grid_is_cdiv=(G == plan.grid[0], f"the wrapper launches cdiv(bs, {block}) programs"),
                       **contracts)
 
@@ -95,11 +95,11 @@ def tree_tensors(functions, hyps, mode, mask_dtype):
     sel = z3.Function("selected_index", z3.IntSort(), z3.IntSort())
     pl = z3.Function("parent_list", z3.IntSort(), z3.IntSort())
     for f in (sel, pl):
-        hyps.update(_content(functions, f, f"{f.name()}_int64", lambda i, v: z3.And(v >= INT64.lo(), v < INT64.hi())))
-    requests = _requests(bs)
+        hyps.update(content_preconditions(functions, f, f"{f.name()}_int64", lambda i, v: z3.And(v >= INT64.lo(), v < INT64.hi())))
+    requests = request_preconditions(bs)
     hyps.update(requests)
-    _register(functions, seq_len, _seq_len_schema(requests))
-    _register(functions, P, _prefix_schema(bs))
+    register_function(functions, seq_len, seq_len_schema(requests))
+    register_function(functions, P, prefix_schema(bs))
     pl_width, sel_width = z3.Ints("pl_width sel_width")
     return {
         "parent_list_ptr": TensorModel("parent_list", bs * pl_width, INT64, pl),
@@ -119,8 +119,8 @@ def mask_region(mode):
     base = lambda r: spec.mask_request_base(mode, r, n, P(r))
 
     def ordering(ra, rb, k):
-        return [proof_core.instantiate(spec_lemmas.prefix_monotone(), rb, ra + 1), _mul_mono(P(ra + 1), P(rb), n),
-                _mul_mono(ra + 1, rb, n * n), _mul_mono(ra + 1, rb, n)]
+        return [proof_core.instantiate(spec_lemmas.prefix_monotone(), rb, ra + 1), mul_mono(P(ra + 1), P(rb), n),
+                mul_mono(ra + 1, rb, n * n), mul_mono(ra + 1, rb, n)]
     return Region(lambda a: a.env["b"].e, lambda a: z3.IntVal(0), lambda r, k: base(r), lambda r, k: base(r + 1),
                   lambda k: z3.IntVal(0), lambda k: spec.mask_batch_numel(mode, bs, n, P(bs)), ordering,
                   lambda ka, kb: [])
@@ -129,15 +129,15 @@ def mask_region(mode):
 def _token_region():
     return Region(lambda a: a.env["b"].e, lambda a: z3.IntVal(0),
                   lambda r, k: spec.token_cell(r, 0, n), lambda r, k: spec.token_cell(r + 1, 0, n),
-                  lambda k: z3.IntVal(0), lambda k: bs * n, lambda ra, rb, k: [_mul_mono(ra + 1, rb, n)],
+                  lambda k: z3.IntVal(0), lambda k: bs * n, lambda ra, rb, k: [mul_mono(ra + 1, rb, n)],
                   lambda ka, kb: [])
 
 
 def tree_lemmas(b, pl_width, sel_width):
     s = seq_len(b)
     return [proof_core.instantiate(spec_lemmas.prefix_monotone(), bs, b + 1), proof_core.instantiate(spec_lemmas.prefix_monotone(), bs, b),
-            _mul_mono(P(b + 1), P(bs), n), _mul_mono(b + 1, bs, n * n), _mul_mono(b + 1, bs, n),
-            _mul_mono(LANES[1], n - 1, s + n), _mul_mono(b + 1, bs, pl_width), _mul_mono(b + 1, bs, sel_width)]
+            mul_mono(P(b + 1), P(bs), n), mul_mono(b + 1, bs, n * n), mul_mono(b + 1, bs, n),
+            mul_mono(LANES[1], n - 1, s + n), mul_mono(b + 1, bs, pl_width), mul_mono(b + 1, bs, sel_width)]
 
 
 def symbolic_run(sp: TreeSpec, *, transform=None, host: dict | None = None) -> Run:
@@ -147,12 +147,12 @@ def symbolic_run(sp: TreeSpec, *, transform=None, host: dict | None = None) -> R
     hyps: dict = {}
     tensors, pl_width, sel_width = tree_tensors(functions, hyps, mode, sp.mask_dtype)
     G = z3.Int("grid")
-    scalars = {"bs": _scalar("bs", bs), "topk": _scalar("topk", K), "pl_width": _scalar("pl_width", pl_width),
-               "sel_width": _scalar("sel_width", sel_width), "n": _scalar("n", n)}
+    scalars = {"bs": int32_scalar("bs", bs), "topk": int32_scalar("topk", K), "pl_width": int32_scalar("pl_width", pl_width),
+               "sel_width": int32_scalar("sel_width", sel_width), "n": int32_scalar("n", n)}
     # the wrapper's own launch plan, on Z3 terms: its grid, widths and walk bound are the contracts
     plan = launch_plans().tree_plan(tensors, bs=bs, topk=K, depth=D, n=n, mode=mode, block_b=sp.BLOCK_B,
                                     nodes=sp.NODES)
-    _check_plan(KERNEL[1], plan, scalars, tensors)
+    check_plan(KERNEL[1], plan, scalars, tensors)
     contracts = {
         "DEPTH_is_walk_max_steps": (host["depth_hyp"](D) if "depth_hyp" in host else plan.constexprs["DEPTH"] == sp.DEPTH,
                                     f"the wrapper specializes DEPTH = spec.walk_max_steps(D) (here {sp.DEPTH})"),
