@@ -118,7 +118,8 @@ class NotTheClaim(Exception):
     """The proof offered for a theorem does not establish its claim under its preconditions."""
 
 
-def _evaluate(model: z3.ModelRef, report: Mapping[str, z3.ExprRef]) -> dict:
+def evaluate_report(model: z3.ModelRef, report: Mapping[str, z3.ExprRef]) -> dict:
+    """The integer (and boolean, as 0/1) values ``model`` gives the named terms of ``report``."""
     out = {}
     for name, term in report.items():
         value = model.eval(term, model_completion=True)
@@ -273,7 +274,7 @@ def run(theorem: Theorem) -> TheoremResult:
         else:
             status = "proved"
     except kernel.Refuted as exc:
-        detail = f"counterexample: {_evaluate(exc.model, report)}"
+        detail = f"counterexample: {evaluate_report(exc.model, report)}"
     except kernel.Unknown as exc:
         status, detail = "unknown", exc.reason
     except (NotTheClaim, kernel.RuleError) as exc:
@@ -287,7 +288,7 @@ def run(theorem: Theorem) -> TheoremResult:
         if found is None:
             status, detail = "failed", "preconditions unsatisfiable: the theorem would be vacuous"
         else:
-            witness = _evaluate(found.model, report)
+            witness = evaluate_report(found.model, report)
     except kernel.Unknown as exc:
         status, detail = "unknown", f"witness search: {exc.reason}"
 
@@ -320,5 +321,5 @@ def refute(theorem: Theorem, mutant: Mutant, lemmas, report, axioms=None) -> Mut
     if found is None:
         return MutantResult(mutant.id, mutant.description, "survived", {},
                             time.perf_counter() - start, "no counterexample: the theorem does not see this bug")
-    return MutantResult(mutant.id, mutant.description, "refuted", _evaluate(found.model, report),
+    return MutantResult(mutant.id, mutant.description, "refuted", evaluate_report(found.model, report),
                         time.perf_counter() - start)

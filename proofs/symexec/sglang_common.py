@@ -12,6 +12,8 @@ from typing import Callable
 
 import z3
 
+from specbound.proofs.theorem import evaluate_report
+
 from .obligations import check
 
 
@@ -142,8 +144,7 @@ def refute(run, obligations: Callable, props, replay: Callable, limits: dict, ba
                 continue
             conc = concretise(run, ob, limits, batch_cap=batch_cap)
             if conc is None:
-                from .theorems import _evaluate
-                values = _evaluate(out.model, run.report)
+                values = evaluate_report(out.model, run.report)
                 notes.append(f"{ob.id}: solver counterexample " + ", ".join(f"{k}={v}" for k, v in values.items())
                              + " (none inside the replay box: not replayed)")
                 continue

@@ -12,9 +12,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-import z3
-
-from specbound.proofs.theorem import MutantResult, TheoremResult, axioms_of
+from specbound.proofs.theorem import MutantResult, TheoremResult, axioms_of, evaluate_report
 
 from . import mutants as kernel_mutants
 from . import verifiers
@@ -132,15 +130,6 @@ def kernel_obligations(verifier, run, prop: str) -> list:
     return obligations(run, prop, values=verifier.values, footprints=verifier.footprint)
 
 
-def _evaluate(model, report) -> dict:
-    out = {}
-    for name, term in report.items():
-        v = model.eval(term, model_completion=True)
-        if z3.is_int_value(v):
-            out[name] = v.as_long()
-    return out
-
-
 def refute(kind: str, sp, mutant: kernel_mutants.KernelMutant) -> MutantResult:
     """Run the mutated kernel/host symbolically; the first counterexample of the property is
     concretised and replayed; refuted only when the replay reproduces the fault."""
@@ -213,7 +202,7 @@ def theorem_result(run, prop: str, outcomes: list, seconds: float, mutants: list
     axioms = {name: ax for o in outcomes if o.proof for name, ax in axioms_of(o.proof).items()}
     witness = {}
     if outcomes and outcomes[0].witness is not None:
-        witness = _evaluate(outcomes[0].witness, run.report)
+        witness = evaluate_report(outcomes[0].witness, run.report)
     witness["obligations"] = len(outcomes)
     witness["witnessed"] = sum(o.witness is not None for o in outcomes)
     witness["dead"] = sum(o.status == "dead" for o in outcomes)  # accesses no lane ever activates
