@@ -3,7 +3,7 @@
     python bench/bench_sglang_symexec.py [--all] [--kernel draft_kv|tree] [--sglang-path DIR] [--json PATH]
 
 The kernels are read from the installed sglang (or DIR) by path; the specializations are
-the audit's (``specbound.audit.symbolic.kv_specs`` / ``tree_specs``; ``--all``: every one).
+the audit's (``specbound.audit.kernel_proofs.kv_specs`` / ``tree_specs``; ``--all``: every one).
 After the table: per kernel, the declared preconditions and the axioms its proofs used
 (``--json``: per theorem).
 """
@@ -16,7 +16,7 @@ import resource
 import time
 
 from specbound.audit.locate import locate
-from specbound.audit.symbolic import KV_FILES, TREE_FILES, kv_specs, sglang_width, tree_specs
+from specbound.audit.kernel_proofs import KV_FILES, TREE_FILES, kv_specs, sglang_width, tree_specs
 from specbound.proofs.symexec import sglang_draft_kv
 from specbound.proofs.symexec import sglang_tree
 

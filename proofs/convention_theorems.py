@@ -19,7 +19,7 @@ import z3
 
 from specbound import spec
 
-from . import kernel
+from . import core
 from . import lemmas
 from .model import K, b, bs, in_batch, labelled, n, num_seqs, t
 from .theorem import Mutant, Theorem
@@ -84,7 +84,7 @@ def conv_kv_indptr_row() -> Theorem:
                         "branch_in_request[b]": z3.And(0 <= t, t < K)},
         claim=claim,
         report=lambda: {"num_seqs": num_seqs, "K": K, "b": b, "t": t},
-        lemmas=lambda: [kernel.instantiate(lemmas.mul_le_mono(), b + 1, num_seqs, K)],
+        lemmas=lambda: [core.instantiate(lemmas.mul_le_mono(), b + 1, num_seqs, K)],
         mutants=(Mutant("MUT-INDPTR-NO-ENTRY-0", "rows of num_seqs*K entries (no room for entry 0)",
                         overrides={"kv_indptr_row_len": lambda s, k: s * k}),
                  Mutant("MUT-INDPTR-SPARE-ENTRY", "rows of num_seqs*K + 2 entries",

@@ -11,7 +11,7 @@ import z3
 
 from specbound import spec
 
-from . import kernel
+from . import core
 from . import lemmas
 from .model import (
     C, D, K, P, POSITIONS_ZERO, PREFIX_ZERO, Q, b, draft_room_conds, e, in_batch, iters, kv_params,
@@ -78,13 +78,13 @@ def kv_tiling() -> Theorem:
                    "[0, used_len(S, K, bs_d, iters)) with no gap"),
         hyps=hyps, claim=claim, at=(b, b2),
         report=_report(("b2", b2), ("t2", t2), ("seq_len[b2]", seq_len(b2)), ("P[b2]", P(b2))),
-        lemmas=lambda: [prefix_at(b), prefix_at(b2), kernel.instantiate(lemmas.prefix_bound(num_seqs), b),
-                        kernel.instantiate(lemmas.prefix_bound(num_seqs), num_seqs),
-                        kernel.instantiate(lemmas.prefix_monotone(num_seqs), b2, b + 1),
-                        kernel.instantiate(lemmas.mul_le_mono(), P(b + 1), P(b2), K),
-                        kernel.instantiate(lemmas.mul_le_mono(), b + 1, b2, iters * K),
-                        kernel.instantiate(lemmas.mul_le_mono(), t + 1, t2, seq_len(b) + iters),
-                        kernel.instantiate(lemmas.mul_le_mono(), t + 1, K, seq_len(b) + iters)],
+        lemmas=lambda: [prefix_at(b), prefix_at(b2), core.instantiate(lemmas.prefix_bound(num_seqs), b),
+                        core.instantiate(lemmas.prefix_bound(num_seqs), num_seqs),
+                        core.instantiate(lemmas.prefix_monotone(num_seqs), b2, b + 1),
+                        core.instantiate(lemmas.mul_le_mono(), P(b + 1), P(b2), K),
+                        core.instantiate(lemmas.mul_le_mono(), b + 1, b2, iters * K),
+                        core.instantiate(lemmas.mul_le_mono(), t + 1, t2, seq_len(b) + iters),
+                        core.instantiate(lemmas.mul_le_mono(), t + 1, K, seq_len(b) + iters)],
         mutants=(
             Mutant("MUT-SEGMENT-NO-TOPK", "segment start P[b] + b*iters*K + ...: the prefix not times K",
                    overrides={"kv_segment_start": lambda p, bi, ti, kk, it, s: p + bi * it * kk + ti * (s + it)}),
@@ -111,8 +111,8 @@ def kv_capacity() -> Theorem:
         hyps=hyps, claim=claim,
         report=lambda: {"num_seqs": num_seqs, "K": K, "D": D, "C": C, "S": S,
                         "seq_len[0]": seq_len(0)},
-        lemmas=lambda: [kernel.instantiate(lemmas.prefix_room(num_seqs), num_seqs),
-                        kernel.instantiate(lemmas.prefix_monotone(num_seqs), num_seqs, 1)],  # S >= seq_len[0]
+        lemmas=lambda: [core.instantiate(lemmas.prefix_room(num_seqs), num_seqs),
+                        core.instantiate(lemmas.prefix_monotone(num_seqs), num_seqs, 1)],  # S >= seq_len[0]
         search_indices=1,  # the first request is shown: S = seq_len[0] for a single request
         mutants=(
             Mutant("MUT-27338-MISSING-TOPK", "row width num_seqs*C, without the factor K (sglang #27338)",
@@ -142,7 +142,7 @@ def kv_steps_monotone() -> Theorem:
                         "row_width_nonneg": width >= 0},
         claim=claim,
         report=lambda: {"num_seqs": num_seqs, "K": K, "D": D, "S": S, "iters": iters, "width": width},
-        lemmas=lambda: [kernel.instantiate(lemmas.mul_le_mono(), iters, D, num_seqs * K)],
+        lemmas=lambda: [core.instantiate(lemmas.mul_le_mono(), iters, D, num_seqs * K)],
         mutants=(Mutant("MUT-CHECK-STEPS-MINUS-ONE",
                         "capacity checked at D - 1 steps while the grid writes D rows",
                         overrides={"draft_kv_capacity_ok": lambda s, kk, ns, st, w:
@@ -171,9 +171,9 @@ def kv_indptr_matches_offsets() -> Theorem:
                    "entry bs_d equals used_len; entry 0 is 0"),
         hyps=hyps, claim=claim, at=(b,),
         report=_report(("Q[z]", Q(z))),
-        lemmas=lambda: [PREFIX_ZERO, POSITIONS_ZERO, kernel.instantiate(lemmas.positions_within_request(), t, b),
-                        kernel.instantiate(lemmas.positions_prefix(), b),
-                        kernel.instantiate(lemmas.positions_prefix(), num_seqs)],
+        lemmas=lambda: [PREFIX_ZERO, POSITIONS_ZERO, core.instantiate(lemmas.positions_within_request(), t, b),
+                        core.instantiate(lemmas.positions_prefix(), b),
+                        core.instantiate(lemmas.positions_prefix(), num_seqs)],
         mutants=(Mutant("MUT-INDPTR-NO-EXTENSION", "kv_indptr without the z*iters extension slots",
                         overrides={"kv_indptr_entry": lambda q, zz, it: q}),
                  Mutant("MUT-POSITIONS-PREFIX-NO-TOPK", "positions prefix P[b] + t*seq_len, without the factor K",
@@ -196,8 +196,8 @@ def kv_cuda_graph_covers() -> Theorem:
                    "has room for its draft tokens (KV-CAPACITY's precondition)"),
         hyps=hyps, claim=claim,
         report=lambda: {"num_seqs": num_seqs, "max_bs": max_bs, "K": K, "D": D, "C": C, "S": P(num_seqs)},
-        lemmas=lambda: [kernel.instantiate(lemmas.prefix_room(num_seqs), num_seqs),
-                        kernel.instantiate(lemmas.mul_le_mono(), num_seqs, max_bs, K * C)],
+        lemmas=lambda: [core.instantiate(lemmas.prefix_room(num_seqs), num_seqs),
+                        core.instantiate(lemmas.mul_le_mono(), num_seqs, max_bs, K * C)],
         mutants=(Mutant("MUT-27338-MISSING-TOPK", "CUDA-graph row max_bs*C, without the factor K (#27338)",
                         overrides={"draft_kv_indices_buffer_width": lambda ns, kk, cc: ns * cc}),),
     )
@@ -225,9 +225,9 @@ def kv_paged_reads_in_row() -> Theorem:
                    "it stays in [prefix_base, prefix_base + K*npp*page)"),
         hyps=hyps, claim=claim,
         report=lambda: {"seq_len[b]": s, "K": K, "D": D, "page_size": page, "t": t, "e": e, "iters": iters},
-        lemmas=lambda: [kernel.instantiate(lemmas.cdiv_covers(), s % page + D, page),
-                        kernel.instantiate(lemmas.mul_le_mono(), t + 1, K, ((s % page + D + page - 1) / page) * page),
-                        kernel.instantiate(lemmas.mul_le_mono(), t + 1, K, D)],
+        lemmas=lambda: [core.instantiate(lemmas.cdiv_covers(), s % page + D, page),
+                        core.instantiate(lemmas.mul_le_mono(), t + 1, K, ((s % page + D + page - 1) / page) * page),
+                        core.instantiate(lemmas.mul_le_mono(), t + 1, K, D)],
         mutants=(Mutant("MUT-PAGES-FLOOR", "pages per branch rounded down: a branch runs into the next",
                         overrides={"kv_pages_per_branch": lambda sl, st, pg: (sl % pg + st) / pg,
                                    "kv_extension_read": lambda sl, ti, ee, kk, st, pg: z3.If(
@@ -258,12 +258,12 @@ def kv_int32_safe() -> Theorem:
                    "computes (each partial sum, in its order) stays in [0, 2^31)"),
         hyps=hyps, claim=claim, at=(b,),
         report=_report(("width", width), ("offset", off)),
-        lemmas=lambda: [prefix_at(b), kernel.instantiate(lemmas.prefix_bound(num_seqs), b),
-                        kernel.instantiate(lemmas.prefix_monotone(num_seqs), num_seqs, b + 1),
-                        kernel.instantiate(lemmas.mul_le_mono(), P(b + 1), P(num_seqs), K),
-                        kernel.instantiate(lemmas.mul_le_mono(), b + 1, num_seqs, iters * K),
-                        kernel.instantiate(lemmas.mul_le_mono(), t + 1, K, s + iters),
-                        kernel.instantiate(lemmas.mul_le_mono(), iters, D, num_seqs * K)],
+        lemmas=lambda: [prefix_at(b), core.instantiate(lemmas.prefix_bound(num_seqs), b),
+                        core.instantiate(lemmas.prefix_monotone(num_seqs), num_seqs, b + 1),
+                        core.instantiate(lemmas.mul_le_mono(), P(b + 1), P(num_seqs), K),
+                        core.instantiate(lemmas.mul_le_mono(), b + 1, num_seqs, iters * K),
+                        core.instantiate(lemmas.mul_le_mono(), t + 1, K, s + iters),
+                        core.instantiate(lemmas.mul_le_mono(), iters, D, num_seqs * K)],
         mutants=(Mutant("MUT-INT32-OVERFLOW", "int32 offsets with a row of >= 2^31 slots",
                         drop=("alloc_below_int32",)),),
     )

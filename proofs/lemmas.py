@@ -2,7 +2,7 @@
 arithmetic facts that Z3 proves alone but not always inside a larger goal.
 
 Each lemma is proved once per process (cached) and used through
-:func:`kernel.instantiate`, so every theorem's own query stays quantifier free.  The
+:func:`core.instantiate`, so every theorem's own query stays quantifier free.  The
 prefix-sum lemmas are sequents: their hypotheses are the per-request preconditions of a
 batch of ``size`` requests (quantified), discharged by a citing check that has the same
 ones.
@@ -16,7 +16,7 @@ import z3
 
 from specbound.spec import batch_size_ok, context_ok
 
-from . import kernel
+from . import core
 from .model import (
     C, D, K, P, PREFIX_ZERO, POSITIONS_ZERO, Q, at_context_conds, bs, draft_room_conds, instances,
     labelled, per_request, positions_at, prefix_at, seq_len, seq_len_conds,
@@ -28,7 +28,7 @@ from .model import (
 @cache
 def mul_le_mono():
     """``0 <= x <= y /\\ z >= 0  =>  x*z <= y*z``."""
-    return kernel.check_forall(
+    return core.check_forall(
         "L-MUL-LE-MONO",
         lambda x, y, z: z3.Implies(z3.And(0 <= x, x <= y, z >= 0), x * z <= y * z), 3)
 
@@ -36,7 +36,7 @@ def mul_le_mono():
 @cache
 def cdiv_covers():
     """``p >= 1 /\\ x >= 0  =>  ((x + p - 1) div p) * p >= x``: ceil-division rounds up."""
-    return kernel.check_forall(
+    return core.check_forall(
         "L-CDIV-COVERS",
         lambda x, p: z3.Implies(z3.And(p >= 1, x >= 0), ((x + p - 1) / p) * p >= x), 2)
 
@@ -44,7 +44,7 @@ def cdiv_covers():
 @cache
 def div_of_row():
     """``k >= 1 /\\ 0 <= t < k /\\ r >= 0  =>  (r*k + t) div k = r``."""
-    return kernel.check_forall(
+    return core.check_forall(
         "L-DIV-OF-ROW",
         lambda r, k, t: z3.Implies(z3.And(k >= 1, 0 <= t, t < k, r >= 0), (r * k + t) / k == r), 3)
 
@@ -52,7 +52,7 @@ def div_of_row():
 @cache
 def succ_times():
     """``(x + 1) * y = x*y + y``: lets congruence see that Q((k+1)*K) is Q(k*K + K)."""
-    return kernel.check_forall("L-SUCC-TIMES", lambda x, y: (x + 1) * y == x * y + y, 2)
+    return core.check_forall("L-SUCC-TIMES", lambda x, y: (x + 1) * y == x * y + y, 2)
 
 
 # --- prefix sums (induction over the request index) ------------------------------------
@@ -68,7 +68,7 @@ def batch_hyps(size=bs, *per_request_conds) -> dict:
 
 def _prefix_induct(lemma_id, phi, size, *per_request_conds, arity=0):
     hyps = batch_hyps(size, *per_request_conds)
-    return kernel.induct(lemma_id, phi, arity=arity,
+    return core.induct(lemma_id, phi, arity=arity,
                          base_hyps=lambda *ps: hyps, base_by=lambda *ps: [PREFIX_ZERO],
                          step_hyps=lambda k, *ps: hyps,
                          step_by=lambda k, *ps: [prefix_at(k), *instances(hyps, k)])
@@ -127,16 +127,16 @@ def positions_within_request():
     each of request r's K branches adds ``seq_len(r)`` to the positions prefix."""
     def phi(tt, r):
         return z3.Implies(z3.And(tt <= K, r >= 0), Q(r * K + tt) == Q(r * K) + tt * seq_len(r))
-    return kernel.induct("L-POSITIONS-WITHIN-REQUEST", phi, arity=1, step_hyps=lambda k, r: TOPK_POSITIVE,
-                         step_by=lambda k, r: [positions_at(r * K + k), kernel.instantiate(div_of_row(), r, K, k)])
+    return core.induct("L-POSITIONS-WITHIN-REQUEST", phi, arity=1, step_hyps=lambda k, r: TOPK_POSITIVE,
+                         step_by=lambda k, r: [positions_at(r * K + k), core.instantiate(div_of_row(), r, K, k)])
 
 
 @cache
 def positions_prefix():
     """``forall v >= 0. Q(v*K) = K*P(v)``."""
-    return kernel.induct(
+    return core.induct(
         "L-POSITIONS-PREFIX", lambda v: Q(v * K) == K * P(v),
         base_by=lambda: [PREFIX_ZERO, POSITIONS_ZERO],
         step_hyps=lambda k: TOPK_POSITIVE,
-        step_by=lambda k: [prefix_at(k), kernel.instantiate(positions_within_request(), K, k),
-                           kernel.instantiate(succ_times(), k, K)])
+        step_by=lambda k: [prefix_at(k), core.instantiate(positions_within_request(), K, k),
+                           core.instantiate(succ_times(), k, K)])

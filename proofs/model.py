@@ -18,7 +18,7 @@ import z3
 
 from specbound import spec
 
-from . import kernel
+from . import core
 
 IntSort = z3.IntSort()
 
@@ -40,24 +40,24 @@ P = z3.Function("P", IntSort, IntSort)  # P(b) = sum_{i<b} seq_len(i)
 Q = z3.Function("Q", IntSort, IntSort)  # Q(z) = sum_{z'<z} positions(z'), positions(z) = seq_len(z div K)
 
 # Definitions of P and Q (fresh function symbols, so the axioms only name them)
-PREFIX_ZERO = kernel.axiom("prefix_zero", P(0) == 0, "definition of P, the prefix sum of seq_len: P[0] = 0")
-PREFIX_STEP = kernel.axiom(
+PREFIX_ZERO = core.axiom("prefix_zero", P(0) == 0, "definition of P, the prefix sum of seq_len: P[0] = 0")
+PREFIX_STEP = core.axiom(
     "prefix_step", z3.ForAll([_i], z3.Implies(_i >= 0, P(_i + 1) == P(_i) + seq_len(_i))),
     "definition of P, the prefix sum of seq_len: P[i+1] = P[i] + seq_len[i]")
-POSITIONS_ZERO = kernel.axiom("positions_zero", Q(0) == 0,
+POSITIONS_ZERO = core.axiom("positions_zero", Q(0) == 0,
                               "definition of Q, the prefix sum of the per-branch positions: Q[0] = 0")
-POSITIONS_STEP = kernel.axiom(
+POSITIONS_STEP = core.axiom(
     "positions_step", z3.ForAll([_i], z3.Implies(_i >= 0, Q(_i + 1) == Q(_i) + seq_len(_i / K))),
     "definition of Q: branch z of request z div K has seq_len[z div K] positions")
 
 
-def prefix_at(i) -> kernel.Proof:
+def prefix_at(i) -> core.Proof:
     """``i >= 0 => P(i+1) = P(i) + seq_len(i)``."""
-    return kernel.instantiate(PREFIX_STEP, i)
+    return core.instantiate(PREFIX_STEP, i)
 
 
-def positions_at(z) -> kernel.Proof:
-    return kernel.instantiate(POSITIONS_STEP, z)
+def positions_at(z) -> core.Proof:
+    return core.instantiate(POSITIONS_STEP, z)
 
 
 def forall_index(body) -> z3.BoolRef:
@@ -85,7 +85,7 @@ def per_request(conditions_at, size=None) -> dict:
 def instances(hyps: dict, *terms) -> list:
     """The core's instances at ``terms`` of every quantified hypothesis in ``hyps`` that binds
     ``len(terms)`` variables (each keeps its quantified hypothesis)."""
-    return [kernel.instantiate(kernel.assume(label, f), *terms) for label, f in hyps.items()
+    return [core.instantiate(core.assume(label, f), *terms) for label, f in hyps.items()
             if z3.is_quantifier(f) and f.is_forall() and f.num_vars() == len(terms)]
 
 

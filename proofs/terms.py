@@ -11,7 +11,7 @@ from typing import Mapping
 
 import z3
 
-from . import kernel
+from . import core
 
 
 def subterms(*exprs):
@@ -67,16 +67,16 @@ def prove_rewritten(name: str, goal, *, hyps: Mapping[str, z3.BoolRef], by=(), r
     the rewritten goal from ``hyps`` and ``by`` (the hard query); ``justification =>
     (rewritten => goal)`` alone (a congruence step Z3 settles by preprocessing); then ``goal``
     from the two (a propositional step).  Without an ``If`` to resolve it is one
-    :func:`kernel.check`.  Returns the Proof and the rlimit all its checks consumed."""
+    :func:`core.check`.  Returns the Proof and the rlimit all its checks consumed."""
     asked, used = resolve_ifs(goal, hyps)
     if asked.eq(goal):
-        proof = kernel.check(name, goal, hyps=hyps, by=by, rlimit=rlimit, seed=seed)
+        proof = core.check(name, goal, hyps=hyps, by=by, rlimit=rlimit, seed=seed)
         return proof, proof.rlimit
-    rewritten = kernel.check(f"{name}/rewritten", asked, hyps=hyps, by=by, rlimit=rlimit, seed=seed)
+    rewritten = core.check(f"{name}/rewritten", asked, hyps=hyps, by=by, rlimit=rlimit, seed=seed)
     justified = {label: hyps[label] for label in used}
     # As one formula without hypotheses, so Z3's preprocessing sees the conditions as units.
-    same = kernel.check(f"{name}/congruence", z3.Implies(z3.And(*justified.values()), z3.Implies(asked, goal)),
+    same = core.check(f"{name}/congruence", z3.Implies(z3.And(*justified.values()), z3.Implies(asked, goal)),
                         rlimit=rlimit, seed=seed)
-    proof = kernel.check(name, goal, hyps={**rewritten.hyps, **justified}, by=[rewritten, same],
+    proof = core.check(name, goal, hyps={**rewritten.hyps, **justified}, by=[rewritten, same],
                          rlimit=rlimit, seed=seed)
     return proof, rewritten.rlimit + same.rlimit + proof.rlimit

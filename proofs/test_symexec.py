@@ -161,7 +161,7 @@ def test_one_hot_selection_is_checked_lane_by_lane(tmp_path):
     that can wrap is refuted."""
     import z3
 
-    from specbound.proofs import kernel
+    from specbound.proofs import core
     from specbound.proofs.symexec.values import INT32, V, lane_range
 
     x = z3.Int("x")
@@ -170,9 +170,9 @@ def test_one_hot_selection_is_checked_lane_by_lane(tmp_path):
     sel = [o for o in res.obligations if o.kind == "wrap" and "one-hot" in o.note]
     assert len(sel) == 1
     hyps = {**lane_range(sel[0].shape), **dict(sel[0].path), "x_int32": z3.And(x >= -2**31, x < 2**31)}
-    with pytest.raises(kernel.Refuted):
-        kernel.check("wraps", sel[0].goal, hyps=hyps)
-    kernel.check("fits", sel[0].goal, hyps={**hyps, "x_small": z3.And(x >= 0, x < 100)})
+    with pytest.raises(core.Refuted):
+        core.check("wraps", sel[0].goal, hyps=hyps)
+    core.check("fits", sel[0].goal, hyps={**hyps, "x_small": z3.And(x >= 0, x < 100)})
 
 
 def test_definitions_are_withheld_only_for_proofs(tmp_path):

@@ -4,7 +4,7 @@ A :class:`Theorem` states a claim over the symbolic batch of :mod:`.model` throu
 a definitions namespace ``d`` (the spec module, or the spec with some functions
 swapped for a mutant).  Running it:
 
-1. proves the claim through the core: ``kernel.check(claim, hyps, lemmas)`` with the core's
+1. proves the claim through the core: ``core.check(claim, hyps, lemmas)`` with the core's
    instances of the quantified hypotheses at ``at``, or a custom ``prove`` (an induction);
 2. ties the proof to the statement: its conclusion must be the claim (syntactically, up to
    the names of bound variables), or one more core check derives the claim from it; and
@@ -33,7 +33,7 @@ import z3
 
 from specbound import spec
 
-from . import kernel
+from . import core
 from .model import instances
 
 SMALL_BOX = 40  # counterexamples are searched first with every reported value in [-SMALL_BOX, SMALL_BOX]
@@ -87,7 +87,7 @@ class Theorem:
     at: tuple = ()                # index terms: the quantified hypotheses are instantiated there
     counter_at: tuple = ()        # for a quantified claim: where witnesses of its negation are sought
     search_indices: int = 0       # model searches instantiate quantified facts at 0..search_indices-1
-    rlimit: int = kernel.DEFAULT_RLIMIT
+    rlimit: int = core.DEFAULT_RLIMIT
     family: str = ""
 
 
@@ -152,7 +152,7 @@ def _search(name, constraints, lemmas, extra, report, rlimit, shrink_rounds=MINI
     found = None
     tries = ([_box(report) + _positive(report)] if nontrivial else []) + [_box(report), []]
     for shape in tries:
-        found = kernel.satisfy(name, constraints, by=lemmas, extra=list(extra) + shape, rlimit=rlimit)
+        found = core.satisfy(name, constraints, by=lemmas, extra=list(extra) + shape, rlimit=rlimit)
         if found is not None:
             extra = list(extra) + shape  # shrinking keeps the shape it was found in
             break
@@ -162,10 +162,10 @@ def _search(name, constraints, lemmas, extra, report, rlimit, shrink_rounds=MINI
     for _ in range(shrink_rounds):
         bound = found.model.eval(size, model_completion=True)
         try:
-            smaller = kernel.satisfy(name, constraints, by=lemmas,
+            smaller = core.satisfy(name, constraints, by=lemmas,
                                      extra=list(extra) + [size < bound],
                                      rlimit=min(rlimit, MINIMISE_RLIMIT))
-        except kernel.Unknown:
+        except core.Unknown:
             break
         if smaller is None:
             break
@@ -189,13 +189,13 @@ def conclude(theorem_id: str, proof, claim, rlimit: int):
     """``proof`` as a Proof of ``claim``: itself when it concludes the claim, else one core
     check deriving the claim from its conclusion (under the proof's own hypotheses only, so
     the claim cannot come from elsewhere)."""
-    if not kernel.is_proof(proof):
+    if not core.is_proof(proof):
         raise NotTheClaim(f"{theorem_id}: prove() returned {proof!r}, not a Proof made by the core")
     if _alpha_equal(proof.goal, claim):
         return proof
     try:
-        return kernel.check(theorem_id, claim, hyps=dict(proof.hyps), by=[proof], rlimit=rlimit)
-    except (kernel.Refuted, kernel.Unknown) as exc:
+        return core.check(theorem_id, claim, hyps=dict(proof.hyps), by=[proof], rlimit=rlimit)
+    except (core.Refuted, core.Unknown) as exc:
         raise NotTheClaim(f"{theorem_id}: the proof ({proof.name}) concludes {_short(proof.goal)}, from which "
                           f"the claim does not follow ({exc})") from None
 
@@ -226,9 +226,9 @@ def _axiom_instances(axioms: Mapping, terms) -> list:
     """Instances of the quantified axioms a proof rested on, for model searches."""
     out = []
     for ax in axioms.values():
-        fact = kernel.axiom(ax.name, ax.formula, ax.reason)
+        fact = core.axiom(ax.name, ax.formula, ax.reason)
         if z3.is_quantifier(ax.formula) and ax.formula.num_vars() == 1:
-            out += [kernel.instantiate(fact, term) for term in terms]
+            out += [core.instantiate(fact, term) for term in terms]
         elif not z3.is_quantifier(ax.formula):
             out.append(fact)
     return out
@@ -266,18 +266,18 @@ def run(theorem: Theorem) -> TheoremResult:
             offered = theorem.prove()
         else:
             at = [fact for term in theorem.at for fact in instances(hyps, term)]
-            offered = kernel.check(theorem.id, claim, hyps=hyps, by=lemmas + at, rlimit=theorem.rlimit)
+            offered = core.check(theorem.id, claim, hyps=hyps, by=lemmas + at, rlimit=theorem.rlimit)
         proof = conclude(theorem.id, offered, claim, theorem.rlimit)
         outside = undeclared(proof, hyps)
         if outside:
             detail = f"the proof uses hypotheses outside the declared preconditions: {', '.join(outside)}"
         else:
             status = "proved"
-    except kernel.Refuted as exc:
+    except core.Refuted as exc:
         detail = f"counterexample: {evaluate_report(exc.model, report)}"
-    except kernel.Unknown as exc:
+    except core.Unknown as exc:
         status, detail = "unknown", exc.reason
-    except (NotTheClaim, kernel.RuleError) as exc:
+    except (NotTheClaim, core.RuleError) as exc:
         detail = str(exc)
 
     axioms = proof.axioms if proof is not None else {}
@@ -289,7 +289,7 @@ def run(theorem: Theorem) -> TheoremResult:
             status, detail = "failed", "preconditions unsatisfiable: the theorem would be vacuous"
         else:
             witness = evaluate_report(found.model, report)
-    except kernel.Unknown as exc:
+    except core.Unknown as exc:
         status, detail = "unknown", f"witness search: {exc.reason}"
 
     mutants = [refute(theorem, m, lemmas, report, axioms) for m in theorem.mutants]
@@ -315,7 +315,7 @@ def refute(theorem: Theorem, mutant: Mutant, lemmas, report, axioms=None) -> Mut
     try:
         found = _search(f"{theorem.id}/{mutant.id}", constraints, _search_facts(theorem, hyps, kept, axioms),
                         extra, report, theorem.rlimit)
-    except kernel.Unknown as exc:
+    except core.Unknown as exc:
         return MutantResult(mutant.id, mutant.description, "survived", {},
                             time.perf_counter() - start, f"unknown: {exc.reason}")
     if found is None:

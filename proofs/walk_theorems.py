@@ -19,7 +19,7 @@ import z3
 from specbound import spec
 from specbound.spec import TreeMaskMode
 
-from . import kernel
+from . import core
 from .model import D, K, P, b, in_batch, instances, n, per_request, seq_len, seq_len_conds, t, tree_params
 from .theorem import SEARCH_INDICES, SPEC, Mutant, Theorem
 
@@ -104,11 +104,11 @@ def _confined_claim(d):
 
 def _prove_confined():
     invariant = _prove("VM-WALK-CONFINED/invariant", _confined_phi)
-    search = kernel.check("VM-WALK-CONFINED/search", _search_in_row(SPEC), hyps=tree_params())
+    search = core.check("VM-WALK-CONFINED/search", _search_in_row(SPEC), hyps=tree_params())
     w = z3.FreshInt("w")
-    at_w = kernel.check("VM-WALK-CONFINED", z3.Implies(w >= 0, z3.And(_confined_phi(SPEC, w), _search_in_row(SPEC))),
-                        hyps=_walk_hyps(SPEC), by=[kernel.instantiate(invariant, w), search])
-    return kernel.generalise(at_w, w)
+    at_w = core.check("VM-WALK-CONFINED", z3.Implies(w >= 0, z3.And(_confined_phi(SPEC, w), _search_in_row(SPEC))),
+                        hyps=_walk_hyps(SPEC), by=[core.instantiate(invariant, w), search])
+    return core.generalise(at_w, w)
 
 
 def _bounded_phi(d, i):
@@ -117,7 +117,7 @@ def _bounded_phi(d, i):
 
 def _prove(name, phi):
     hyps = _walk_hyps(SPEC)
-    return kernel.induct(name, lambda i: phi(SPEC, i), base_hyps=lambda: hyps, base_by=lambda: instances(hyps, b),
+    return core.induct(name, lambda i: phi(SPEC, i), base_hyps=lambda: hyps, base_by=lambda: instances(hyps, b),
                          step_hyps=lambda kk: hyps, step_by=lambda kk: instances(hyps, kk) + instances(hyps, b))
 
 

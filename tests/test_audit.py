@@ -187,11 +187,11 @@ def test_cli_real_sglang(real_sglang, tmp_path, capsys):
 def test_cli_symbolic_all_reaches_the_symbolic_rows(monkeypatch, tmp_path, capsys):
     """``--symbolic-all`` asks the symbolic rows for every listed specialization; without it
     they prove the default one per kernel; with ``--no-kernels`` it is refused by name."""
-    from specbound.audit import symbolic
+    from specbound.audit import kernel_proofs
 
     asked = []
-    monkeypatch.setattr(symbolic, "check_kv", lambda index, report, full: asked.append(("kv", full)))
-    monkeypatch.setattr(symbolic, "check_tree", lambda index, report, full: asked.append(("tree", full)))
+    monkeypatch.setattr(kernel_proofs, "check_kv", lambda index, report, full: asked.append(("kv", full)))
+    monkeypatch.setattr(kernel_proofs, "check_tree", lambda index, report, full: asked.append(("tree", full)))
     monkeypatch.setattr("specbound.audit.run._helpers", lambda index, rep: None)
     monkeypatch.setattr("specbound.audit.run._buffers", lambda index, rep, replay: None)
     from specbound.audit import kernels, kv_kernel, tree_kernel
@@ -204,7 +204,7 @@ def test_cli_symbolic_all_reaches_the_symbolic_rows(monkeypatch, tmp_path, capsy
     assert main(["audit", "sglang", "--sglang-path", str(pkg), "--symbolic-all"]) == 0
     assert main(["audit", "sglang", "--sglang-path", str(pkg)]) == 0
     assert asked == [("kv", True), ("tree", True), ("kv", False), ("tree", False)]
-    assert len(symbolic.kv_specs(True)) > len(symbolic.kv_specs(False)) == 1
+    assert len(kernel_proofs.kv_specs(True)) > len(kernel_proofs.kv_specs(False)) == 1
     with pytest.raises(SystemExit) as exc:
         main(["audit", "sglang", "--sglang-path", str(pkg), "--symbolic-all", "--no-kernels"])
     assert exc.value.code == 2 and "not allowed with argument" in capsys.readouterr().err

@@ -25,7 +25,7 @@ import ast
 
 import z3
 
-from specbound.proofs import kernel
+from specbound.proofs import core
 
 from .values import INT1, INT32, Ptr, Unsupported, V, as_bool, as_int, broadcast, fresh_name, lane_range, lift, promote
 
@@ -305,9 +305,9 @@ def _prove_inductive(ex, name, after, x0, c, k, line):
     hyps = {label: cond for label, cond in ex.path_cond}
     hyps.update(lane_range(want.shape))
     try:
-        proof = kernel.check(f"loop-invariant@{line}:{name}", as_int(got.e) == as_int(want.e), hyps=hyps,
+        proof = core.check(f"loop-invariant@{line}:{name}", as_int(got.e) == as_int(want.e), hyps=hyps,
                              rlimit=2_000_000)
-    except (kernel.Refuted, kernel.Unknown) as exc:
+    except (core.Refuted, core.Unknown) as exc:
         raise Unsupported(f"loop-carried variable {name!r}: x0 + k*c is not an inductive invariant "
                           f"({type(exc).__name__})", line) from None
     ex.invariant_proofs.append(proof)

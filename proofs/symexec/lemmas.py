@@ -8,21 +8,21 @@ from functools import cache
 import z3
 
 from specbound import spec
-from specbound.proofs import kernel
+from specbound.proofs import core
 from specbound.proofs.lemmas import mul_le_mono
 
 
 @cache
 def div_lt():
     """``0 <= q < m*k /\\ k >= 1  =>  q div k < m``."""
-    return kernel.check_forall(
+    return core.check_forall(
         "L-DIV-LT", lambda q, k, m: z3.Implies(z3.And(q >= 0, q < m * k, k >= 1), q / k < m), 3)
 
 
 @cache
 def div_mod_range():
     """``q >= 0 /\\ k >= 1  =>  q = k*(q div k) + q mod k /\\ 0 <= q mod k < k /\\ q div k >= 0``."""
-    return kernel.check_forall(
+    return core.check_forall(
         "L-DIV-MOD-RANGE",
         lambda q, k: z3.Implies(z3.And(q >= 0, k >= 1),
                                 z3.And(q == k * (q / k) + q % k, q % k >= 0, q % k < k, q / k >= 0)), 2)
@@ -31,18 +31,18 @@ def div_mod_range():
 @cache
 def mul_lt_mono():
     """``0 <= x < y /\\ z >= 1  =>  x*z < y*z``."""
-    return kernel.check_forall(
+    return core.check_forall(
         "L-MUL-LT-MONO", lambda x, y, z: z3.Implies(z3.And(0 <= x, x < y, z >= 1), x * z < y * z), 3)
 
 
 def at(lemma, *terms):
-    return kernel.instantiate(lemma(), *terms)
+    return core.instantiate(lemma(), *terms)
 
 
 @cache
 def div_unique():
     """``0 <= r < k  =>  (k*d + r) div k = d /\\ (k*d + r) mod k = r``."""
-    return kernel.check_forall(
+    return core.check_forall(
         "L-DIV-UNIQUE",
         lambda d, r, k: z3.Implies(z3.And(0 <= r, r < k), z3.And((k * d + r) / k == d, (k * d + r) % k == r)), 3)
 
@@ -65,10 +65,10 @@ def kv_segment_in_row():
 
     def steps(p, pn, b, ns, t, it, s, k, d, w):
         m = mul_le_mono()
-        return [kernel.instantiate(m, t, k - 1, s + it), kernel.instantiate(m, p + s, pn, k),
-                kernel.instantiate(m, b + 1, ns, it * k), kernel.instantiate(m, it, d, ns * k),
-                kernel.instantiate(m, it, d, w)]
-    return kernel.check_forall("L-KV-SEGMENT-IN-ROW", body, 10, by_at=steps)
+        return [core.instantiate(m, t, k - 1, s + it), core.instantiate(m, p + s, pn, k),
+                core.instantiate(m, b + 1, ns, it * k), core.instantiate(m, it, d, ns * k),
+                core.instantiate(m, it, d, w)]
+    return core.check_forall("L-KV-SEGMENT-IN-ROW", body, 10, by_at=steps)
 
 
 @cache
@@ -87,9 +87,9 @@ def kv_extension_read_in_row():
     def steps(s, t, e, k, d, page):
         m = mul_le_mono()
         npp_page = ((s % page + d + page - 1) / page) * page
-        return [kernel.instantiate(cdiv_covers(), s % page + d, page), kernel.instantiate(m, t + 1, k, npp_page),
-                kernel.instantiate(m, t + 1, k, d)]
-    return kernel.check_forall("L-KV-EXTENSION-READ-IN-ROW", body, 6, by_at=steps)
+        return [core.instantiate(cdiv_covers(), s % page + d, page), core.instantiate(m, t + 1, k, npp_page),
+                core.instantiate(m, t + 1, k, d)]
+    return core.check_forall("L-KV-EXTENSION-READ-IN-ROW", body, 6, by_at=steps)
 
 
 @cache
@@ -102,7 +102,7 @@ def indptr_entry_is_segment_start():
     def body(q, p, b, t, k, it, s):
         return z3.Implies(q == k * p + t * s,
                           spec.kv_indptr_entry(q, b * k + t, it) == spec.kv_segment_start(p, b, t, k, it, s))
-    return kernel.check_forall("L-KV-INDPTR-IS-SEGMENT", body, 7)
+    return core.check_forall("L-KV-INDPTR-IS-SEGMENT", body, 7)
 
 
 @cache
@@ -115,9 +115,9 @@ def kv_segment_start_nonneg():
 
     def steps(p, b, t, k, it, s):
         m = mul_le_mono()
-        return [kernel.instantiate(m, z3.IntVal(0), p, k), kernel.instantiate(m, z3.IntVal(0), b, it * k),
-                kernel.instantiate(m, z3.IntVal(0), t, s + it), kernel.instantiate(m, z3.IntVal(0), it, k)]
-    return kernel.check_forall("L-KV-SEGMENT-START-NONNEG", body, 6, by_at=steps)
+        return [core.instantiate(m, z3.IntVal(0), p, k), core.instantiate(m, z3.IntVal(0), b, it * k),
+                core.instantiate(m, z3.IntVal(0), t, s + it), core.instantiate(m, z3.IntVal(0), it, k)]
+    return core.check_forall("L-KV-SEGMENT-START-NONNEG", body, 6, by_at=steps)
 
 
 @cache
@@ -134,7 +134,7 @@ def kv_cell_in_buffer():
 
     def steps(p, pn, b, ns, t, it, s, k, d, w, col):
         m = mul_le_mono()
-        return [kernel.instantiate(kv_segment_in_row(), p, pn, b, ns, t, it, s, k, d, w),
-                kernel.instantiate(kv_segment_start_nonneg(), p, b, t, k, it, s),
-                kernel.instantiate(m, z3.IntVal(0), it - 1, w), kernel.instantiate(m, it, d, w)]
-    return kernel.check_forall("L-KV-CELL-IN-BUFFER", body, 11, by_at=steps)
+        return [core.instantiate(kv_segment_in_row(), p, pn, b, ns, t, it, s, k, d, w),
+                core.instantiate(kv_segment_start_nonneg(), p, b, t, k, it, s),
+                core.instantiate(m, z3.IntVal(0), it - 1, w), core.instantiate(m, it, d, w)]
+    return core.check_forall("L-KV-CELL-IN-BUFFER", body, 11, by_at=steps)

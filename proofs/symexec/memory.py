@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import z3
 
-from specbound.proofs import kernel
+from specbound.proofs import core
 
 from .flow import MemState
 from .values import LANES, Unsupported, as_bool, as_int, conjuncts, lane_vars_in
@@ -46,7 +46,7 @@ def initial(ex, t):
             fact = z3.ForAll([_CELL], z3.And(f(_CELL) >= lo, f(_CELL) < hi))
             ex.content_hyps[label] = fact
             ex.functions[f.name()] = (f, lambda app, label=label, fact=fact: {
-                label: kernel.instantiate(kernel.assume(label, fact), app.arg(0))})
+                label: core.instantiate(core.assume(label, fact), app.arg(0))})
         else:
             ex.functions[f.name()] = (f, lambda app: {})
     return f

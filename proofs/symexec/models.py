@@ -15,7 +15,7 @@ from typing import Any, Callable
 import z3
 
 from specbound import spec
-from specbound.proofs import kernel as proof_core
+from specbound.proofs import core as proof_core
 from specbound.proofs import lemmas as spec_lemmas
 from specbound.proofs import model
 from specbound.proofs.model import labelled
@@ -105,7 +105,7 @@ class Run:
         """Per access: the lower and the upper bound as two obligations, and each of them per
         case of the scalar-only conditions inside the offset (e.g. the kv extension's
         ``page_size == 1 or K == 1``).  Every part is a smaller query than the conjunction;
-        a case the preconditions exclude is dropped only after ``kernel.check`` proves it
+        a case the preconditions exclude is dropped only after ``core.check`` proves it
         impossible."""
         out = []
         for i, a in enumerate(self.result.accesses):

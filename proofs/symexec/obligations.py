@@ -1,8 +1,8 @@
 """Obligations over one symbolic run, and their verdicts through the trusted core.
 
-Every "proved" verdict is a :class:`specbound.proofs.kernel.Proof` made by
-``kernel.check`` (unsat of the negated goal under a fixed rlimit); every obligation also
-gets a reachability witness (``kernel.satisfy`` of its hypotheses, the activation mask
+Every "proved" verdict is a :class:`specbound.proofs.core.Proof` made by
+``core.check`` (unsat of the negated goal under a fixed rlimit); every obligation also
+gets a reachability witness (``core.satisfy`` of its hypotheses, the activation mask
 included), so nothing is proved vacuously.
 
 Uninterpreted functions (tensor contents, abstract reductions, their witness lanes) carry
@@ -18,7 +18,7 @@ from typing import Any
 
 import z3
 
-from specbound.proofs import kernel
+from specbound.proofs import core
 from specbound.proofs.terms import prove_rewritten, subterms
 
 from .values import lane_range
@@ -89,7 +89,7 @@ def instantiate(hyps: dict, goal, functions: dict, lemmas: list, *, definitions:
             done.add(key)
             _decl, schema = functions[app.decl().name()]
             for label, fact in schema(app).items():
-                if isinstance(fact, kernel.Proof):
+                if isinstance(fact, core.Proof):
                     if all(fact is not l for l in lemmas):
                         lemmas.append(fact)
                         new.append(fact.goal)
@@ -136,19 +136,19 @@ def check(ob: Obligation, functions: dict, *, rlimit: int = RLIMIT, witness: boo
                 proof, used = prove_rewritten(ob.id, ob.goal, hyps=lean, by=lean_lemmas, rlimit=limit, seed=seed)
                 status, attempts = "proved", ()
                 break
-            except kernel.Refuted:
+            except core.Refuted:
                 break
-            except kernel.Unknown:
+            except core.Unknown:
                 continue
     for limit, seed in attempts:
         try:
             proof, used = prove_rewritten(ob.id, ob.goal, hyps=hyps, by=lemmas, rlimit=limit, seed=seed)
             status, detail = "proved", ""
             break
-        except kernel.Refuted as exc:
+        except core.Refuted as exc:
             status, model, detail = "counterexample", exc.model, ""
             break
-        except kernel.Unknown as exc:
+        except core.Unknown as exc:
             status, detail = ("vacuous" if "inconsistent" in exc.reason else "unknown"), exc.reason
             if status == "vacuous":
                 break
@@ -190,9 +190,9 @@ def _witness(ob: Obligation, functions: dict):
     found, reason = None, ""
     for limit, seed in _attempts(WITNESS_RLIMIT, WITNESS_PORTFOLIO):
         try:
-            found = kernel.satisfy(f"{ob.id}/witness", hyps, by=lemmas, extra=ob.witness_extra, rlimit=limit,
+            found = core.satisfy(f"{ob.id}/witness", hyps, by=lemmas, extra=ob.witness_extra, rlimit=limit,
                                    seed=seed)
-        except kernel.Unknown as exc:
+        except core.Unknown as exc:
             reason = exc.reason
             continue
         reason = ""
@@ -203,9 +203,9 @@ def _witness(ob: Obligation, functions: dict):
         # model of the hypotheses; no model there proves nothing, and the reason stands.
         box = [z3.And(c >= -WITNESS_BOX, c <= WITNESS_BOX) for c in _int_constants(hyps, lemmas, ob.witness_extra)]
         try:
-            boxed = kernel.satisfy(f"{ob.id}/witness-small", hyps, by=lemmas, extra=[*ob.witness_extra, *box],
+            boxed = core.satisfy(f"{ob.id}/witness-small", hyps, by=lemmas, extra=[*ob.witness_extra, *box],
                                    rlimit=WITNESS_RLIMIT)
-        except kernel.Unknown:
+        except core.Unknown:
             boxed = None
         if boxed is not None:
             found, reason = boxed, ""
@@ -227,16 +227,16 @@ def _int_constants(hyps: dict, lemmas: list, extra) -> list:
 
 def _dead(ob: Obligation, hyps: dict, lemmas: list):
     """A Proof that the activation mask is never true (e.g. the parent_list loads when D = 1,
-    whose row is empty), or None.  ``kernel.check`` refuses it when the remaining hypotheses
+    whose row is empty), or None.  ``core.check`` refuses it when the remaining hypotheses
     are themselves inconsistent, so a contradictory model is still reported as vacuous."""
     rest = {k: v for k, v in hyps.items() if k != "active_lanes"}
     for limit, seed in _attempts(WITNESS_RLIMIT, WITNESS_PORTFOLIO):
         try:
-            return kernel.check(f"{ob.id}/dead", z3.Not(hyps["active_lanes"]), hyps=rest, by=lemmas, rlimit=limit,
+            return core.check(f"{ob.id}/dead", z3.Not(hyps["active_lanes"]), hyps=rest, by=lemmas, rlimit=limit,
                                 seed=seed)
-        except kernel.Refuted:
+        except core.Refuted:
             return None
-        except kernel.Unknown as exc:
+        except core.Unknown as exc:
             if "inconsistent" in exc.reason:
                 return None
     return None

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from specbound.proofs import kernel as proof_core
+from specbound.proofs import core as proof_core
 
 from .obligations import instantiate
 

@@ -65,7 +65,7 @@ def check_all(obs, functions, shared: Shared | None = None) -> list:
       are a subset of its own (the longest paths are searched first).
 
     Anything else is the ordinary ``check`` (portfolio, witness search, dead accesses)."""
-    from specbound.proofs import kernel
+    from specbound.proofs import core
     from specbound.proofs.terms import prove_rewritten
 
     from .obligations import Outcome, _witness, instantiate
@@ -91,7 +91,7 @@ def check_all(obs, functions, shared: Shared | None = None) -> list:
             lemmas = lemmas + [lm for lm in goal_lemmas if all(lm is not x for x in lemmas)]
             try:
                 shared.proofs[pkey] = prove_rewritten(ob.id, ob.goal, hyps=hyps, by=lemmas, rlimit=QUICK_RLIMIT)
-            except (kernel.Refuted, kernel.Unknown):
+            except (core.Refuted, core.Unknown):
                 pass
         proved = shared.proofs.get(pkey)
         if proved is not None:

@@ -50,7 +50,7 @@ from typing import Callable
 import z3
 
 from specbound import spec
-from specbound.proofs import kernel as proof_core
+from specbound.proofs import core as proof_core
 from specbound.proofs import lemmas as spec_lemmas
 from specbound.proofs import model
 from specbound.proofs.model import C, D, K, P, Q, labelled, num_seqs, page, seq_len

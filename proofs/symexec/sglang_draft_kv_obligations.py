@@ -6,7 +6,7 @@ from __future__ import annotations
 import z3
 
 from specbound import spec
-from specbound.proofs import kernel as proof_core
+from specbound.proofs import core as proof_core
 from specbound.proofs import lemmas as spec_lemmas
 from specbound.proofs.model import D, K, P, num_seqs, page, seq_len
 from specbound.proofs.terms import subterms

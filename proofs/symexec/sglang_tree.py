@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import z3
 
 from specbound import spec
-from specbound.proofs import kernel as proof_core
+from specbound.proofs import core as proof_core
 from specbound.proofs import lemmas as spec_lemmas
 from specbound.proofs import model
 from specbound.proofs.model import C, P, bs, labelled, seq_len

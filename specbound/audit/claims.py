@@ -1,5 +1,5 @@
 """A claim that one of sglang's pure helpers agrees with the spec, and its check: the
-helper is run on Z3 terms path by path (:mod:`.symexec`), each return path compared
+helper is run on Z3 terms path by path (:mod:`.helper_paths`), each return path compared
 with the spec's value and each raising path with where raising is allowed, every
 comparison refuted by Z3 or answered with a counterexample; a helper whose code cannot
 take Z3 terms is evaluated on a dense grid instead, and the method says "grid".
@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 import z3
 
 from .report import DIVERGED, ERROR, MATCHED
-from . import symexec
+from . import helper_paths
 
 
 def _format_conditions(conds) -> str:
@@ -47,7 +47,7 @@ def _equal(a, b):
         return z3.And(*[p if isinstance(p, z3.ExprRef) else z3.BoolVal(bool(p)) for p in parts])
     if a is None or b is None:
         return a is b
-    return symexec.equal(a, b)
+    return helper_paths.equal(a, b)
 
 
 def _as_z3_bool(v):
@@ -58,7 +58,7 @@ def run_claim(hook, claim: Claim) -> tuple[str, str, str, dict | None]:
     """(status, method, detail, counterexample)."""
     vs = list(claim.variables)
     pre = claim.pre(*vs)
-    expl = symexec.explore(hook, lambda: claim.call(*vs), pre)
+    expl = helper_paths.explore(hook, lambda: claim.call(*vs), pre)
     if expl.unsupported is None:
         n_ret = n_raise = 0
         guards = []
@@ -70,7 +70,7 @@ def run_claim(hook, claim: Claim) -> tuple[str, str, str, dict | None]:
                 except Exception as e:  # noqa: BLE001 - a value the audit cannot compare
                     return ERROR, "z3", (f"the audit cannot compare the returned {path.value!r} with the spec's "
                                          f"value ({type(e).__name__}: {e})"), None
-                v = symexec.refute([*pre, *path.condition, z3.Not(same)], vs)
+                v = helper_paths.refute([*pre, *path.condition, z3.Not(same)], vs)
                 if v.status == "counterexample":
                     got = v.model and _eval_at(path.value, v.model, vs)
                     want = v.model and _eval_at(claim.expected(*vs), v.model, vs)
@@ -79,7 +79,7 @@ def run_claim(hook, claim: Claim) -> tuple[str, str, str, dict | None]:
             else:
                 n_raise += 1
                 allowed = claim.may_raise(*vs) if claim.may_raise else z3.BoolVal(False)
-                v = symexec.refute([*pre, *path.condition, z3.Not(_as_z3_bool(allowed))], vs)
+                v = helper_paths.refute([*pre, *path.condition, z3.Not(_as_z3_bool(allowed))], vs)
                 if v.status == "counterexample":
                     return (DIVERGED, "z3", f"raises {path.describe_error()} on an input the spec "
                             f"accepts", v.model)
@@ -87,17 +87,17 @@ def run_claim(hook, claim: Claim) -> tuple[str, str, str, dict | None]:
                 guards.append(f"raises {type(path.error).__name__} "
                               + (f"when {cond}" if path.condition else "for every input"))
             if v.status == "unknown":
-                return ERROR, "z3", f"solver returned unknown (rlimit {symexec.RLIMIT})", None
+                return ERROR, "z3", f"solver returned unknown (rlimit {helper_paths.RLIMIT})", None
         detail = f"{n_ret} return path(s) equal to the spec for all inputs"
         if guards:
             detail += "; " + "; ".join(guards)
         if expl.truncated:
-            return ERROR, "z3", detail + f"; more than {symexec.MAX_PATHS} paths (not all explored)", None
+            return ERROR, "z3", detail + f"; more than {helper_paths.MAX_PATHS} paths (not all explored)", None
         return MATCHED, "z3", detail, None
     # Grid fallback.
     if not claim.grid:
         return ERROR, "-", f"not symbolic ({expl.unsupported}) and no grid defined", None
-    points = symexec.grid(claim.grid)
+    points = helper_paths.grid(claim.grid)
     for p in points:
         args = [p[str(v)] for v in vs]
         if not all(bool(c) for c in claim.pre(*args)):

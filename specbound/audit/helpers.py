@@ -3,7 +3,7 @@
 Each helper's definition is compiled alone, with stand-ins for the few names it uses
 (sglang's own ``TreeMaskMode``, itself extracted and checked; a recording ``torch.zeros``;
 a record class for ``VerifyMask``) and checked against the spec as a :class:`.claims.Claim`
-(on Z3 terms through :mod:`.symexec`, or on a dense grid where the code cannot take them).
+(on Z3 terms through :mod:`.helper_paths`, or on a dense grid where the code cannot take them).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from specbound import spec
 from specbound.spec import TreeMaskMode as SpecMode
 
 from .report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, UNCHECKED, UNKNOWN_SIGNATURE, AuditReport, Row
-from . import symexec
+from . import helper_paths
 from .claims import Claim, harness_failure, run_claim
 from .extract import Found, SourceIndex
 
@@ -97,14 +97,14 @@ def _load(ctx: Ctx, name: str, files, row_id: str, what: str, want_params: int |
         ctx.report.add(Row(row_id, f"{name} ({found.where})", what, "-", UNKNOWN_SIGNATURE,
                            f"parameters {found.params()}; the audit knows {want_params}"))
         return None
-    hook = symexec.make_bool_hook()
+    hook = helper_paths.make_bool_hook()
     return found, hook
 
 
 def _compile(ctx: Ctx, found: Found, hook, extra: dict | None = None):
     ns = {"__sb_bool__": hook, "TreeMaskMode": ctx.modes}
     ns.update(extra or {})
-    return ctx.index.load_helper(found, ns, transform=symexec.instrument)
+    return ctx.index.load_helper(found, ns, transform=helper_paths.instrument)
 
 
 def _row(ctx, row_id, found: Found, what, hook, claim, t0, *, not_present_on_raise=None):
@@ -184,7 +184,7 @@ def check_fits(ctx: Ctx, numel_fn: Callable | None) -> None:
                  "tree_mask_numel(mode, max_bs, n, C)")
         try:
             pre_v = pre(*vs)
-            expl = symexec.explore(hook, lambda: call(*vs), pre_v)
+            expl = helper_paths.explore(hook, lambda: call(*vs), pre_v)
             status, detail, cex = MATCHED, "", None
             if expl.unsupported:
                 status, detail = ERROR, f"not symbolic: {expl.unsupported}"
@@ -193,12 +193,12 @@ def check_fits(ctx: Ctx, numel_fn: Callable | None) -> None:
                     continue  # a refusal is safe
                 f, numel = path.value
                 used = spec.mask_batch_numel(m, vs[0], vs[2], vs[4])
-                v = symexec.refute([*pre_v, *path.condition, symexec.as_bool(f), z3.Not(used <= numel)], vs)
+                v = helper_paths.refute([*pre_v, *path.condition, helper_paths.as_bool(f), z3.Not(used <= numel)], vs)
                 if v.status == "counterexample":
                     status, detail, cex = DIVERGED, "a batch that fits writes past the buffer", v.model
                     break
                 if v.status == "unknown":
-                    status, detail = ERROR, f"solver returned unknown (rlimit {symexec.RLIMIT})"
+                    status, detail = ERROR, f"solver returned unknown (rlimit {helper_paths.RLIMIT})"
                     break
             if status == MATCHED:
                 detail = f"proved on {len(expl.paths)} path(s) for all bs, max_bs, n, C, S"
@@ -309,12 +309,12 @@ def check_draft_width(ctx: Ctx) -> Callable | None:
     pre = [vs[0] >= 0, vs[1] >= 1, vs[2] >= 1]
     status, detail, cex = MATCHED, "", None
     try:
-        expl = symexec.explore(hook, lambda: fn(*vs), pre)
+        expl = helper_paths.explore(hook, lambda: fn(*vs), pre)
         if expl.unsupported:
             status, detail = ERROR, f"not symbolic: {expl.unsupported}"
         for path in expl.paths if not expl.unsupported else []:
             if path.returned:
-                v = symexec.refute([*pre, *path.condition, too_big(*vs)], vs)
+                v = helper_paths.refute([*pre, *path.condition, too_big(*vs)], vs)
                 if v.status == "counterexample":
                     status, cex = DIVERGED, v.model
                     detail = "returns a row width >= 2^31 (int32 offsets of the kernel overflow) without complaint"
@@ -356,7 +356,7 @@ def check_kv_capacity(ctx: Ctx) -> None:
                            "sglang's capacity assert holds for every in-contract batch", "-", NOT_PRESENT,
                            "one of the two helpers is missing"))
         return
-    hook = symexec.make_bool_hook()
+    hook = helper_paths.make_bool_hook()
     width = _compile(ctx, w, hook)
     used = _compile(ctx, u, hook)
     vs = _ints("num_seqs", "K", "C", "steps", "S")
@@ -371,7 +371,7 @@ def check_kv_capacity(ctx: Ctx) -> None:
         pre = base(*vs) + ([vs[4] + vs[0] * vs[3] <= vs[0] * vs[2]] if with_room else [])
         status, detail, cex = MATCHED, "", None
         try:
-            expl = symexec.explore(hook, lambda: (used(vs[4], vs[1], vs[0] * vs[1], vs[3]), width(vs[0], vs[1], vs[2])),
+            expl = helper_paths.explore(hook, lambda: (used(vs[4], vs[1], vs[0] * vs[1], vs[3]), width(vs[0], vs[1], vs[2])),
                                    pre)
             if expl.unsupported:
                 status, detail = ERROR, f"not symbolic: {expl.unsupported}"
@@ -379,7 +379,7 @@ def check_kv_capacity(ctx: Ctx) -> None:
                 if not path.returned:
                     continue
                 u_val, w_val = path.value
-                v = symexec.refute([*pre, *path.condition, z3.Not(u_val <= w_val)], vs)
+                v = helper_paths.refute([*pre, *path.condition, z3.Not(u_val <= w_val)], vs)
                 if v.status == "counterexample":
                     cex = v.model
                     if with_room:

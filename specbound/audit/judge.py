@@ -4,7 +4,7 @@ the trusted core.
 The batch is the spec theorems' symbolic batch (:mod:`specbound.proofs.model`): ``bs``
 requests with an uninterpreted ``seq_len`` and its prefix sum ``P``; ``S = P(bs)``.
 Facts about ``P(bs)`` come from lemmas proved by induction (``VM-PREFIX-BOUND``,
-``L-PREFIX-ROOM``), cited through :func:`kernel.instantiate` (with the per-request
+``L-PREFIX-ROOM``), cited through :func:`core.instantiate` (with the per-request
 conditions they rest on among the hypotheses).
 
 * The kv_indices buffer of the draft kernel: its grid writes every one of the ``D`` rows;
@@ -17,7 +17,7 @@ conditions they rest on among the hypotheses).
   build is called with.  Stated preconditions: ``spec.tree_shape_ok``, ``seq_len[b] <= C``,
   ``bs <= max_bs``.
 
-Verdicts: ``matched`` (``kernel.check`` proved the buffer large enough); ``holds only if``
+Verdicts: ``matched`` (``core.check`` proved the buffer large enough); ``holds only if``
 (refuted, but proved once every request also satisfies one of :data:`EXTRA_CONDITIONS`,
 sglang checking none of them; the weakest of that family, and the counterexample without
 it); ``overrun`` (refuted even so).  The path conditions under which the tracer found the
@@ -32,7 +32,7 @@ from typing import Any
 import z3
 
 from specbound import spec
-from specbound.proofs import kernel
+from specbound.proofs import core
 from specbound.proofs.lemmas import prefix_bound, prefix_room
 from specbound.proofs.model import C, D, K, P, bs, labelled, max_bs, n, page
 
@@ -95,10 +95,10 @@ def contract(kind: str, mode=None) -> tuple[dict, list]:
     """The stated preconditions (hypotheses) and the lemma instances they give."""
     hyps = {**labelled(spec.max_bs_ok(max_bs)), **labelled(spec.batch_size_ok(bs)), **labelled(spec.context_ok(C)),
             "captured_batch_fits": bs <= max_bs, "seq_lens_sum_is_prefix": S == P(bs)}
-    lemmas = [kernel.instantiate(prefix_bound(), bs)]
+    lemmas = [core.instantiate(prefix_bound(), bs)]
     if kind == "draft_kv_indices":
         hyps.update(labelled(spec.kv_shape_ok(K, D, page)))
-        lemmas.append(kernel.instantiate(prefix_room(), bs))
+        lemmas.append(core.instantiate(prefix_room(), bs))
     else:
         hyps.update(labelled(spec.tree_shape_ok(K, D, n)))
         if mode is spec.TreeMaskMode.QLEN_ONLY_BITPACKING:
@@ -128,25 +128,25 @@ def judge(kind: str, dims, conds, *, stride=None, mode=None, name="buffer") -> J
     for i, c in enumerate(conds):
         hyps[f"path_{i}"] = c
     try:
-        if kernel.satisfy(f"{name}/feasible", hyps, by=lemmas) is None:
+        if core.satisfy(f"{name}/feasible", hyps, by=lemmas) is None:
             return Judgement(INFEASIBLE, required, size, detail="the path conditions contradict the preconditions")
         try:
-            proof = kernel.check(f"{name}/fits", goal, hyps=hyps, by=lemmas)
+            proof = core.check(f"{name}/fits", goal, hyps=hyps, by=lemmas)
             return Judgement(MATCHED, required, size, assumptions=sorted(proof.assumptions),
                              detail=f"proved for all inputs under {', '.join(sorted(proof.assumptions)) or 'no hypothesis'}")
-        except kernel.Refuted:
+        except core.Refuted:
             pass
         cex = shrink(hyps, lemmas, goal, REPORTED_BY_KIND[kind])
         for extra in EXTRA_CONDITIONS.get(kind, ()):
             try:
-                kernel.check(f"{name}/fits_if_{extra.name}", goal, hyps={**hyps, **summed(extra)}, by=lemmas)
-            except kernel.Refuted:
+                core.check(f"{name}/fits_if_{extra.name}", goal, hyps={**hyps, **summed(extra)}, by=lemmas)
+            except core.Refuted:
                 continue
             return Judgement(HOLDS_ONLY_IF, required, size, condition=extra.text, counterexample=cex,
                              detail=_weakest(extra, hyps, lemmas, goal, name, REPORTED_BY_KIND[kind]))
         return Judgement(OVERRUN, required, size, counterexample=cex,
                          detail="refuted under the stated preconditions")
-    except kernel.Unknown as e:
+    except core.Unknown as e:
         return Judgement(ERROR, required, size, detail=f"the solver gave no verdict: {e}")
 
 
@@ -161,7 +161,7 @@ def summed(extra: ExtraCondition, slack: int = 0) -> dict:
 def _weakest(extra: ExtraCondition, hyps, lemmas, goal, name, names) -> str:
     """Show the condition is the weakest of its family: with one slot less of headroom for
     every request (``seq_len[b] + h - 1 <= C``) there is still a counterexample."""
-    m = kernel.satisfy(f"{name}/weaker", {**hyps, **summed(extra, 1), "negated_goal": z3.Not(goal)}, by=lemmas)
+    m = core.satisfy(f"{name}/weaker", {**hyps, **summed(extra, 1), "negated_goal": z3.Not(goal)}, by=lemmas)
     if m is None:
         return f"proved given {extra.text} for every request; sglang does not check it"
     return (f"proved given {extra.text} for every request; sglang does not check it. The weakest of its kind: "
@@ -192,7 +192,7 @@ def shrink(hyps: dict, lemmas: list, goal, names, budget: int = 48) -> dict | No
     def attempt(extra):
         nonlocal budget
         budget -= 1
-        m = kernel.satisfy("counterexample", base, by=lemmas, extra=[*prefs, *fixed, *extra])
+        m = core.satisfy("counterexample", base, by=lemmas, extra=[*prefs, *fixed, *extra])
         return _values(m.model, names) if m is not None else None
 
     first = attempt([])

@@ -204,7 +204,7 @@ def check_launch_sites(index: SourceIndex, report: AuditReport) -> None:
 
 def check_symbolic(report: AuditReport, full: bool = False) -> None:
     """``kernel.symbolic_proof[draft_kv]`` and ``[tree]``: sglang's own kernels proved or
-    refuted by specbound's symbolic executor (:mod:`.symbolic`); ``full``: every listed
+    refuted by specbound's symbolic executor (:mod:`.kernel_proofs`); ``full``: every listed
     specialization."""
     import importlib.util
 
@@ -214,6 +214,6 @@ def check_symbolic(report: AuditReport, full: bool = False) -> None:
                        UNAVAILABLE, "symbolic kernel proof: executor not available in this specbound; the "
                        "kernels are only fuzzed"))
         return
-    from . import symbolic
+    from . import kernel_proofs
 
-    symbolic.check(report, full)
+    kernel_proofs.check(report, full)

@@ -1,6 +1,6 @@
 """Calls, allocations, subscripts and arithmetic of the buffer tracer (a mixin of
 :class:`.trace.Tracer`): methods and functions are read through their returns (or, for a
-pure sglang helper, executed symbolically with :mod:`.symexec`); ``torch.zeros/empty/full``
+pure sglang helper, executed symbolically with :mod:`.helper_paths`); ``torch.zeros/empty/full``
 are allocations whose shape is evaluated to Z3 terms.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import replace
 import z3
 
 from . import bindings
-from . import symexec
+from . import helper_paths
 from .program import FUNC_TYPES, ClassInfo, FuncInfo, callee_name
 from .trace_values import (
     MAX_ALTERNATIVES, MAX_DEPTH, Alloc, ClassRef, Ended, EnumMember, Frame, FuncRef, Instance, Items, NoneValue,
@@ -187,7 +187,7 @@ class CallsMixin:
     # --- helpers executed symbolically ---------------------------------------------------------
     def _execute(self, func: FuncInfo, args, frame, path, call):
         """Run a pure sglang helper (arithmetic, if/assert, no tensors) on the arguments'
-        Z3 terms, path by path (``symexec.explore``).  None when an argument is not a
+        Z3 terms, path by path (``helper_paths.explore``).  None when an argument is not a
         number or the helper cannot run symbolically (the caller then reads its returns)."""
         combos = [([], path)]
         for name in func.params():
@@ -201,20 +201,20 @@ class CallsMixin:
                         return None
                     nxt.append((values + [self._concrete(v)], q))
             combos = nxt[:MAX_ALTERNATIVES]
-        hook = symexec.make_bool_hook()
+        hook = helper_paths.make_bool_hook()
         ns = {"__sb_bool__": hook, "math": math}
         modes = self._sglang_modes()
         if modes is not None:
             ns[modes.__name__] = modes
         try:
-            fn = self.p.index.load_helper(func.as_found(self.p.index), ns, transform=symexec.instrument)
+            fn = self.p.index.load_helper(func.as_found(self.p.index), ns, transform=helper_paths.instrument)
         except Exception:  # noqa: BLE001 - not executable alone: read its returns instead
             return None
         out = []
         where = f"{frame.func.rel}:{call.lineno}"
         for values, path in combos:
             conds = [c for c in path.conds if isinstance(c, z3.BoolRef)]
-            expl = symexec.explore(hook, lambda: fn(*values), conds)
+            expl = helper_paths.explore(hook, lambda: fn(*values), conds)
             if expl.unsupported or expl.truncated:
                 return None
             for run in expl.paths:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import z3
 
 from specbound import spec
-from specbound.proofs import kernel as proof_core
+from specbound.proofs import core as proof_core
 from specbound.proofs import lemmas as spec_lemmas
 from specbound.proofs.model import C, D, K, P, bs, labelled, n, seq_len
 

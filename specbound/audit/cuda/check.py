@@ -283,7 +283,7 @@ def _wrap_row(prep: Prepared, session: Session | None) -> Row:
                    f"{full.mask_bytes:,} bytes, {out.seconds:.1f} s): {out.kind}: {out.message} (replay: "
                    f"{replay_command(prep.root, name, case)})")
     not_run = "; ".join(parts[1:])
-    return Row("kernel.build_tree[cuda, int32]", _subject(prep, name), what, "z3 (kernel.check) + probe", status,
+    return Row("kernel.build_tree[cuda, int32]", _subject(prep, name), what, "z3 (core.check) + probe", status,
                f"sglang relies on mask offsets < 2^31 (spec VM-INT32-SAFE) without a host check. Smallest "
                f"wrap: {parts[0]}; {run}. Not run (computed bounds): {not_run}. {checks}",
                counterexample=cex, replay=replay, seconds=time.perf_counter() - t0)

@@ -7,8 +7,8 @@ BITPACKING (``(bid * n + tid) * num_bytes_per_item``, a 64-bit product narrowed 
 write footprint equals ``spec.mask_kernel_cells``), so they wrap exactly when a spec cell
 of the batch reaches 2^31; the largest is the batch's last cell.  For each layout this
 module finds the smallest parameter at which that happens (a search on the spec's own
-functions), then asks the trusted core for both halves: ``kernel.satisfy`` for a wrapping
-offset at that value, ``kernel.check`` that no offset of the batch wraps for any smaller
+functions), then asks the trusted core for both halves: ``core.satisfy`` for a wrapping
+offset at that value, ``core.check`` that no offset of the batch wraps for any smaller
 value.  Nothing here runs a kernel: :mod:`.check` runs the one case small enough to run.
 """
 
@@ -20,7 +20,7 @@ from typing import Callable
 import z3
 
 from specbound import spec
-from specbound.proofs import kernel
+from specbound.proofs import core
 from specbound.spec import TreeMaskMode
 
 from .tree import BITPACK, FULL, QLEN
@@ -78,17 +78,17 @@ def _prove(name: str, mode, n: int, varied: str, value: int, fixed: int) -> tupl
         last = _last_offset(mode, x, n, fixed, 0)
         cell = offset(mode, b, t, j, n, fixed, 0)
         ranges = {"request": z3.And(0 <= b, b < x)}
-    witness = kernel.satisfy(f"{name}/wraps", {"at": x == value, "wraps": last >= LIMIT})
+    witness = core.satisfy(f"{name}/wraps", {"at": x == value, "wraps": last >= LIMIT})
     if witness is None:
         return False, f"{name}: no wrapping offset at {varied} = {value}"
     columns = j == 0 if mode is BITPACK else z3.And(0 <= j, j < n)
     hyps = {"below": z3.And(0 <= x, x < value), "row": z3.And(0 <= t, t < n), "column": columns, **ranges}
     try:
-        proof = kernel.check(f"{name}/none_below", z3.And(0 <= cell, cell < LIMIT), hyps=hyps)
-    except (kernel.Refuted, kernel.Unknown) as e:
+        proof = core.check(f"{name}/none_below", z3.And(0 <= cell, cell < LIMIT), hyps=hyps)
+    except (core.Refuted, core.Unknown) as e:
         return False, f"{name}: not proved below {value} ({type(e).__name__})"
-    return True, (f"kernel.satisfy found the wrap at {varied} = {value} ({witness.seconds * 1000:.0f} ms); "
-                  f"kernel.check proved every offset < 2^31 for {varied} < {value} ({proof.seconds * 1000:.0f} ms)")
+    return True, (f"core.satisfy found the wrap at {varied} = {value} ({witness.seconds * 1000:.0f} ms); "
+                  f"core.check proved every offset < 2^31 for {varied} < {value} ({proof.seconds * 1000:.0f} ms)")
 
 
 def smallest_seq_len(n: int) -> WrapBound:

@@ -12,7 +12,7 @@ import copy
 import pytest
 import z3
 
-from specbound.proofs import kernel
+from specbound.proofs import core
 from specbound.proofs.theorem import Mutant, Theorem, run
 
 x, y, p = z3.Ints("x y p")
@@ -23,101 +23,101 @@ x, y, p = z3.Ints("x y p")
 def test_label_convention_no_longer_smuggles_a_hypothesis_through_induction():
     """A hypothesis labelled like a schema instance (``anything@0``) about the generalised
     parameter made ``forall p. p == 5`` provable, hence ``y == 5`` for a free ``y``."""
-    with pytest.raises(kernel.RuleError, match=r"cannot generalise p!\d+: it is free in hypothesis 'anything@0'"):
-        kernel.induct("CHEAT", lambda v, q: q == 5, arity=1,
+    with pytest.raises(core.RuleError, match=r"cannot generalise p!\d+: it is free in hypothesis 'anything@0'"):
+        core.induct("CHEAT", lambda v, q: q == 5, arity=1,
                       base_hyps=lambda q: {"anything@0": q == 5},
                       step_hyps=lambda k, q: {"anything@1": q == 5})
 
 
 def test_conditional_lemma_is_not_cited_as_unconditional():
-    lemma = kernel.check("L", x > 5, hyps={"h": x > 5})
+    lemma = core.check("L", x > 5, hyps={"h": x > 5})
     assert lemma.goal.eq(x > 5) and dict(lemma.hyps).keys() == {"h"}
-    with pytest.raises(kernel.Refuted, match="cited L holds only under h"):
-        kernel.check("T", x > 3, by=[lemma])
+    with pytest.raises(core.Refuted, match="cited L holds only under h"):
+        core.check("T", x > 3, by=[lemma])
     # In context its hypothesis is discharged and stays a hypothesis of the conclusion ...
-    inside = kernel.check("T", x > 3, hyps={"h": x > 5}, by=[lemma])
+    inside = core.check("T", x > 3, hyps={"h": x > 5}, by=[lemma])
     assert dict(inside.hyps).keys() == {"h"}
     # ... and under a stronger one the implication "h => x > 5" is what Z3 uses.
-    stronger = kernel.check("T", x > 3, hyps={"x_big": x > 7}, by=[lemma])
+    stronger = core.check("T", x > 3, hyps={"x_big": x > 7}, by=[lemma])
     assert dict(stronger.hyps).keys() == {"x_big"}
 
 
 # --- further attempts ----------------------------------------------------------------------------
 
 def test_generalising_a_constant_of_a_hypothesis_is_refused():
-    proof = kernel.check("P", x >= 0, hyps={"x_pos": x >= 1})
-    with pytest.raises(kernel.RuleError, match="free in hypothesis 'x_pos'"):
-        kernel.generalise(proof, x)
-    ok = kernel.generalise(proof, y)  # y occurs nowhere: harmless
+    proof = core.check("P", x >= 0, hyps={"x_pos": x >= 1})
+    with pytest.raises(core.RuleError, match="free in hypothesis 'x_pos'"):
+        core.generalise(proof, x)
+    ok = core.generalise(proof, y)  # y occurs nowhere: harmless
     assert ok.goal.is_forall() and dict(ok.hyps).keys() == {"x_pos"}
 
 
 def test_generalising_a_constant_of_an_axiom_is_refused():
-    three = kernel.axiom("x_is_3", x == 3, "a test contract about x")
-    proof = kernel.check("Q", x >= 3, by=[three])
+    three = core.axiom("x_is_3", x == 3, "a test contract about x")
+    proof = core.check("Q", x >= 3, by=[three])
     assert set(proof.axioms) == {"x_is_3"}
-    with pytest.raises(kernel.RuleError, match="free in axiom 'x_is_3'"):
-        kernel.generalise(proof, x)
+    with pytest.raises(core.RuleError, match="free in axiom 'x_is_3'"):
+        core.generalise(proof, x)
 
 
 def test_induction_over_a_variable_in_a_step_hypothesis_is_refused():
     f = z3.Function("f_soundness", z3.IntSort(), z3.IntSort())
-    with pytest.raises(kernel.RuleError, match="free in hypothesis 'f_step_at_k'"):
-        kernel.induct("f", lambda v: f(v) >= 0, base_hyps=lambda: {"f0": f(0) == 0},
+    with pytest.raises(core.RuleError, match="free in hypothesis 'f_step_at_k'"):
+        core.induct("f", lambda v: f(v) >= 0, base_hyps=lambda: {"f0": f(0) == 0},
                       step_hyps=lambda k: {"f_step_at_k": f(k + 1) == f(k) + 1})
 
 
 def test_the_core_labels_of_induction_are_reserved():
-    with pytest.raises(kernel.RuleError, match="the core's own"):
-        kernel.induct("r", lambda v: v >= 0, step_hyps=lambda k: {"induction_hypothesis": z3.BoolVal(True)})
+    with pytest.raises(core.RuleError, match="the core's own"):
+        core.induct("r", lambda v: v >= 0, step_hyps=lambda k: {"induction_hypothesis": z3.BoolVal(True)})
 
 
 def test_one_label_for_two_formulas_is_refused():
     f, i = z3.Function("f_two", z3.IntSort(), z3.IntSort()), z3.Int("i")
     every = z3.ForAll([i], f(i) >= 2)
-    with pytest.raises(kernel.RuleError, match="names two different formulas"):
-        kernel.induct("two", lambda v: f(v) >= 1, base_hyps=lambda: {"a": f(0) >= 1},
+    with pytest.raises(core.RuleError, match="names two different formulas"):
+        core.induct("two", lambda v: f(v) >= 1, base_hyps=lambda: {"a": f(0) >= 1},
                       step_hyps=lambda k: {"a": every},
-                      step_by=lambda k: [kernel.instantiate(kernel.assume("a", every), k + 1)])
+                      step_by=lambda k: [core.instantiate(core.assume("a", every), k + 1)])
 
 
 def test_a_formula_cannot_name_the_cores_tracking_literals():
     """The core tracks each assertion by a fresh Boolean; a hypothesis mentioning a constant
     with a tag-like name is just a formula about that constant."""
     for name in ("goal!negated", "goal!0", "hyp!0", "goal"):
-        with pytest.raises(kernel.Refuted):
-            kernel.check("anything", x == 42, hyps={"h": z3.Not(z3.Bool(name))})
+        with pytest.raises(core.Refuted):
+            core.check("anything", x == 42, hyps={"h": z3.Not(z3.Bool(name))})
 
 
 def test_contradictory_axioms_prove_nothing():
-    one = kernel.axiom("x_is_1", x == 1, "test")
-    two = kernel.axiom("x_is_2", x == 2, "test")
-    with pytest.raises(kernel.Unknown, match="inconsistent"):
-        kernel.check("anything", y == 42, by=[one, two])
+    one = core.axiom("x_is_1", x == 1, "test")
+    two = core.axiom("x_is_2", x == 2, "test")
+    with pytest.raises(core.Unknown, match="inconsistent"):
+        core.check("anything", y == 42, by=[one, two])
 
 
 def test_axiom_needs_a_reason_and_rules_check_their_arguments():
     with pytest.raises(TypeError, match="reason"):
-        kernel.axiom("silent", x == 1, "  ")
-    forall = kernel.check_forall("inc", lambda a: a + 1 > a, 1)
+        core.axiom("silent", x == 1, "  ")
+    forall = core.check_forall("inc", lambda a: a + 1 > a, 1)
     with pytest.raises(TypeError, match="sort"):
-        kernel.instantiate(forall, z3.Bool("b"))
-    with pytest.raises(kernel.RuleError, match="binds 1 variables"):
-        kernel.instantiate(forall, 1, 2)
+        core.instantiate(forall, z3.Bool("b"))
+    with pytest.raises(core.RuleError, match="binds 1 variables"):
+        core.instantiate(forall, 1, 2)
     with pytest.raises(TypeError, match="hypothesis label"):
-        kernel.check("bad-label", x >= 0, hyps={3: x >= 0})
+        core.check("bad-label", x >= 0, hyps={3: x >= 0})
 
 
 def test_forged_copied_or_mutated_proofs_are_refused():
-    real = kernel.check("real", x + 1 > x)
-    forged = object.__new__(kernel.Proof)
+    real = core.check("real", x + 1 > x)
+    forged = object.__new__(core.Proof)
     for key in ("name", "hyps", "goal", "axioms", "cited", "kind"):
         object.__setattr__(forged, key, getattr(real, key))
     object.__setattr__(forged, "goal", x == 7)
     with pytest.raises(TypeError, match="not a Proof made by the core"):
-        kernel.check("use-forged", x == 7, by=[forged])
+        core.check("use-forged", x == 7, by=[forged])
     with pytest.raises((TypeError, AttributeError)):
-        kernel.check("use-copy", x + 1 > x, by=[copy.copy(real)])
+        core.check("use-copy", x + 1 > x, by=[copy.copy(real)])
     with pytest.raises(AttributeError, match="immutable"):
         real.goal = x == 7
     with pytest.raises(TypeError):
@@ -126,25 +126,25 @@ def test_forged_copied_or_mutated_proofs_are_refused():
 
 def test_solver_settings_cannot_be_changed_from_outside():
     goal = z3.Implies(z3.And(x >= 3, y >= 2 * x), x * y >= 18)
-    reference = kernel.check("nl", goal)
+    reference = core.check("nl", goal)
     try:
         for name, value in (("timeout", 1), ("smt.random_seed", 7), ("rlimit", 10)):
             z3.set_param(name, value)
-            with pytest.raises(kernel.SettingsError, match=name):
-                kernel.check("nl", goal)
-            with pytest.raises(kernel.SettingsError):
-                kernel.satisfy("nl", {"g": z3.Not(goal)})
+            with pytest.raises(core.SettingsError, match=name):
+                core.check("nl", goal)
+            with pytest.raises(core.SettingsError):
+                core.satisfy("nl", {"g": z3.Not(goal)})
             z3.reset_params()
         # Any other global parameter is reset before the core's context is made.
         z3.set_param("smt.arith.nl", False)
-        again = kernel.check("nl", goal)
+        again = core.check("nl", goal)
         assert again.rlimit == reference.rlimit
     finally:
         z3.reset_params()
     with pytest.raises(ValueError, match="seed"):
-        kernel.check("nl", goal, seed=99)
+        core.check("nl", goal, seed=99)
     with pytest.raises(ValueError, match="rlimit"):
-        kernel.check("nl", goal, rlimit=0)
+        core.check("nl", goal, rlimit=0)
 
 
 # --- theorems tied to their statements ------------------------------------------------------------
@@ -156,17 +156,17 @@ def _theorem(prove, hyps=None):
 
 
 def test_theorem_with_a_proof_of_another_formula_fails():
-    result = run(_theorem(lambda: kernel.check("other", y + 1 > y)))  # x_big alone would do: not used
+    result = run(_theorem(lambda: core.check("other", y + 1 > y)))  # x_big alone would do: not used
     assert result.status == "failed" and "concludes" in result.detail and "does not follow" in result.detail
 
 
 def test_theorem_whose_proof_follows_in_one_core_check_is_proved():
-    result = run(_theorem(lambda: kernel.check("stronger", x > 4, hyps={"x_big": x > 5})))
+    result = run(_theorem(lambda: core.check("stronger", x > 4, hyps={"x_big": x > 5})))
     assert result.status == "proved" and result.hypotheses_used == ["x_big"], result.detail
 
 
 def test_theorem_using_an_undeclared_hypothesis_fails():
-    result = run(_theorem(lambda: kernel.check("T-TEST", x > 3, hyps={"x_huge": x > 100}),
+    result = run(_theorem(lambda: core.check("T-TEST", x > 3, hyps={"x_huge": x > 100}),
                           hyps={"x_nonneg": x >= 0}))
     assert result.status == "failed"
     assert "outside the declared preconditions: x_huge" in result.detail

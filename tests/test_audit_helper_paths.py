@@ -6,11 +6,11 @@ import ast
 
 import z3
 
-from specbound.audit import symexec
+from specbound.audit import helper_paths
 
 
 def _compile(src: str, hook):
-    tree = symexec.instrument(ast.parse(src))
+    tree = helper_paths.instrument(ast.parse(src))
     ast.fix_missing_locations(tree)
     ns = {"__sb_bool__": hook}
     exec(compile(tree, "<test>", "exec"), ns)
@@ -18,14 +18,14 @@ def _compile(src: str, hook):
 
 
 def test_paths_of_branches_and_asserts():
-    hook = symexec.make_bool_hook()
+    hook = helper_paths.make_bool_hook()
     ns = _compile("def f(a, b):\n"
                   "    assert a < 100, 'too big'\n"
                   "    if a > b and not b == 3:\n"
                   "        return a - b\n"
                   "    return 0 if a == b else b - a\n", hook)
     a, b = z3.Ints("a b")
-    expl = symexec.explore(hook, lambda: ns["f"](a, b), [a >= 0, b >= 0])
+    expl = helper_paths.explore(hook, lambda: ns["f"](a, b), [a >= 0, b >= 0])
     assert expl.unsupported is None
     returned = [p for p in expl.paths if p.returned]
     raised = [p for p in expl.paths if not p.returned]
@@ -44,16 +44,16 @@ def test_paths_of_branches_and_asserts():
 
 def test_refute_gives_a_small_counterexample():
     x, y = z3.Ints("x y")
-    v = symexec.refute([x >= 0, y >= 0, x * y >= 12, x + y > 0], [x, y])
+    v = helper_paths.refute([x >= 0, y >= 0, x * y >= 12, x + y > 0], [x, y])
     assert v.status == "counterexample"
     assert v.model["x"] == 1 and v.model["y"] == 12
 
 
 def test_unsupported_is_reported_not_raised():
-    hook = symexec.make_bool_hook()
+    hook = helper_paths.make_bool_hook()
     ns = _compile("def f(a):\n    return int(a) + 1\n", hook)
     a = z3.Int("a")
-    expl = symexec.explore(hook, lambda: ns["f"](a), [a >= 0])
+    expl = helper_paths.explore(hook, lambda: ns["f"](a), [a >= 0])
     assert expl.unsupported
     # Concretely the same function still runs (the grid fallback).
     assert ns["f"](3) == 4

@@ -112,7 +112,7 @@ class Proof:
     __slots__ = ("name", "hyps", "goal", "axioms", "cited", "kind", "seconds", "rlimit", "__weakref__")
 
     def __init__(self, *_args, **_kwargs):
-        raise TypeError("Proof objects are made only by the rules of specbound.proofs.kernel")
+        raise TypeError("Proof objects are made only by the rules of specbound.proofs.core")
 
     def __setattr__(self, key, value):
         raise AttributeError("a Proof is immutable")
@@ -227,7 +227,7 @@ def _require_settings():
         if current != value:
             raise SettingsError(
                 f"global Z3 parameter {name!r} is {current!r} (required {value!r}): solver settings are "
-                f"fixed inside specbound.proofs.kernel; undo the z3.set_param call (z3.reset_params())")
+                f"fixed inside specbound.proofs.core; undo the z3.set_param call (z3.reset_params())")
     z3.reset_params()  # any other global parameter goes back to its default
 
 

@@ -67,16 +67,16 @@ def sglang_width(index: SourceIndex):
     ``(None, why)`` when it cannot be used."""
     import z3
 
-    from . import symexec
+    from . import helper_paths
 
     found = index.find("draft_kv_indices_buffer_width", (SPEC_UTILS_FILE,))
     if found is None or len(found.params()) != 3:
         return None, "no draft_kv_indices_buffer_width(num_seqs, topk, max_context_len) in this sglang"
-    hook = symexec.make_bool_hook()
-    fn = index.load_helper(found, {"__sb_bool__": hook}, transform=symexec.instrument)
+    hook = helper_paths.make_bool_hook()
+    fn = index.load_helper(found, {"__sb_bool__": hook}, transform=helper_paths.instrument)
 
     def width_fn(alloc, k, c):
-        expl = symexec.explore(hook, lambda: fn(alloc, k, c), [alloc >= 0, k >= 1, c >= 1])
+        expl = helper_paths.explore(hook, lambda: fn(alloc, k, c), [alloc >= 0, k >= 1, c >= 1])
         if expl.unsupported or expl.truncated:
             raise ValueError(f"sglang's width helper does not run on Z3 terms: {expl.unsupported or 'too many paths'}")
         done = [p for p in expl.paths if p.returned]
