@@ -172,9 +172,9 @@ class Launch:
 
     def interpreted(self):
         from specbound.kernels import checked_interpreter
-        from specbound.proofs.symexec.sglang_common import load_jit
+        from specbound.replay.sglang import load_kernel
 
-        kernel = load_jit(self.path, self.name)
+        kernel = load_kernel(self.path, self.name)
         out = torch.full((self.out_size,), self.out_init, dtype=torch.int64)
         args = {n: torch.tensor(v, dtype=torch.int64) for n, v in self.inputs.items()}
         with checked_interpreter():

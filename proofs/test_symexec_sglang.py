@@ -61,7 +61,7 @@ KV_SPECS = [sglang_draft_kv.KvSpec(0, False, 4, 4, 16), sglang_draft_kv.KvSpec(0
 
 @pytest.mark.parametrize("sp,seed", [(sp, s) for sp in KV_SPECS for s in range(2)], ids=str)
 def test_kv_model_matches_the_interpreter(kv_path, sp, seed):
-    from specbound.proofs.symexec.sglang_common import load_jit
+    from specbound.replay.sglang import load_kernel
 
     rng = random.Random(seed)
     ns = rng.randint(1, 2 if sp.NUM_STEPS else 4)
@@ -80,7 +80,7 @@ def test_kv_model_matches_the_interpreter(kv_path, sp, seed):
     r2t = torch.arange(pool * span, dtype=torch.int32).reshape(pool, span) + 1000
     kv_i, kv_p = torch.zeros((d, width), dtype=torch.int32), torch.zeros((d, stride), dtype=torch.int32)
     seq_t = torch.tensor(seq, dtype=torch.int64)
-    kernel = load_jit(kv_path, sglang_draft_kv.KERNEL)
+    kernel = load_kernel(kv_path, sglang_draft_kv.KERNEL)
     _interpreted(lambda: kernel[(g0, ns, k)](torch.tensor(rows), r2t, seq_t, kv_i, kv_p, seq_t.repeat_interleave(k),
                                              span, width, stride, sp.bs_upper, sp.iter_upper, sp.num_tokens_upper,
                                              page, NUM_STEPS=sp.NUM_STEPS))
@@ -104,12 +104,12 @@ def test_tree_model_matches_the_interpreter(tree_path, sp, malformed):
     """Scalar code with data-dependent ifs and read-modify-write of retrive_next_token: the
     final contents of every output equal the interpreter's, on valid and malformed trees."""
     from specbound.reference.samples import random_tree_batch
-    from specbound.proofs.symexec.sglang_common import load_jit
+    from specbound.replay.sglang import load_kernel
 
     from specbound.kernels import OutOfBoundsAccess
 
     rng = random.Random(11)
-    kernel = load_jit(tree_path, sglang_tree.KERNEL)
+    kernel = load_kernel(tree_path, sglang_tree.KERNEL)
     for _ in range(20):   # a malformed batch may read outside parent_list: draw one that does not
         tb = random_tree_batch(rng, sp.bs, sp.topk, sp.depth, sp.n, max_seq_len=20, malformed=malformed)
         seq = tb.seq_lens.tolist()
@@ -266,7 +266,7 @@ def test_kv_read_plan_paths_match_the_interpreter(kv_path, paths):
     """The paths the optional arguments switch on (draft window, page-granular read table,
     v2p translation) run in the executor as in the interpreter (they are not proved: the spec
     describes the identity plan only, and ``prove`` refuses them)."""
-    from specbound.proofs.symexec.sglang_common import load_jit
+    from specbound.replay.sglang import load_kernel
 
     rng = random.Random(5)
     sp = sglang_draft_kv.KvSpec(0, True, 4, 4, 16)
@@ -282,7 +282,7 @@ def test_kv_read_plan_paths_match_the_interpreter(kv_path, paths):
     v2p = torch.tensor([rng.randint(0, 50) for _ in range(64)], dtype=torch.int64)
     kv_i, kv_p = torch.zeros((d, width), dtype=torch.int32), torch.zeros((d, stride), dtype=torch.int32)
     seq_t = torch.tensor(seq, dtype=torch.int64)
-    kernel = load_jit(kv_path, sglang_draft_kv.KERNEL)
+    kernel = load_kernel(kv_path, sglang_draft_kv.KERNEL)
     extra = dict(paths)
     if paths.get("TRANSLATE"):
         extra["v2p"] = v2p

@@ -26,8 +26,8 @@ take the run as their first argument; ``flow`` evaluates sub-statements through 
 On top of ``interp``, generic: ``obligations`` (checking one), ``lemmas``, ``models`` (a run's
 bounds, region and race obligations; what a kernel module declares, ``KernelVerifier``),
 ``footprint`` (soundness and coverage from a kernel's maps), ``plant`` (a mutant's planted
-change), ``replay`` (a counterexample made concrete and launched under the checked
-interpreter).  Per kernel: one module each in ``verifiers`` (``draft_kv``, ``tree_build``,
+change), ``concretise`` (a counterexample made a small concrete batch; launching it is
+:mod:`specbound.replay`'s work).  Per kernel: one module each in ``verifiers`` (``draft_kv``, ``tree_build``,
 ``fill_prefix``; its package docstring says how to add one), registered in
 ``verifiers.VERIFIERS``, which ``mutants`` (the registry of every kernel mutant) and
 ``theorems`` (the theorem runner) read.  sglang's own kernels: the ``sglang_*`` modules.

@@ -1,7 +1,6 @@
 """What proving a third-party (sglang) Triton kernel needs beyond one kernel's model (issue 15):
-the theorems of one specialization, refutations whose counterexample is replayed on the
-real kernel source under the checked interpreter, and loading that source as a
-``@triton.jit`` function by path (the package is never imported).
+the theorems of one specialization, and refutations whose counterexample is replayed on the
+real kernel source (:mod:`specbound.replay.sglang`).
 """
 
 from __future__ import annotations
@@ -128,10 +127,10 @@ class Refutation:
 def refute(run, obligations: Callable, props, replay: Callable, limits: dict, batch_cap: int,
            expect=("oob",), only: Callable | None = None) -> Refutation:
     """The first counterexample of ``props`` (obligations selected by ``only``) that, made
-    concrete inside ``limits`` and replayed (``replay(conc) -> replay.Replay``), reproduces
+    concrete inside ``limits`` and replayed (``replay(conc) -> specbound.replay.Replay``), reproduces
     a fault in ``expect``.  A counterexample the replay does not reproduce is reported in
     ``detail``, never as a refutation."""
-    from .replay import concretise
+    from .concretise import concretise
 
     start = time.perf_counter()
     notes = []
@@ -158,20 +157,3 @@ def refute(run, obligations: Callable, props, replay: Callable, limits: dict, ba
             notes.append(f"{ob.id}: replay gave {rep.verdict} ({rep.detail[:160]})")
     return Refutation("survived", detail="; ".join(notes) or "no counterexample",
                       seconds=time.perf_counter() - start)
-
-
-# --- the real kernel, by path ------------------------------------------------------------------
-
-def load_jit(path: str, func_name: str):
-    """``func_name`` of the file at ``path`` as a ``triton.jit`` function, with the
-    ``@triton.jit`` helpers of the same file it calls; compiled from the source text with
-    the file's ``__future__`` flags (Triton reads the constexpr annotations), under the
-    interpreter that :mod:`specbound.kernels` switches on.  Nothing else of the file runs."""
-    from specbound.kernels import source  # first: sets TRITON_INTERPRET before any @triton.jit
-
-    import triton
-    import triton.language as tl
-
-    text = open(path, encoding="utf-8").read()
-    ns = {"triton": triton, "tl": tl, "__name__": f"specbound_sglang_kernels.{func_name}"}
-    return source.load_jit_functions(text, path, ns, roots=[func_name])[func_name]

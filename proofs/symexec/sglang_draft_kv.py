@@ -39,7 +39,8 @@ int32 row offsets, ``(num_steps - 1) * stride < 2^31`` for both buffers
 (``spec.int32_row_offsets_ok``: the kernel multiplies the constexpr stride by the program id
 in int32; sglang asserts only ``width < 2^31``).
 
-Obligations: :mod:`.sglang_draft_kv_obligations`; replays: :mod:`.sglang_replay`.
+Obligations: :mod:`.sglang_draft_kv_obligations`; replays: :func:`replay`, launched by
+:func:`specbound.replay.sglang.draft_kv`.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from .interp import Executor
 from .models import Run, content_preconditions, launch_contracts, mul_mono, prefix_schema, register_function, seq_len_schema, make_oracle
 from .values import DTYPES, INT32, INT64, LANES, TensorModel, V
 
-KERNEL = "generate_draft_decode_kv_indices"
+from specbound.replay.sglang import KV_KERNEL as KERNEL  # the one name of the kernel
 SOURCE = "kernels/ops/speculative/cache_locs.py"   # inside the sglang package (0.5.23)
 
 SCOPED = "!scoped"   # a precondition given only to the no-wrap queries that mention its symbols
@@ -359,7 +360,6 @@ REPLAY_LIMITS = {"num_seqs": (1, 3), "topk": (1, 3), "num_steps": (1, 4), "page_
 WRAP_LIMITS = {"num_seqs": (1, 1), "topk": (1, 1), "num_steps": (1, 3), "page_size": (1, 1), "C": (1, 2**31),
                "width": (0, 2**30 + 2**20), "alloc_bs": (1, 1), "indptr_stride": (1, 2**30 + 2**20),
                "row_stride": (1, 64), "pool_rows": (1, 2), "grid0": (1, 3), "token_blocks": (1, 1)}
-BIG_BUFFER = 1 << 24   # cells: above this a replay buffer is allocated untouched (torch.empty)
 
 
 IDENTITY_PATHS = {"window_size": 0, "sink_size": 0, "ENTRY_PAGE_SIZE": 1, "TRANSLATE": False}
@@ -386,7 +386,6 @@ def refute_without(sp: KvSpec, path: str, precondition: str = "", host: Host | N
 
     from .sglang_common import refute
     from .sglang_draft_kv_obligations import obligations
-    from .sglang_replay import replay_kv
 
     host = host or Host()
     if precondition:
@@ -394,5 +393,28 @@ def refute_without(sp: KvSpec, path: str, precondition: str = "", host: Host | N
     run = run_kernel(sp, path, host)
     props = {"": PROPERTIES, "draft_room": ("IN-BOUNDS",)}.get(precondition, ("NO-WRAP",))
     limits = WRAP_LIMITS if precondition.startswith("row_offsets") else REPLAY_LIMITS
-    return refute(run, obligations, props, lambda conc: replay_kv(sp, conc, path), limits,
+    return refute(run, obligations, props, lambda conc: replay(sp, conc, path), limits,
                   batch_cap=limits["num_seqs"][1], expect=("oob", "assert", "wrap", "race", "output"))
+
+
+def replay(sp: KvSpec, conc: dict, path: str):
+    """The counterexample as a batch, launched on sglang's kernel (source at ``path``) by
+    :func:`specbound.replay.sglang.draft_kv` as the launch sites launch it."""
+    from specbound.replay import sglang
+
+    ns_, k, d = conc["num_seqs"], conc["topk"], conc["num_steps"]
+    page = conc["page_size"] if sp.paged else 1
+    contents = conc["_contents"]
+    seq = [max(0, contents["seq_len"](i)) for i in range(ns_)]
+    row_stride, pool = max(conc["row_stride"], 1), max(conc["pool_rows"], 1)
+    rows = [min(max(contents["pool_row"](i), 0), pool - 1) for i in range(ns_)]
+    width, stride = conc["width"], conc["indptr_stride"]
+    grid = (conc["grid0"], ns_, k)
+    inputs = {"num_seqs": ns_, "topk": k, "num_steps": d, "page_size": page, "seq_lens": seq,
+              "req_pool_indices": rows, "row_stride": row_stride, "kv_indices": [d, width],
+              "kv_indptr": [d, stride], "grid": list(grid), "spec": sp.label}
+    return sglang.draft_kv(sglang.load_kernel(path, KERNEL), seq_lens=seq, req_pool_indices=rows,
+                           row_stride=row_stride, pool_rows=pool, topk=k, num_steps=d, page_size=page,
+                           width=width, indptr_stride=stride, grid=grid, seq_lens_dtype=sp.seq_lens_dtype,
+                           lane_bounds=(sp.bs_upper, sp.iter_upper, sp.num_tokens_upper),
+                           num_steps_constexpr=sp.NUM_STEPS, inputs=inputs)

@@ -39,7 +39,7 @@ from .models import Run, content_preconditions, prefix_schema, register_function
 from .obligations import Obligation
 from .values import DTYPES, INT64, TensorModel
 
-KERNEL = "sgl_build_tree_kernel_efficient_triton"
+from specbound.replay.sglang import TREE_KERNEL as KERNEL  # the one name of the kernel
 SOURCE = "kernels/ops/speculative/spec_tree.py"
 MODE_NAMES = {0: "FULL", 1: "QLEN"}
 
@@ -310,9 +310,25 @@ def refute_run(sp: TreeSpec, path: str, host: Host | None = None, props=PROPERTI
     """The first counterexample of ``props`` under ``host`` that a replay on the kernel at
     ``path`` reproduces (see :func:`.sglang_common.refute`)."""
     from .sglang_common import refute
-    from .sglang_replay import replay_tree
 
     run = run_kernel(sp, path, host)
     cells = sp.bs * max(sp.sel_width, sp.pl_width, sp.n)
-    return refute(run, obligations, props, lambda conc: replay_tree(sp, conc, path), REPLAY_LIMITS,
+    return refute(run, obligations, props, lambda conc: replay(sp, conc, path), REPLAY_LIMITS,
                   batch_cap=cells, expect=expect)
+
+
+def replay(sp: TreeSpec, conc: dict, path: str):
+    """The counterexample's trees, launched on sglang's tree kernel (source at ``path``) by
+    :func:`specbound.replay.sglang.build_tree`; its outputs are compared with the reference
+    only for a well-formed tree."""
+    from specbound.replay import sglang
+
+    c = conc["_contents"]
+    seq = [max(0, c["seq_len"](i)) for i in range(sp.bs)]
+    sel = [c["selected_index"](i) for i in range(sp.bs * sp.sel_width)]
+    pl = [c["parent_list"](i) for i in range(sp.bs * sp.pl_width)]
+    inputs = {"seq_lens": seq, "selected_index": sel, "parent_list": pl, "spec": sp.label}
+    return sglang.build_tree(sglang.load_kernel(path, KERNEL), seq_lens=seq, selected_index=sel, parent_list=pl,
+                             topk=sp.topk, depth=sp.depth, n=sp.n, mode=spec.TreeMaskMode(sp.mode),
+                             sel_width=sp.sel_width, pl_width=sp.pl_width,
+                             compare=all(bool(well_formed(v, sp)) for v in sel), inputs=inputs)

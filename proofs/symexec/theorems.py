@@ -133,7 +133,7 @@ def kernel_obligations(verifier, run, prop: str) -> list:
 def refute(kind: str, sp, mutant: kernel_mutants.KernelMutant) -> MutantResult:
     """Run the mutated kernel/host symbolically; the first counterexample of the property is
     concretised and replayed; refuted only when the replay reproduces the fault."""
-    from . import replay
+    from .concretise import concretise
 
     start = time.perf_counter()
     verifier = verifiers.get(kind)
@@ -146,8 +146,8 @@ def refute(kind: str, sp, mutant: kernel_mutants.KernelMutant) -> MutantResult:
         out = check(ob, run.functions, witness=False)
         if out.status != "counterexample":
             continue
-        conc = replay.concretise(run, ob, {**limits, **mutant.limits}, batch_cap=limits.get("num_seqs", limits.get("bs"))[1],
-                            content_box=mutant.content_box)
+        conc = concretise(run, ob, {**limits, **mutant.limits}, batch_cap=limits.get("num_seqs", limits.get("bs"))[1],
+                          content_box=mutant.content_box)
         if conc is None:
             notes.append(f"{ob.id}: counterexample found but none inside the small box")
             continue

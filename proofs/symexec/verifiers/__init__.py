@@ -19,8 +19,8 @@ Adding a kernel
    frozen spec dataclass (``name``, ``label``), ``symbolic_run`` (tensors from the spec's
    allocation functions, the plan on Z3 terms checked with ``models.check_plan``, contracts
    as core axioms), ``footprint_obligations`` (the spec cell each store's lanes denote, via
-   :mod:`..footprint`), ``replay`` (the counterexample launched through the same plan under
-   the checked interpreter), ``MUTANTS`` (one planted fault per property, or a
+   :mod:`..footprint`), ``replay`` (the concretised counterexample as a batch, launched by
+   :mod:`specbound.replay.ours` through the same plan under the checked interpreter), ``MUTANTS`` (one planted fault per property, or a
    ``without_mutant`` reason), and ``VERIFIER``.
 3. Add it to :data:`VERIFIERS` below.  ``specbound manifest`` then names its theorem ids as
    new until a full ``specbound prove --kernels --all --json R`` run is recorded with

@@ -22,7 +22,7 @@ from ..kernel_files import kernel_path
 from ..models import (KernelVerifier, Region, Run, check_plan, content_preconditions, launch_contracts, int32_args, mul_mono,
                       prefix_schema, register_function, request_preconditions, int32_scalar, seq_len_schema, launch_plans, make_oracle)
 from ..plant import KernelMutant, Plant, kernel_of, swap
-from ..replay import Replay, checked_fault
+from specbound.replay import Replay
 from ..values import DTYPES, INT64, LANES, TensorModel
 
 KERNEL = ("draft_kv", "draft_kv_kernel")   # specbound.kernels.<module>, the @triton.jit function
@@ -271,9 +271,15 @@ def footprint_obligations(run) -> list:
 # --- concrete replay: the counterexample launched through kv_plan ------------------------------
 
 def replay(sp, conc: dict, plant=None, host: dict | None = None) -> Replay:
+    """The counterexample as a batch (distinct req_to_token entries, so a copy from the
+    wrong slot shows; or, for a value wrap, the counterexample's own entries), launched on
+    the kernel (or ``plant``'s version of it) through ``kv_plan`` and compared with the
+    reference (a row narrower than the reference's used length is an ``output`` difference)."""
     import torch
 
-    from specbound.reference import draft_decode_kv_indices as ref_kv
+    from specbound import replay as replays
+    from specbound.kernels import plan as concrete_plans
+    from specbound.reference import draft_decode_kv_indices
 
     host = host or {}
     ns_, k, d, page = conc["num_seqs"], conc["topk"], conc["num_steps"], conc["page_size"]
@@ -286,39 +292,34 @@ def replay(sp, conc: dict, plant=None, host: dict | None = None) -> Replay:
     if host.get("r2t_from_counterexample"):  # the entries themselves are the fault (a value wrap)
         r2t = torch.tensor([contents["req_to_token"](i) for i in range(pool * r2t_w)], dtype=r2t_dtype)
         r2t = r2t.reshape(pool, r2t_w)
-    else:  # distinct entries, so a copy from the wrong slot shows
+    else:
         r2t = torch.arange(pool * r2t_w, dtype=r2t_dtype).reshape(pool, r2t_w) + 1000
     width = conc["width"]
     stride = max(conc["indptr_stride"], ns_ * k + 1)
     inputs = {"num_seqs": ns_, "topk": k, "num_steps": d, "page_size": page, "seq_lens": seq,
               "req_pool_indices": rows, "width": width, "indptr_stride": stride, "spec": sp.label}
-    from specbound.kernels import plan as launch_plans
-
-    fn = kernel_of(*KERNEL, plant)
-    kv_dtype = {"int64": torch.int64, "int32": torch.int32}
-    kv_indices = torch.full((d, width), -1, dtype=kv_dtype[sp.indices_dtype])
-    kv_indptr = torch.full((d, stride), -1, dtype=kv_dtype[sp.indptr_dtype])
+    kv_indices = torch.full((d, width), -1, dtype=getattr(torch, sp.indices_dtype))
+    kv_indptr = torch.full((d, stride), -1, dtype=getattr(torch, sp.indptr_dtype))
     seq_t = torch.tensor(seq, dtype=torch.int64)
-    prefix = torch.tensor(spec.prefix_sums(seq)[:-1], dtype=torch.int64)
     rows_t = torch.tensor(rows, dtype=torch.int64)
-    plan = launch_plans.kv_plan(
-        {"req_pool_indices_ptr": rows_t, "req_to_token_ptr": r2t, "seq_lens_ptr": seq_t, "prefix_ptr": prefix,
-         "kv_indices_ptr": kv_indices, "kv_indptr_ptr": kv_indptr},
+    plan = concrete_plans.kv_plan(
+        {"req_pool_indices_ptr": rows_t, "req_to_token_ptr": r2t, "seq_lens_ptr": seq_t,
+         "prefix_ptr": torch.tensor(spec.prefix_sums(seq)[:-1], dtype=torch.int64), "kv_indices_ptr": kv_indices,
+         "kv_indptr_ptr": kv_indptr},
         num_seqs=ns_, topk=k, num_steps=d, page_size=page, width=width, indptr_stride=stride,
         r2t_stride0=r2t.stride(0), r2t_stride1=r2t.stride(1), block_b=sp.BLOCK_B, pairs=sp.PAIRS, steps=sp.STEPS,
         block_c=sp.BLOCK_C)
+    fn = kernel_of(*KERNEL, plant)
 
-    def launch():
-        plan.launch(fn)
-    fault = checked_fault(launch, inputs)
-    if fault is not None:
-        return fault
-    ref_i, ref_p = ref_kv(rows_t, r2t, seq_t, topk=k, num_steps=d, page_size=page)
-    used = ref_i.shape[1]
-    if width < used or not torch.equal(kv_indices[:, :used].to(torch.int64), ref_i.to(torch.int64)) \
-            or not torch.equal(kv_indptr[:, :ns_ * k + 1].to(torch.int64), ref_p.to(torch.int64)):
-        return Replay("output", "kv_indices / kv_indptr differ from the reference", inputs)
-    return Replay("none", "the launch matched the reference", inputs)
+    def compare():
+        want_i, want_p = draft_decode_kv_indices(rows_t, r2t, seq_t, topk=k, num_steps=d, page_size=page)
+        used = want_i.shape[1]
+        if width < used or not torch.equal(kv_indices[:, :used].to(torch.int64), want_i.to(torch.int64)) \
+                or not torch.equal(kv_indptr[:, :ns_ * k + 1].to(torch.int64), want_p.to(torch.int64)):
+            return "kv_indices / kv_indptr differ from the reference"
+        return None
+    return replays.run(lambda: plan.launch(fn), inputs, kernel=f"{KERNEL[1]}{' (planted)' if plant else ''}",
+                       compare=compare)
 
 
 # --- mutants -------------------------------------------------------------------------------------
@@ -332,7 +333,7 @@ MUTANTS = (
                  "req_to_token entries pass through int32 before the kv_indices store: a token slot >= 2^31 "
                  "wraps (an int32 wrap in a stored value; every offset stays in bounds)", "kv", "NO-WRAP",
                  Plant(*KERNEL, (("vals[:, None, :]", "vals.to(tl.int32)[:, None, :]"),)),
-                 host={"r2t_from_counterexample": True}, expect=("assert", "output"),
+                 host={"r2t_from_counterexample": True}, expect=("wrap", "output"),
                  content_box={"req_to_token": (-2**40, 2**40)}),
     KernelMutant("MUT-27338-HOST-WIDTH-NO-TOPK",
                  "host sizes the kv_indices row num_seqs*C (topk factor dropped, sglang #27338) and skips the "

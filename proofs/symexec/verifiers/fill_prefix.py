@@ -19,7 +19,7 @@ from ..interp import Executor
 from ..kernel_files import kernel_path
 from ..models import KernelVerifier, Run, check_plan, int32_scalar, launch_plans, make_oracle
 from ..plant import kernel_of, swap
-from ..replay import Replay, checked_fault
+from specbound.replay import Replay
 from ..values import LANES, Unsupported
 from .tree_build import LIMITS, mask_region, tree_common, tree_lemmas, tree_tensors
 
@@ -107,31 +107,33 @@ def footprint_obligations(run) -> list:
 # --- concrete replay: the counterexample launched through fill_plan ----------------------------
 
 def replay(sp, conc: dict, plant=None, host=None) -> Replay:
+    """The counterexample's lengths, launched on the kernel (or ``plant``'s version of it)
+    through ``fill_plan`` into a FULL_MASK mask of the batch's exact extent, all False;
+    compared with ``spec.mask_fill_cells`` (exactly those cells True)."""
     import torch
 
-    bs_, n_ = conc["bs"], conc["n"]
-    c = conc["_contents"]
-    seq = [max(0, c["seq_len"](i)) for i in range(bs_)]
-    inputs = {"bs": bs_, "n": n_, "seq_lens": seq, "spec": sp.label}
-    numel = spec.mask_batch_numel(spec.TreeMaskMode.FULL_MASK, bs_, n_, sum(seq))
-    mask = torch.zeros(numel, dtype=torch.bool)
-    seq_t = torch.tensor(seq, dtype=torch.int64)
-    prefix = torch.tensor(spec.prefix_sums(seq)[:-1], dtype=torch.int64)
-    fn = kernel_of(*KERNEL, plant)
-    plan = launch_plans().fill_plan({"tree_mask_ptr": mask, "seq_lens_ptr": seq_t, "prefix_ptr": prefix}, bs=bs_,
-                                  n=n_, block_b=sp.BLOCK_B, nodes=sp.NODES, block_c=sp.BLOCK_C)
+    from specbound import replay as replays
+    from specbound.kernels import plan as concrete_plans
 
-    def launch():
-        plan.launch(fn)
-    fault = checked_fault(launch, inputs)
-    if fault is not None:
-        return fault
-    want = torch.zeros(numel, dtype=torch.bool)
-    for cell in spec.mask_fill_cells(spec.TreeMaskMode.FULL_MASK, n_, seq):
-        want[cell] = True
-    if not torch.equal(mask, want):
-        return Replay("output", "prefix fill differs from spec.mask_fill_cells", inputs)
-    return Replay("none", "the launch matched the spec", inputs)
+    bs_, n_ = conc["bs"], conc["n"]
+    seq = [max(0, conc["_contents"]["seq_len"](i)) for i in range(bs_)]
+    inputs = {"bs": bs_, "n": n_, "seq_lens": seq, "spec": sp.label}
+    full = spec.TreeMaskMode.FULL_MASK
+    numel = spec.mask_batch_numel(full, bs_, n_, sum(seq))
+    mask = torch.zeros(numel, dtype=torch.bool)
+    plan = concrete_plans.fill_plan(
+        {"tree_mask_ptr": mask, "seq_lens_ptr": torch.tensor(seq, dtype=torch.int64),
+         "prefix_ptr": torch.tensor(spec.prefix_sums(seq)[:-1], dtype=torch.int64)},
+        bs=bs_, n=n_, block_b=sp.BLOCK_B, nodes=sp.NODES, block_c=sp.BLOCK_C)
+    fn = kernel_of(*KERNEL, plant)
+
+    def compare():
+        want = torch.zeros(numel, dtype=torch.bool)
+        for cell in spec.mask_fill_cells(full, n_, seq):
+            want[cell] = True
+        return None if torch.equal(mask, want) else "prefix fill differs from spec.mask_fill_cells"
+    return replays.run(lambda: plan.launch(fn), inputs, kernel=f"{KERNEL[1]}{' (planted)' if plant else ''}",
+                       compare=compare)
 
 
 # --- mutants -------------------------------------------------------------------------------------

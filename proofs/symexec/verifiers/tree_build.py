@@ -24,7 +24,7 @@ from ..models import (KernelVerifier, Region, Run, content_preconditions, launch
                       prefix_schema, register_function, request_preconditions, int32_scalar, seq_len_schema, launch_plans, make_oracle)
 from ..obligations import Obligation
 from ..plant import KernelMutant, Plant, kernel_of, swap
-from ..replay import Replay, checked_fault
+from specbound.replay import Replay
 from ..values import DTYPES, INT64, LANES, TensorModel
 
 KERNEL = ("tree_build", "build_tree_kernel")   # specbound.kernels.<module>, the @triton.jit function
@@ -260,9 +260,15 @@ def _tree_inputs(conc):
 
 
 def replay(sp, conc: dict, plant=None, host=None) -> Replay:
+    """The counterexample's trees (validated as the wrapper validates them), launched on the
+    kernel (or ``plant``'s version of it) through ``tree_plan`` into the buffers the wrapper
+    allocates, without the prefix fill; compared with the reference's five outputs."""
     import torch
 
     from specbound import reference
+    from specbound import replay as replays
+    from specbound.kernels import plan as concrete_plans
+    from specbound.kernels.testing import signed_view
     from specbound.reference import validation
 
     bs_, k, d, n_, seq, sel, pl = _tree_inputs(conc)
@@ -272,29 +278,25 @@ def replay(sp, conc: dict, plant=None, host=None) -> Replay:
     seq_t = torch.tensor(seq, dtype=torch.int64)
     args = validation.validate_build_tree_args(pl, sel, seq_t, topk=k, depth=d, num_draft_tokens=n_, mode=mode,
                                                fill_prefix_mask=False)
-    prefix = torch.tensor(args.prefix[:-1], dtype=torch.int64)
-    fn = kernel_of(*KERNEL, plant)
-    plan = launch_plans().tree_plan(
+    outs = (args.tree_mask, args.positions, args.retrive_index, args.retrive_next_token, args.retrive_next_sibling)
+    plan = concrete_plans.tree_plan(
         {"parent_list_ptr": args.parent_list, "selected_index_ptr": args.selected_index,
-         "seq_lens_ptr": args.seq_lens, "prefix_ptr": prefix, "tree_mask_ptr": args.tree_mask,
-         "positions_ptr": args.positions, "retrive_index_ptr": args.retrive_index,
+         "seq_lens_ptr": args.seq_lens, "prefix_ptr": torch.tensor(args.prefix[:-1], dtype=torch.int64),
+         "tree_mask_ptr": args.tree_mask, "positions_ptr": args.positions, "retrive_index_ptr": args.retrive_index,
          "next_token_ptr": args.retrive_next_token, "next_sibling_ptr": args.retrive_next_sibling},
         bs=bs_, topk=k, depth=d, n=n_, mode=sp.MODE, block_b=sp.BLOCK_B, nodes=sp.NODES)
+    fn = kernel_of(*KERNEL, plant)
 
-    def launch():
-        plan.launch(fn)
-    fault = checked_fault(launch, inputs)
-    if fault is not None:
-        return fault
-    ref = reference.build_tree(pl, sel, seq_t, topk=k, depth=d, num_draft_tokens=n_, mode=mode,
-                               fill_prefix_mask=False)
-    names = ("tree_mask", "positions", "retrive_index", "retrive_next_token", "retrive_next_sibling")
-    for name, ours, theirs in zip(names, (args.tree_mask, args.positions, args.retrive_index,
-                                          args.retrive_next_token, args.retrive_next_sibling), ref):
-        from specbound.kernels.testing import signed_view
-        if not torch.equal(signed_view(ours), signed_view(theirs)):
-            return Replay("output", f"{name} differs from the reference", inputs)
-    return Replay("none", "the launch matched the reference", inputs)
+    def compare():
+        want = reference.build_tree(pl, sel, seq_t, topk=k, depth=d, num_draft_tokens=n_, mode=mode,
+                                    fill_prefix_mask=False)
+        names = ("tree_mask", "positions", "retrive_index", "retrive_next_token", "retrive_next_sibling")
+        for name, ours, theirs in zip(names, outs, want):
+            if not torch.equal(signed_view(ours), signed_view(theirs)):
+                return f"{name} differs from the reference"
+        return None
+    return replays.run(lambda: plan.launch(fn), inputs, kernel=f"{KERNEL[1]}{' (planted)' if plant else ''}",
+                       compare=compare)
 
 
 # --- mutants -------------------------------------------------------------------------------------
@@ -306,7 +308,7 @@ MUTANTS = (
                  "in the QLEN_ONLY layout, whose mask does not grow with seq_len, where the interpreter's "
                  "int32 overflow check fires (compiled, the position would silently wrap)", "tree", "NO-WRAP",
                  Plant(*KERNEL, (("s2 + depth", "s2.to(tl.int32) + depth.to(tl.int32)"),)),
-                 expect=("assert", "output"),
+                 expect=("wrap", "output"),
                  spec_override=lambda sp: TreeSpec(1, sp.DEPTH, sp.BLOCK_B, sp.NODES),
                  limits={"C": (1, 2**31 - 1)}, content_box={"seq_len": (0, 2**31 - 1), "P": (0, 2**33)}),
     KernelMutant("MUT-NODES-LANES-BELOW-N",

@@ -1,21 +1,10 @@
-"""Concrete replays of counterexamples through the real kernel launch: the generic part
-(each kernel's launch is ``replay`` of its module in :mod:`.verifiers`).
-
-A counterexample (a Z3 model) is re-solved inside a small box so it reads as a real batch,
-turned into concrete tensors, and launched through the kernel's launch plan exactly as the
-launch wrappers do (:mod:`specbound.kernels.plan`), under
-:func:`specbound.kernels.checked.checked_interpreter` with a per-program store recorder.
-torch and triton are imported only inside the launches, at replay time.
-
-Verdicts: ``oob`` (OutOfBoundsAccess), ``race`` (two programs stored one cell),
-``output`` (result differs from the reference), ``assert`` (device_assert fired), or
-``none`` (the replay did not reproduce anything: the counterexample is not reported as
-a bug).
+"""A counterexample made concrete: a Z3 model of ``hyps /\\ not goal`` re-solved inside a small
+box so it reads as a real batch (plain ints, and per-request contents as functions of the
+index).  Launching it is :mod:`specbound.replay`'s work; each kernel's verifier module turns
+these values into its replay's arguments.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import z3
 
@@ -23,15 +12,6 @@ from specbound.proofs import core as proof_core
 
 from .obligations import instantiate
 
-
-@dataclass
-class Replay:
-    verdict: str
-    detail: str
-    inputs: dict = field(default_factory=dict)
-
-
-# --- concretising ----------------------------------------------------------------------------
 
 def _box(run, limits: dict) -> list:
     out = []
@@ -79,21 +59,3 @@ def concretise(run, ob, limits: dict, batch_cap: int, content_box: dict | None =
             out["_contents"][name] = lambda i, d=decl: m.eval(d(z3.IntVal(i)), model_completion=True).as_long()
     out["_model"] = m
     return out
-
-
-# --- running under the checked interpreter -------------------------------------------------------
-
-def checked_fault(launch, inputs) -> Replay | None:
-    """Launch under the checked interpreter: an out-of-bounds access, a failed assert or two
-    programs of one launch writing one cell as a Replay; None when the launch ran clean."""
-    from specbound.kernels.checked import OutOfBoundsAccess, checked_interpreter
-
-    with checked_interpreter(record_footprint=True) as session:
-        try:
-            launch()
-        except OutOfBoundsAccess as exc:
-            return Replay("oob", str(exc), inputs)
-        except AssertionError as exc:
-            return Replay("assert", f"device_assert fired: {exc}", inputs)
-    race = session.conflicting_writes()
-    return Replay("race", race, inputs) if race else None
