@@ -279,3 +279,4 @@ def test_footprint_obligations_need_the_kernels_maps():
     with pytest.raises(ValueError, match="FOOTPRINT: the kernel's footprint obligations were not given"):
         theorems.obligations(run, "FOOTPRINT")
     assert theorems.kernel_obligations(fill, run, "FOOTPRINT")
+

@@ -153,6 +153,12 @@ def test_kv_default_specialization_is_proved(kv_path):
     in_bounds = next(r for r in results if "-IN-BOUNDS[" in r.id)
     assert "draft_room" in in_bounds.preconditions and "draft_room" in in_bounds.hypotheses_used
     assert {"width_from_sizing", "grid0_is_num_steps", "prefix_step"} <= set(in_bounds.axioms_used)
+    # the prefix copy's loop-carried offset is modelled by a closed form the core proved
+    # inductive: every theorem of the run cites that proof
+    loops = [p.name for p in sglang_draft_kv.run_kernel(sglang_draft_kv.KvSpec(0, False, 8, 4, 32), kv_path)
+             .result.invariant_proofs]
+    assert loops and all(n.startswith("loop-invariant@") for n in loops), loops
+    assert all(set(loops) <= set(r.lemmas_cited) for r in results)
 
 
 def test_kv_per_request_conditions_are_quantified_hypotheses(kv_path):

@@ -89,6 +89,26 @@ def test_a_kernel_variant_that_cannot_be_built_fails_its_replay(monkeypatch):
     assert rows and all(r.status == "FAILED" and not r.ok and "cannot be built" in r.note for r in rows)
 
 
+@needs_interpreter
+def test_a_mutant_launch_that_faults_without_an_overrun_fails_its_replay(monkeypatch):
+    """A sizing mutant is reproduced only by an out-of-bounds access: any other fault of the
+    mutant's launch (here a planted failed assert) is FAILED, not read as the overrun."""
+    from specbound.replay import Replay
+
+    real = replay.checked_launch
+    calls = []
+
+    def assert_first(launch, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:     # the launch into the mutant's allocation
+            return Replay("assert", "device_assert fired: planted")
+        return real(launch, *args, **kwargs)
+    monkeypatch.setattr(replay, "checked_launch", assert_first)
+    rows = replay.replay_all(lambda th, m: (th, m) == ("VM-QLEN-IN-BOUNDS", "MUT-FITS-OFF-BY-ONE"))
+    assert len(rows) == 1 and rows[0].status == "FAILED", rows[0].line()
+    assert rows[0].mutant_outcome.startswith("assert: "), rows[0].line()
+
+
 def test_bad_command_lines_still_exit_2(capsys):
     assert cli.main(["fuzz", "--property", "no.such.property", "--examples", "1"]) == 2
     assert cli.main(["fuzz", "--property", "tree.validation", "--replay", "{\"kind\": \"nope\"}"]) == 2

@@ -198,7 +198,10 @@ def theorem_result(run, prop: str, outcomes: list, seconds: float, mutants: list
         status, detail = "failed", "no obligations: nothing to prove"
     detail = detail or note
     hyps_used = sorted({h for o in outcomes if o.proof for h in o.proof.hyps})
-    cited = sorted({c for o in outcomes if o.proof for c in o.proof.cited})
+    # every obligation's terms rest on the executor's closed form of each loop-carried
+    # variable, which the core proved inductive (flow.py): those proofs are cited too
+    cited = sorted({c for o in outcomes if o.proof for c in o.proof.cited}
+                   | {p.name for p in run.result.invariant_proofs})
     axioms = {name: ax for o in outcomes if o.proof for name, ax in axioms_of(o.proof).items()}
     witness = {}
     if outcomes and outcomes[0].witness is not None:

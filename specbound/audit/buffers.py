@@ -209,13 +209,12 @@ def _replay_into(index, row: Row, kind, tb: TracedBuffer, mode, j: judge.Judgeme
     row.replay = case
     row.replay_command = sglang_replay.command(index.root, kind, case)
     row.method = "z3 + replay"
-    if result.oob:
-        row.detail += f"; replayed on {result.kernel}: {result.finding.message}"
-        if not result.own:
-            row.detail += f" ({result.why})"
+    if result.verdict == "oob":
+        row.detail += f"; replayed on {result.kernel}: {result.detail}"
+        if result.stand_in:
+            row.detail += f" ({result.stand_in})"
     else:
         # The model says it overruns, the kernel does not: the audit's own model is off.
-        got = result.finding.message if result.finding else "no out-of-bounds access"
-        row.detail += f"; the replay on {result.kernel} did not go out of bounds ({got})"
+        row.detail += f"; the replay on {result.kernel} did not go out of bounds ({result.detail})"
         row.status = ERROR
 

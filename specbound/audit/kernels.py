@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import os
 import random
-import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -23,21 +22,19 @@ from .report import (
 )
 from .extract import Found, SourceIndex
 
-TREE_KERNEL = "sgl_build_tree_kernel_efficient_triton"
+from specbound.replay import checked_launch
+from specbound.replay import sglang as sglang_launches
+
+TREE_KERNEL, KV_KERNEL = sglang_launches.TREE_KERNEL, sglang_launches.KV_KERNEL
+
 TREE_FILES = ("kernels/ops/speculative/spec_tree.py",)
 TREE_WRAPPER = "sgl_build_tree_kernel_triton"
-KV_KERNEL = "generate_draft_decode_kv_indices"
 KV_FILES = ("kernels/ops/speculative/cache_locs.py",)
 SYMBOLIC_EXECUTORS = ("specbound.proofs.symexec",)
 
 
 class Unavailable(Exception):
     pass
-
-
-def oob_text(e) -> str:
-    """The checked interpreter's message without the host address (it changes every run)."""
-    return re.sub(r" at address 0x[0-9a-fA-F]+", "", str(e))
 
 
 def value_key(name: str, aliases: dict[str, str]) -> str:
@@ -98,6 +95,22 @@ def triton_env():
 class Finding:
     kind: str          # OOB, DIVERGED, ERROR
     message: str
+
+
+def launch_finding(launch: Callable[[], object], session_out: list | None = None) -> Finding | None:
+    """One launch of an sglang kernel, run and its faults classified by
+    :func:`specbound.replay.checked_launch` (a crash is caught: it is a finding, not a
+    traceback): an out-of-bounds access is ``OOB``, two programs storing one cell
+    ``DIVERGED``, a failed assert, Triton's int32 overflow check or a crash ``ERROR``; None
+    when it ran clean.  ``session_out`` receives the session (its footprint)."""
+    fault = checked_launch(launch, catch_errors=True, session_out=session_out)
+    if fault is None:
+        return None
+    if fault.verdict == "oob":
+        return Finding(OOB, fault.detail)
+    if fault.verdict == "race":
+        return Finding(DIVERGED, f"two programs of one launch stored one cell: {fault.detail}")
+    return Finding(ERROR, fault.detail)
 
 
 def first_diff(name, got, want, n=None):

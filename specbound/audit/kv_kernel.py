@@ -18,8 +18,8 @@ from specbound import spec
 from .report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNCHECKED, AuditReport, Row
 from .extract import Found, SourceIndex
 from .kernels import (
-    KV_ALIASES, KV_FILES, KV_KERNEL, Finding, Unavailable, bind, define_kernel, first_diff, fuzz_row, next_pow2,
-    oob_text, value_key,
+    KV_ALIASES, KV_FILES, KV_KERNEL, Finding, Unavailable, bind, define_kernel, first_diff, fuzz_row, launch_finding,
+    next_pow2, value_key,
 )
 
 # The kernel parameters (normalised names) the audit knows how to feed.
@@ -28,7 +28,7 @@ KV_FED = {"req_pool_indices", "req_to_token", "paged_kernel_lens", "kv_indices",
           "page_size"}
 
 
-def run_kv(kernel, found: Found, our_kernels, case, width_fn=None) -> Finding | None:
+def run_kv(kernel, found: Found, case, width_fn=None) -> Finding | None:
     import torch
     from specbound import reference
     from specbound.reference.samples import random_kv_batch
@@ -57,13 +57,11 @@ def run_kv(kernel, found: Found, our_kernels, case, width_fn=None) -> Finding | 
     if missing:
         raise Unavailable(f"unknown signature: no value for {missing}")
     grid = (steps * (blocks or 1), num_seqs, k)
-    try:
-        with our_kernels.checked_interpreter(record_footprint=True) as session:
-            kernel[grid](**kwargs)
-    except our_kernels.OutOfBoundsAccess as e:
-        return Finding(OOB, oob_text(e))
-    except Exception as e:  # noqa: BLE001
-        return Finding(ERROR, f"{type(e).__name__}: {e}")
+    sessions: list = []
+    fault = launch_finding(lambda: kernel[grid](**kwargs), sessions)
+    if fault is not None:
+        return fault
+    session = sessions[0]
     want_idx = torch.full((steps, width), -1, dtype=torch.int64)
     want_ptr = torch.zeros((steps, bs_d + 1), dtype=torch.int32)
     reference.draft_decode_kv_indices(batch.req_pool_indices, batch.req_to_token, batch.seq_lens, topk=k,
@@ -136,12 +134,12 @@ def check_kv_kernel(index: SourceIndex, report: AuditReport, examples: int, seed
     loaded = define_kernel(index, report, found, KV_ALIASES, KV_FED, ("kernel.draft_kv_indices", subject, what))
     if loaded is None:
         return
-    kernel, our_kernels = loaded
+    kernel, _ = loaded
 
     def width(num_seqs, k, c):
         return width_fn(num_seqs, k, c) if width_fn is not None else spec.draft_kv_indices_buffer_width(num_seqs, k, c)
 
-    run = lambda c: run_kv(kernel, found, our_kernels, c, width)  # noqa: E731
+    run = lambda c: run_kv(kernel, found, c, width)  # noqa: E731
     # The hand case of the background: width(4, 3, 256) rows; a small paged K>1 case.
     report.add(fuzz_row("kernel.draft_kv_indices", subject, what, examples, random_kv_case, run,
                         _kv_smaller, seed + 2, t0, note=_width_note(width_fn, width_source)))
@@ -156,7 +154,7 @@ def check_kv_kernel(index: SourceIndex, report: AuditReport, examples: int, seed
     # Precondition probe: a request with no room for its draft tokens (seq_len = C).
     t2 = time.perf_counter()
     probe = {"topk": 2, "num_steps": 3, "page_size": 1, "seq_lens": [8, 8], "max_context_len": 8, "slot_seed": 7}
-    f = run_kv_no_room(kernel, found, our_kernels, probe, width)
+    f = run_kv_no_room(kernel, found, probe, width)
     used = spec.draft_kv_indices_used_len(16, 2, 4, 3)
     w = width(2, 2, 8)
     if f is not None and f.kind == OOB:
@@ -179,7 +177,7 @@ def _width_note(width_fn, width_source: str) -> str:
             "helper (the widths its backends allocate are judged in the buffer.draft_kv_indices rows)")
 
 
-def run_kv_no_room(kernel, found, our_kernels, case, width, rows: int | None = None) -> Finding | None:
+def run_kv_no_room(kernel, found, case, width, rows: int | None = None) -> Finding | None:
     """Run without the reference (which refuses the batch): only bounds matter here.
     ``rows`` (default ``num_steps``) and ``width`` give the kv_indices buffer's shape."""
     import torch
@@ -198,11 +196,4 @@ def run_kv_no_room(kernel, found, our_kernels, case, width, rows: int | None = N
               "iter_upper": next_pow2(steps), "num_tokens_upper": next_pow2(bs_d), "page_size": page,
               "window_size": 0, "sink_size": 0, "entry_page_size": 1, "v2p": None, "translate": False}
     kwargs, _ = bind(found, values, KV_ALIASES)
-    try:
-        with our_kernels.checked_interpreter():
-            kernel[(steps, num_seqs, k)](**kwargs)
-    except our_kernels.OutOfBoundsAccess as e:
-        return Finding(OOB, oob_text(e))
-    except Exception as e:  # noqa: BLE001
-        return Finding(ERROR, f"{type(e).__name__}: {e}")
-    return None
+    return launch_finding(lambda: kernel[(steps, num_seqs, k)](**kwargs))

@@ -20,26 +20,14 @@ import json
 import random
 import shlex
 import sys
-from dataclasses import dataclass
 
 from specbound import spec
+from specbound.replay import Replay
 
 from . import kernels
 from . import kv_kernel, tree_kernel
-from .report import ERROR, OOB
+from .report import OOB
 from .extract import SourceIndex
-
-
-@dataclass
-class Replay:
-    kernel: str               # which kernel ran, and where it is
-    own: bool                 # sglang's own kernel (False: specbound's stand-in, see `why`)
-    finding: kernels.Finding | None
-    why: str = ""
-
-    @property
-    def oob(self) -> bool:
-        return self.finding is not None and self.finding.kind == OOB
 
 
 def kv_case(values: dict, rows: int, width: int) -> dict:
@@ -69,11 +57,21 @@ def tree_case(values: dict, mode, numel: int, cap: int) -> dict | None:
 
 
 def run(index: SourceIndex, kind: str, case: dict) -> Replay:
+    """The case launched on the release's kernel (or, for a tree case where the release has
+    no Triton tree build, on specbound's, with ``stand_in`` saying why): a
+    :class:`specbound.replay.Replay` whose ``inputs`` is the case."""
     if kind == "draft_kv_indices":
         return _replay_kv(index, case)
     if kind == "tree_mask":
         return _replay_tree(index, case)
     raise ValueError(f"kind must be draft_kv_indices or tree_mask, got {kind!r}")
+
+
+def _as_replay(finding: kernels.Finding | None, case: dict, kernel: str, stand_in: str = "") -> Replay:
+    if finding is None:
+        return Replay("none", "no out-of-bounds access", case, kernel, stand_in)
+    verdict = "oob" if finding.kind == OOB else "error"
+    return Replay(verdict, finding.message, case, kernel, stand_in)
 
 
 def _load(index: SourceIndex, name: str, files, aliases, known: set[str]):
@@ -84,36 +82,34 @@ def _load(index: SourceIndex, name: str, files, aliases, known: set[str]):
     unknown = [p for p in missing if kernels.value_key(p, aliases) not in known]
     if unknown:
         return found, None, f"`{name}` ({found.where}) takes parameters the audit cannot feed: {unknown}"
-    triton, tl, our_kernels = kernels.triton_env()
-    return found, (index.load_kernel(found, triton, tl), our_kernels), ""
+    triton, tl, _ = kernels.triton_env()
+    return found, index.load_kernel(found, triton, tl), ""
 
 
 def _replay_kv(index: SourceIndex, case: dict) -> Replay:
-    found, loaded, why = _load(index, kernels.KV_KERNEL, kernels.KV_FILES, kernels.KV_ALIASES, kv_kernel.KV_FED)
-    if loaded is None:
-        return Replay(kernels.KV_KERNEL, True, kernels.Finding(ERROR, why))
-    kernel, our_kernels = loaded
+    found, kernel, why = _load(index, kernels.KV_KERNEL, kernels.KV_FILES, kernels.KV_ALIASES, kv_kernel.KV_FED)
+    if kernel is None:
+        return Replay("error", why, case, f"sglang's {kernels.KV_KERNEL}")
     width = case["width"]
-    finding = kv_kernel.run_kv_no_room(kernel, found, our_kernels, case, lambda *_: width, rows=case["rows"])
-    return Replay(f"sglang's {kernels.KV_KERNEL} ({found.where})", True, finding)
+    finding = kv_kernel.run_kv_no_room(kernel, found, case, lambda *_: width, rows=case["rows"])
+    return _as_replay(finding, case, f"sglang's {kernels.KV_KERNEL} ({found.where})")
 
 
 def _replay_tree(index: SourceIndex, case: dict) -> Replay:
-    found, loaded, why = _load(index, kernels.TREE_KERNEL, kernels.TREE_FILES, kernels.TREE_ALIASES,
+    found, kernel, why = _load(index, kernels.TREE_KERNEL, kernels.TREE_FILES, kernels.TREE_ALIASES,
                                tree_kernel.TREE_FED)
-    if loaded is not None:
-        kernel, our_kernels = loaded
-        finding = tree_kernel.run_tree(kernel, found, our_kernels, case, mask_numel=case["mask_numel"])
-        return Replay(f"sglang's {kernels.TREE_KERNEL} ({found.where})", True, finding)
+    if kernel is not None:
+        finding = tree_kernel.run_tree(kernel, found, case, mask_numel=case["mask_numel"])
+        return _as_replay(finding, case, f"sglang's {kernels.TREE_KERNEL} ({found.where})")
     why = (f"{why}: this release ships only the CUDA tree build (sgl-kernel), which needs a GPU; replayed on "
            "specbound.kernels' Triton tree build, whose writes are the spec's footprint")
-    return Replay("specbound.kernels.tree_build.build_tree_kernel", False, _specbound_tree(case), why)
+    return _as_replay(_specbound_tree(case), case, "specbound.kernels.tree_build.build_tree_kernel", why)
 
 
 def _specbound_tree(case: dict) -> kernels.Finding | None:
     import torch
 
-    _, _, our_kernels = kernels.triton_env()
+    kernels.triton_env()
     from specbound.kernels import tree_build
 
     pl, sel, seq = tree_kernel.tree_case_tensors(case)
@@ -121,15 +117,9 @@ def _specbound_tree(case: dict) -> kernels.Finding | None:
     mask = torch.ones(case["mask_numel"], dtype=torch.bool)
     positions = torch.zeros(bs * n, dtype=torch.int64)
     outs = [torch.full((bs, n), -1, dtype=torch.int64) for _ in range(3)]
-    try:
-        with our_kernels.checked_interpreter():
-            tree_build.launch_tree(pl, sel, seq, mask, positions, *outs, topk=case["topk"], depth=case["depth"],
-                                   num_draft_tokens=n, mode=spec.TreeMaskMode(case["mode"]))
-    except our_kernels.OutOfBoundsAccess as e:
-        return kernels.Finding(OOB, kernels.oob_text(e))
-    except Exception as e:  # noqa: BLE001 - a crash of the replay is reported, not raised
-        return kernels.Finding(ERROR, f"{type(e).__name__}: {e}")
-    return None
+    return kernels.launch_finding(lambda: tree_build.launch_tree(
+        pl, sel, seq, mask, positions, *outs, topk=case["topk"], depth=case["depth"], num_draft_tokens=n,
+        mode=spec.TreeMaskMode(case["mode"])))
 
 
 def command(sglang_root, kind: str, case: dict) -> str:
@@ -153,11 +143,11 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     result = run(SourceIndex(inst.root), args.kernel, case)
-    print(f"kernel: {result.kernel}" + (f" ({result.why})" if result.why else ""))
-    if result.finding is None:
-        print("no out-of-bounds access")
+    print(f"kernel: {result.kernel}" + (f" ({result.stand_in})" if result.stand_in else ""))
+    if result.verdict == "none":
+        print(result.detail)
         return 0
-    print(f"{result.finding.kind}: {result.finding.message}")
+    print(f"{result.verdict}: {result.detail}")
     return 1
 
 

@@ -19,7 +19,7 @@ from .report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNC
 from .extract import Found, SourceIndex
 from .kernels import (
     TREE_ALIASES, TREE_FILES, TREE_KERNEL, TREE_WRAPPER, Finding, Unavailable, bind, define_kernel, first_diff,
-    fuzz_row, oob_text, value_key,
+    fuzz_row, launch_finding, value_key,
 )
 
 # The kernel parameters (normalised names) the audit knows how to feed.
@@ -39,7 +39,7 @@ def tree_case_tensors(case):
     return pl, sel, seq
 
 
-def run_tree(kernel, found: Found, our_kernels, case, mask_numel: int | None = None) -> Finding | None:
+def run_tree(kernel, found: Found, case, mask_numel: int | None = None) -> Finding | None:
     """One launch; the mask is the batch's exact extent, or ``mask_numel`` cells (a replay
     into a buffer of sglang's size)."""
     import torch
@@ -64,13 +64,11 @@ def run_tree(kernel, found: Found, our_kernels, case, mask_numel: int | None = N
     kwargs, missing = bind(found, values, TREE_ALIASES)
     if missing:
         raise Unavailable(f"unknown signature: no value for {missing}")
-    try:
-        with our_kernels.checked_interpreter(record_footprint=True) as session:
-            kernel[(bs,)](**kwargs)
-    except our_kernels.OutOfBoundsAccess as e:
-        return Finding(OOB, oob_text(e))
-    except Exception as e:  # noqa: BLE001 - a crash of the kernel is a finding, not a traceback
-        return Finding(ERROR, f"{type(e).__name__}: {e}")
+    sessions: list = []
+    fault = launch_finding(lambda: kernel[(bs,)](**kwargs), sessions)
+    if fault is not None:
+        return fault
+    session = sessions[0]
     want = reference.build_tree(pl, sel, seq, topk=k, depth=d, num_draft_tokens=n, mode=mode,
                                 tree_mask=torch.ones(numel, dtype=torch.bool),
                                 positions=torch.full((bs * n,), -7, dtype=torch.int64),
@@ -154,8 +152,8 @@ def check_tree_kernel(index: SourceIndex, report: AuditReport, examples: int, se
     loaded = define_kernel(index, report, found, TREE_ALIASES, TREE_FED, (row_id, subject, what))
     if loaded is None:
         return
-    kernel, our_kernels = loaded
-    run = lambda c: run_tree(kernel, found, our_kernels, c)  # noqa: E731
+    kernel, _ = loaded
+    run = lambda c: run_tree(kernel, found, c)  # noqa: E731
     # Golden vector of the background (sglang's own unit test values) first, then random batches.
     golden = {"topk": 4, "depth": 4, "n": 8, "mode": 0, "seq_lens": [5, 10],
               "selected_index": [0, 1, 4, 8, 20, 24, 36, 0, 4, 5, 6, 7, 24, 36],

@@ -24,8 +24,11 @@ Kernel-behaviour mutants (``MUT-SEARCH-PAST-ROW``, ``MUT-UNBOUNDED-WALK``) are r
 on our own kernel with the change the kernel proofs refute planted in it (the one
 registry, :mod:`specbound.proofs.symexec.mutants`, ``fuzz_theorem``); the first must read
 out of bounds, the second (which cannot hang under the interpreter) must diverge from the
-spec.  A plant that cannot be built (the kernel's text moved), a replay that raises, or a
-listed mutant without a replay is ``FAILED``, never passed.
+spec.  A plant that cannot be built (the kernel's text moved), a replay that raises, a
+mutant launch that faults in any way other than an out-of-bounds access, or a listed
+mutant without a replay is ``FAILED``, never passed.  The launches are run and their
+faults classified by :mod:`specbound.replay` (``checked_launch``); each check's record is a
+:class:`MutantCheck`.
 """
 
 from __future__ import annotations
@@ -38,10 +41,10 @@ from specbound import kernels, spec  # first: sets TRITON_INTERPRET  # noqa: I00
 import torch  # noqa: E402
 
 from specbound import reference as ref  # noqa: E402
-from specbound.kernels import OutOfBoundsAccess, checked_interpreter  # noqa: E402
 from specbound.proofs import registry  # noqa: E402
 from specbound.proofs.symexec import mutants as kernel_mutants  # noqa: E402
 from specbound.proofs.theorem import Defs  # noqa: E402
+from specbound.replay import checked_launch  # noqa: E402
 from specbound.spec import TreeMaskMode  # noqa: E402
 
 from specbound.reference import samples  # noqa: E402
@@ -71,7 +74,11 @@ SIZING_MUTANTS = {
 
 
 @dataclass
-class Replay:
+class MutantCheck:
+    """One refuted spec mutant checked by two replays of its counterexample: the launch into
+    the mutant's sizing must overrun (``mutant_*``), the launch into the spec's must run
+    clean and match the reference, or be refused by the host check (``spec_*``)."""
+
     theorem: str
     mutant: str
     counterexample: dict
@@ -144,19 +151,16 @@ def _tree(n: int, bs: int):
         torch.tensor([sel] * bs, dtype=torch.int64).reshape(bs, n - 1)
 
 
-def _oob(fn) -> str:
-    """Run ``fn`` checked; the OutOfBoundsAccess text, or '' when it ran clean."""
-    try:
-        with checked_interpreter():
-            fn()
-    except OutOfBoundsAccess as exc:
-        return str(exc)
-    return ""
+def _fault(fn) -> str:
+    """Run ``fn`` (a raw launch) under the checked interpreter: '' when it ran clean, else
+    the fault as ``"<verdict>: <detail>"`` (:mod:`specbound.replay`'s verdicts)."""
+    fault = checked_launch(fn)
+    return "" if fault is None else f"{fault.verdict}: {fault.detail}"
 
 
 # --- verify mask replays -------------------------------------------------------------------------
 
-def _mask_replay(rp: Replay, mutant, mode: TreeMaskMode, sizing: str) -> None:
+def _mask_replay(rp: MutantCheck, mutant, mode: TreeMaskMode, sizing: str) -> None:
     cx = rp.counterexample
     n, bs = cx["n"], cx["bs"]
     # VM-EXACT-EXTENT has no context length: any C holding the reported request will do
@@ -190,7 +194,7 @@ def _mask_replay(rp: Replay, mutant, mode: TreeMaskMode, sizing: str) -> None:
         numel = defs.fallback_numel(mode, bs, n, total)
         rp.mutant_sizing = f"fallback_numel = {numel}"
     kw = dict(topk=k, depth=d, num_draft_tokens=n, mode=mode)
-    rp.mutant_outcome = _oob(lambda: launch.launch_tree_raw(pl, sel, seq, torch.zeros(numel, dtype=dtype), **kw))
+    rp.mutant_outcome = _fault(lambda: launch.launch_tree_raw(pl, sel, seq, torch.zeros(numel, dtype=dtype), **kw))
 
     # the spec's sizing: capture at max_bs, reuse when fits, else the per-batch fallback
     if sizing == "capture":
@@ -206,9 +210,9 @@ def _mask_replay(rp: Replay, mutant, mode: TreeMaskMode, sizing: str) -> None:
         buf = torch.zeros(spec.fallback_numel(mode, bs, n, total), dtype=dtype)
         rp.spec_sizing = f"fallback_numel = {buf.numel()}"
     box = {}
-    err = _oob(lambda: box.setdefault("out", launch.launch_tree_raw(pl, sel, seq, buf, **kw)))
+    err = _fault(lambda: box.setdefault("out", launch.launch_tree_raw(pl, sel, seq, buf, **kw)))
     if err:
-        rp.spec_outcome = f"OOB: {err}"
+        rp.spec_outcome = err
         return
     want = ref.build_tree(pl, sel, seq, **kw)
     extent = spec.mask_batch_numel(mode, bs, n, total)
@@ -224,7 +228,7 @@ def _kv_batch(num_seqs: int, k: int, steps: int, lens: list[int]):
             torch.tensor(lens, dtype=torch.int64))
 
 
-def _kv_replay(rp: Replay, mutant, sizing: str) -> None:
+def _kv_replay(rp: MutantCheck, mutant, sizing: str) -> None:
     cx = rp.counterexample
     ns, k, steps = cx["num_seqs"], cx["K"], cx["D"]
     c = cx.get("C", 0)
@@ -265,7 +269,7 @@ def _kv_replay(rp: Replay, mutant, sizing: str) -> None:
         spec_width = width
     ind = torch.full((steps, width), -1, dtype=torch.int64)
     ptr = torch.full((steps, spec.kv_indptr_row_len(ns, k)), -1, dtype=torch.int64)
-    rp.mutant_outcome = _oob(lambda: launch.launch_kv_raw(pool, r2t, seq, ind, ptr, topk=k, num_steps=steps))
+    rp.mutant_outcome = _fault(lambda: launch.launch_kv_raw(pool, r2t, seq, ind, ptr, topk=k, num_steps=steps))
 
     rp.spec_sizing = f"width = {spec_width}"
     if not spec.draft_kv_capacity_ok(s, k, ns, steps, spec_width):
@@ -278,9 +282,9 @@ def _kv_replay(rp: Replay, mutant, sizing: str) -> None:
         return
     ind = torch.full((steps, spec_width), -1, dtype=torch.int64)
     ptr = torch.full((steps, spec.kv_indptr_row_len(ns, k)), -1, dtype=torch.int64)
-    err = _oob(lambda: launch.launch_kv_raw(pool, r2t, seq, ind, ptr, topk=k, num_steps=steps))
+    err = _fault(lambda: launch.launch_kv_raw(pool, r2t, seq, ind, ptr, topk=k, num_steps=steps))
     if err:
-        rp.spec_outcome = f"OOB: {err}"
+        rp.spec_outcome = err
         return
     want = ref.draft_decode_kv_indices(pool, r2t, seq, topk=k, num_steps=steps,
                                        kv_indices=torch.full((steps, spec_width), -1, dtype=torch.int64))
@@ -290,7 +294,7 @@ def _kv_replay(rp: Replay, mutant, sizing: str) -> None:
 
 # --- kernel-variant replays ---------------------------------------------------------------------------
 
-def _search_replay(rp: Replay, mutant) -> None:
+def _search_replay(rp: MutantCheck, mutant) -> None:
     cx = rp.counterexample
     n, k, d = cx["n"], cx["K"], cx["D"]
     sel_row, pl_row = samples.canonical_tree(k, d, n)
@@ -305,17 +309,17 @@ def _search_replay(rp: Replay, mutant) -> None:
     variant = planted.kernel()
     rp.mutant_sizing = f"planted {planted.describe()}"
     mask = torch.zeros(spec.mask_batch_numel(QLEN, bs, n, 7), dtype=torch.bool)
-    rp.mutant_outcome = _oob(lambda: launch.launch_tree_raw(pl, sel, seq, mask, kernel=variant, **kw))
+    rp.mutant_outcome = _fault(lambda: launch.launch_tree_raw(pl, sel, seq, mask, kernel=variant, **kw))
     rp.spec_sizing = "build_tree_kernel (scans spec.parent_search_range = n - 1 entries)"
     mask2 = torch.zeros_like(mask)
     box = {}
-    err = _oob(lambda: box.setdefault("o", launch.launch_tree_raw(pl, sel, seq, mask2, **kw)))
+    err = _fault(lambda: box.setdefault("o", launch.launch_tree_raw(pl, sel, seq, mask2, **kw)))
     want = ref.build_tree(pl, sel, seq, **kw)
-    rp.spec_outcome = f"OOB: {err}" if err else (
+    rp.spec_outcome = err if err else (
         "clean, outputs == reference" if torch.equal(mask2, want.tree_mask) else "clean, outputs differ")
 
 
-def _walk_replay(rp: Replay, mutant) -> None:
+def _walk_replay(rp: MutantCheck, mutant) -> None:
     cx = rp.counterexample
     n, k, d = cx["n"], cx["K"], cx["D"]
     # the counterexample's self-loop: node 1's entry names a parent_list slot holding its own entry
@@ -337,17 +341,17 @@ def _walk_replay(rp: Replay, mutant) -> None:
     variant = planted.kernel()
     rp.mutant_sizing = f"planted {planted.describe()} (walk not stopped after D steps)"
     box = {}
-    err = _oob(lambda: box.setdefault("o", launch.launch_tree_raw(
+    err = _fault(lambda: box.setdefault("o", launch.launch_tree_raw(
         pl, sel, seq, torch.zeros_like(want.tree_mask), kernel=variant, **kw)))
     got = box.get("o", {}).get("positions")
-    rp.mutant_outcome = (f"OOB: {err}" if err else f"positions {got.tolist()} vs spec {want.positions.tolist()}")
+    rp.mutant_outcome = (err or f"positions {got.tolist()} vs spec {want.positions.tolist()}")
     rp.note = ("a while(true) walk hangs on this self-loop on a GPU; the interpreter runs a finite "
                "variant, so the replay shows the divergence (depth past D) instead of an overrun")
     box2 = {}
-    err2 = _oob(lambda: box2.setdefault("o", launch.launch_tree_raw(
+    err2 = _fault(lambda: box2.setdefault("o", launch.launch_tree_raw(
         pl, sel, seq, torch.zeros_like(want.tree_mask), **kw)))
     rp.spec_sizing = "build_tree_kernel (walk bounded by spec.walk_max_steps = D)"
-    rp.spec_outcome = f"OOB: {err2}" if err2 else (
+    rp.spec_outcome = err2 or (
         "clean, outputs == reference" if torch.equal(box2["o"]["positions"], want.positions) else "differs")
     rp._diverged = (got is not None and not torch.equal(got, want.positions))  # type: ignore[attr-defined]
 
@@ -357,8 +361,8 @@ _INT32_REASON = ("needs an allocation of >= 2^31 cells (the counterexample has {
                  "kernel here computes the int32 offsets the mutant models")
 
 
-def replay_one(theorem_id: str, mutant, cx: dict) -> Replay:
-    rp = Replay(theorem_id, mutant.id, cx)
+def replay_one(theorem_id: str, mutant, cx: dict) -> MutantCheck:
+    rp = MutantCheck(theorem_id, mutant.id, cx)
     try:
         if mutant.id == "MUT-INT32-OVERFLOW":
             what = f"n = {cx.get('n')}" if theorem_id.startswith("VM") else f"width = {cx.get('width')}"
@@ -402,7 +406,7 @@ def replay_one(theorem_id: str, mutant, cx: dict) -> Replay:
         from .runner import describe
         rp.status, rp.note = "FAILED", f"the replay raised {describe(exc)}"
         return rp
-    reproduced = rp.mutant_outcome != "" and not rp.mutant_outcome.startswith("positions")
+    reproduced = rp.mutant_outcome.startswith("oob: ")   # an overrun, not any other fault
     clean = rp.spec_outcome.startswith("clean, outputs == reference") or rp.spec_outcome.startswith("refused")
     rp.status = "reproduced" if reproduced and clean else "FAILED"
     if not reproduced:
@@ -410,7 +414,7 @@ def replay_one(theorem_id: str, mutant, cx: dict) -> Replay:
     return rp
 
 
-def replay_all(select: Callable[[str, str], bool] | None = None) -> list[Replay]:
+def replay_all(select: Callable[[str, str], bool] | None = None) -> list[MutantCheck]:
     """Replay every sizing-mutant counterexample (optionally filtered by (theorem, mutant))."""
     out = []
     for theorem_id, mutant, cx in counterexamples():
