@@ -61,6 +61,7 @@ KV_SPECS = [sglang_draft_kv.KvSpec(0, False, 4, 4, 16), sglang_draft_kv.KvSpec(0
 
 @pytest.mark.parametrize("sp,seed", [(sp, s) for sp in KV_SPECS for s in range(2)], ids=str)
 def test_kv_model_matches_the_interpreter(kv_path, sp, seed):
+    from specbound.reference import samples
     from specbound.replay.sglang import load_kernel
 
     rng = random.Random(seed)
@@ -77,7 +78,7 @@ def test_kv_model_matches_the_interpreter(kv_path, sp, seed):
     rows = rng.sample(range(pool), ns)
     blocks = rng.randint(1, 2) if sp.NUM_STEPS else 1
     g0 = d * blocks
-    r2t = torch.arange(pool * span, dtype=torch.int32).reshape(pool, span) + 1000
+    r2t = samples.req_to_token(pool, span, torch.int32)
     kv_i, kv_p = torch.zeros((d, width), dtype=torch.int32), torch.zeros((d, stride), dtype=torch.int32)
     seq_t = torch.tensor(seq, dtype=torch.int64)
     kernel = load_kernel(kv_path, sglang_draft_kv.KERNEL)

@@ -75,7 +75,9 @@ def draft_kv(kernel, *, seq_lens: list, req_pool_indices: list, row_stride: int,
     buffers cannot be allocated here; ``output`` when the buffers differ from the spec's."""
     import torch
 
-    r2t = torch.arange(pool_rows * row_stride, dtype=torch.int32).reshape(pool_rows, row_stride) + 1000
+    from specbound.reference import samples
+
+    r2t = samples.req_to_token(pool_rows, row_stride, torch.int32)
     big = num_steps * max(width, indptr_stride) > BIG_BUFFER
     try:
         kv_indices = (torch.empty if big else torch.zeros)((num_steps, width), dtype=torch.int32)

@@ -279,7 +279,7 @@ def replay(sp, conc: dict, plant=None, host: dict | None = None) -> Replay:
 
     from specbound import replay as replays
     from specbound.kernels import plan as concrete_plans
-    from specbound.reference import draft_decode_kv_indices
+    from specbound.reference import draft_decode_kv_indices, samples
 
     host = host or {}
     ns_, k, d, page = conc["num_seqs"], conc["topk"], conc["num_steps"], conc["page_size"]
@@ -293,7 +293,7 @@ def replay(sp, conc: dict, plant=None, host: dict | None = None) -> Replay:
         r2t = torch.tensor([contents["req_to_token"](i) for i in range(pool * r2t_w)], dtype=r2t_dtype)
         r2t = r2t.reshape(pool, r2t_w)
     else:
-        r2t = torch.arange(pool * r2t_w, dtype=r2t_dtype).reshape(pool, r2t_w) + 1000
+        r2t = samples.req_to_token(pool, r2t_w, r2t_dtype)
     width = conc["width"]
     stride = max(conc["indptr_stride"], ns_ * k + 1)
     inputs = {"num_seqs": ns_, "topk": k, "num_steps": d, "page_size": page, "seq_lens": seq,
