@@ -19,6 +19,11 @@ module (``specbound.proofs.symexec.verifiers``), with everything else about the 
 it is run and judged is :func:`run`.  sglang's kernels have no such module of ours, so
 how sglang launches them is here.
 
+Two re-runs keep the word outside this package, with the same meaning: the CUDA tree audit's
+``python -m specbound.audit.cuda.replay`` runs sglang's compiled CUDA source under
+AddressSanitizer (the checked interpreter does not apply to it), and ``specbound fuzz
+--replay`` re-runs one failing fuzz case through its property.
+
 Place in the import graph: above ``specbound.kernels`` and ``specbound.reference``, below
 everything that finds counterexamples (the kernel verifier ``specbound.proofs.symexec``, the
 fuzz, the audit).  Nothing here imports those, nor Z3: a replay takes plain ints and
