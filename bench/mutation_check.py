@@ -39,8 +39,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Root folders installed under the specbound namespace (pyproject's package-dir).
-NAMESPACED = ("spec", "proofs", "reference", "kernels")
+
+
+def _namespaced() -> tuple:
+    """The root folders installed under the specbound namespace, read from pyproject's
+    ``package-dir`` (a second list here went stale when ``replay/`` was added)."""
+    import tomllib
+
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        mapping = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
+    return tuple(folder for package, folder in mapping.items() if package == f"specbound.{folder}")
+
+
+NAMESPACED = _namespaced()
 
 
 @dataclass(frozen=True)
@@ -106,6 +117,10 @@ MUTANTS = (
            (('return check_int("kv_bits", kv_bits, minimum=1) >= check_int("r2t_bits", r2t_bits, minimum=1)',
              'return check_int("kv_bits", kv_bits, minimum=1) >= 32'),),
            "convention: int32 kv_indices accepted for int64 req_to_token (slot numbers truncated)"),
+    Mutant("REPLAY-OOB-READ-AS-CLEAN", "replay/checked.py",
+           (('            return Replay("oob", oob_text(exc), inputs, kernel)\n', "            return None\n"),),
+           "the replay layer reads an out-of-bounds access as a clean launch (every refutation by replay "
+           "rests on this classification)"),
 )
 
 
@@ -187,12 +202,12 @@ def _env(repo: Path) -> dict:
 
 
 def _check_imports(repo: Path) -> None:
-    out = subprocess.run([sys.executable, "-c", "import specbound.spec, specbound.fuzz, specbound.kernels; "
-                          "print(specbound.spec.__file__); print(specbound.fuzz.__file__); "
-                          "print(specbound.kernels.__file__)"],
+    packages = ["specbound.fuzz", *(f"specbound.{name}" for name in NAMESPACED)]
+    out = subprocess.run([sys.executable, "-c", f"import importlib\nfor p in {packages!r}: "
+                          "print(importlib.import_module(p).__file__)"],
                          cwd=repo, env=_env(repo), capture_output=True, text=True)
     paths = out.stdout.split()
-    if out.returncode or len(paths) != 3 or not all(p.startswith(str(repo)) for p in paths):
+    if out.returncode or len(paths) != len(packages) or not all(p.startswith(str(repo)) for p in paths):
         raise RuntimeError(f"the copy does not import its own specbound: {out.stdout} {out.stderr}")
 
 

@@ -44,6 +44,9 @@ def test_a_mutant_whose_text_moved_cannot_be_planted(mc, tmp_path):
 
 
 def test_the_copy_imports_its_own_specbound(mc, tmp_path):
+    # every root package folder but specbound/ itself is mapped into the namespace
+    packages = {p.parent.name for p in mc.ROOT.glob("*/__init__.py")} - {"specbound"}
+    assert packages and packages == set(mc.NAMESPACED), (packages, mc.NAMESPACED)
     repo = mc.copy_tree(tmp_path)
     assert (repo / "spec" / "tree.py").is_file() and not (repo / ".git").exists()
     mc._check_imports(repo)
