@@ -97,6 +97,9 @@ class Finding:
     message: str
 
 
+RACE_PREFIX = "two programs of one launch stored one cell"
+
+
 def launch_finding(launch: Callable[[], object], session_out: list | None = None) -> Finding | None:
     """One launch of an sglang kernel, run and its faults classified by
     :func:`specbound.replay.checked_launch` (a crash is caught: it is a finding, not a
@@ -109,7 +112,7 @@ def launch_finding(launch: Callable[[], object], session_out: list | None = None
     if fault.verdict == "oob":
         return Finding(OOB, fault.detail)
     if fault.verdict == "race":
-        return Finding(DIVERGED, f"two programs of one launch stored one cell: {fault.detail}")
+        return Finding(DIVERGED, f"{RACE_PREFIX}: {fault.detail}")
     return Finding(ERROR, fault.detail)
 
 

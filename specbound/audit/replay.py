@@ -26,7 +26,7 @@ from specbound.replay import Replay
 
 from . import kernels
 from . import kv_kernel, tree_kernel
-from .report import OOB
+from .report import DIVERGED, OOB
 from .extract import SourceIndex
 
 
@@ -70,7 +70,10 @@ def run(index: SourceIndex, kind: str, case: dict) -> Replay:
 def _as_replay(finding: kernels.Finding | None, case: dict, kernel: str, stand_in: str = "") -> Replay:
     if finding is None:
         return Replay("none", "no out-of-bounds access", case, kernel, stand_in)
-    verdict = "oob" if finding.kind == OOB else "error"
+    if finding.kind == DIVERGED:    # a race, or outputs that differ from the spec's
+        verdict = "race" if finding.message.startswith(kernels.RACE_PREFIX) else "output"
+    else:
+        verdict = "oob" if finding.kind == OOB else "error"
     return Replay(verdict, finding.message, case, kernel, stand_in)
 
 
