@@ -103,13 +103,37 @@ class Axiom:
     reason: str
 
 
-_ISSUED = weakref.WeakSet()  # every Proof this module made; a copy made elsewhere is not in it
+@dataclass(frozen=True)
+class _Facts:
+    """What a Proof says.  Kept by the core, not on the Proof object: code outside the core
+    can write any attribute of an object it holds (``object.__setattr__``), so a Proof that
+    carried its own goal could be edited into a proof of anything after it was issued."""
+
+    name: str
+    hyps: Mapping
+    goal: z3.BoolRef
+    axioms: Mapping
+    cited: tuple
+    kind: str
+    seconds: float
+    rlimit: int
 
 
-class Proof:
-    """``hyps |- goal``, resting on ``axioms``.  Made only by the rules of this module."""
+class _Sealed(type):
+    def __setattr__(cls, key, value):
+        raise AttributeError("the Proof class is sealed: its accessors read the core's registry")
 
-    __slots__ = ("name", "hyps", "goal", "axioms", "cited", "kind", "seconds", "rlimit", "__weakref__")
+
+class Proof(metaclass=_Sealed):
+    """``hyps |- goal``, resting on ``axioms``.  Made only by the rules of this module.
+
+    The object is a handle: its fields are read from the core's registry of issued proofs
+    (:data:`_ISSUED`), which the rules also read directly.  A copy, a forged object, or one
+    whose attributes were written from outside is not in the registry, or reads the same
+    facts as before.  (What Python cannot stop is code that rewrites the core's private
+    state itself; the core defends every use of its public objects.)"""
+
+    __slots__ = ("__weakref__",)
 
     def __init__(self, *_args, **_kwargs):
         raise TypeError("Proof objects are made only by the rules of specbound.proofs.core")
@@ -117,20 +141,43 @@ class Proof:
     def __setattr__(self, key, value):
         raise AttributeError("a Proof is immutable")
 
+    name = property(lambda self: _facts(self).name)
+    hyps = property(lambda self: _facts(self).hyps)
+    goal = property(lambda self: _facts(self).goal)
+    axioms = property(lambda self: _facts(self).axioms)
+    cited = property(lambda self: _facts(self).cited)
+    kind = property(lambda self: _facts(self).kind)
+    seconds = property(lambda self: _facts(self).seconds)
+    rlimit = property(lambda self: _facts(self).rlimit)
+
     @property
     def formula(self) -> z3.BoolRef:
         """The sequent as one formula: ``And(hyps) => goal``."""
-        if not self.hyps:
-            return self.goal
-        return z3.Implies(z3.And(*self.hyps.values()), self.goal)
+        facts = _facts(self)
+        if not facts.hyps:
+            return facts.goal
+        return z3.Implies(z3.And(*facts.hyps.values()), facts.goal)
 
     @property
     def assumptions(self) -> frozenset:
         """Labels of the hypotheses."""
-        return frozenset(self.hyps)
+        return frozenset(_facts(self).hyps)
 
     def __repr__(self):
-        return f"Proof({self.name}: {len(self.hyps)} hypotheses |- {self.goal})"
+        facts = _ISSUED.get(self)
+        if facts is None:
+            return "Proof(<not issued by the core>)"
+        return f"Proof({facts.name}: {len(facts.hyps)} hypotheses |- {facts.goal})"
+
+
+_ISSUED: "weakref.WeakKeyDictionary[Proof, _Facts]" = weakref.WeakKeyDictionary()  # every Proof made here
+
+
+def _facts(proof) -> _Facts:
+    facts = _ISSUED.get(proof) if isinstance(proof, Proof) else None
+    if facts is None:
+        raise TypeError(f"{proof!r} is not a Proof made by the core")
+    return facts
 
 
 def is_proof(obj) -> bool:
@@ -140,11 +187,8 @@ def is_proof(obj) -> bool:
 
 def _issue(name, hyps, goal, axioms, cited, kind, seconds, rlimit) -> Proof:
     proof = object.__new__(Proof)
-    for key, value in (("name", name), ("hyps", MappingProxyType(dict(hyps))), ("goal", goal),
-                       ("axioms", MappingProxyType(dict(axioms))), ("cited", tuple(cited)), ("kind", kind),
-                       ("seconds", seconds), ("rlimit", rlimit)):
-        object.__setattr__(proof, key, value)
-    _ISSUED.add(proof)
+    _ISSUED[proof] = _Facts(name, MappingProxyType(dict(hyps)), goal, MappingProxyType(dict(axioms)),
+                            tuple(cited), kind, seconds, rlimit)
     return proof
 
 
@@ -154,6 +198,30 @@ def _in_main(expr) -> bool:
     return expr.ctx_ref() == z3.main_ctx().ref()
 
 
+def _loose_variable(expr):
+    """A de Bruijn variable of ``expr`` that no quantifier of ``expr`` binds, or None.
+
+    ``z3.Var`` makes such terms; a formula holding one has no meaning of its own (the
+    variable is captured by whatever binder it is later put under), so none enters a Proof."""
+    if z3.z3core.Z3_is_ground(expr.ctx_ref(), expr.as_ast()):
+        return None  # no variable at all, bound or not (the common case, and a check in C)
+    todo, seen = [(expr, 0)], set()
+    while todo:
+        term, depth = todo.pop()
+        key = (term.get_id(), depth)
+        if key in seen:
+            continue
+        seen.add(key)
+        if z3.is_var(term):
+            if z3.get_var_index(term) >= depth:
+                return term
+        elif z3.is_quantifier(term):
+            todo.append((term.body(), depth + term.num_vars()))
+        elif z3.is_app(term):
+            todo.extend((child, depth) for child in term.children())
+    return None
+
+
 def _formula(value, what: str) -> z3.BoolRef:
     if isinstance(value, bool):
         return z3.BoolVal(value)
@@ -161,6 +229,9 @@ def _formula(value, what: str) -> z3.BoolRef:
         raise TypeError(f"{what} must be a Z3 Bool formula, got {value!r}")
     if not _in_main(value):
         raise TypeError(f"{what} must live in Z3's main context")
+    loose = _loose_variable(value)
+    if loose is not None:
+        raise TypeError(f"{what} has a variable no quantifier binds ({loose}): a formula must be closed")
     return value
 
 
@@ -184,7 +255,7 @@ def _proofs(by, what: str = "by") -> list:
     for p in out:
         if not is_proof(p):
             raise TypeError(f"{what}: {p!r} is not a Proof made by the core")
-    return out
+    return [_ISSUED[p] for p in out]  # the rules read the registry's facts, never the object
 
 
 def _check_limits(rlimit, seed):
@@ -351,7 +422,7 @@ def check(name: str, goal, *, hyps: Mapping[str, z3.BoolRef] | None = None, by: 
 
 def instantiate(proof: Proof, *terms) -> Proof:
     """From ``H |- forall vs. body`` derive ``H |- body[vs := terms]``."""
-    _proofs([proof], "instantiate")
+    proof = _proofs([proof], "instantiate")[0]
     formula = proof.goal
     if not (z3.is_quantifier(formula) and formula.is_forall()):
         raise RuleError(f"instantiate: {proof.name} does not conclude a universally quantified formula")
@@ -363,6 +434,9 @@ def instantiate(proof: Proof, *terms) -> Proof:
         if not z3.is_expr(value) or not _in_main(value) or value.sort() != formula.var_sort(i):
             raise TypeError(f"instantiate: term {i} of {proof.name} must be a main-context term of sort "
                             f"{formula.var_sort(i)}, got {term!r}")
+        if _loose_variable(value) is not None:
+            raise TypeError(f"instantiate: term {i} of {proof.name} has a variable no quantifier binds "
+                            f"({value}): it would be captured by a binder of the body")
         values.append(value)
     # De Bruijn indices count from the innermost binder, hence the reversal.
     body = z3.substitute_vars(formula.body(), *reversed(values))
@@ -372,7 +446,7 @@ def instantiate(proof: Proof, *terms) -> Proof:
 def generalise(proof: Proof, *consts, name: str | None = None) -> Proof:
     """From ``H |- phi`` derive ``H |- forall consts. phi``; each constant must be free in no
     hypothesis of ``H`` and in no axiom the proof rests on."""
-    _proofs([proof], "generalise")
+    proof = _proofs([proof], "generalise")[0]
     if not consts:
         raise RuleError("generalise: name at least one constant")
     for c in consts:
@@ -396,9 +470,11 @@ def check_forall(name: str, body, arity: int, *, by: Sequence[Proof] = (), by_at
     """Prove ``forall x1..xn. body(x1..xn)`` without hypotheses: :func:`check` at fresh
     constants (``by_at(*xs)`` may add lemma instances at them), then :func:`generalise`."""
     xs = [z3.FreshInt("x") for _ in range(arity)]
+    lemmas = [by] if isinstance(by, Proof) else list(by)
     at = list(by_at(*xs)) if by_at else []
-    inner = check(name, _formula(body(*xs), f"{name}: body"), by=[*_proofs(by), *_proofs(at, "by_at")],
-                  rlimit=rlimit, seed=seed)
+    _proofs(lemmas)
+    _proofs(at, "by_at")
+    inner = check(name, _formula(body(*xs), f"{name}: body"), by=[*lemmas, *at], rlimit=rlimit, seed=seed)
     return generalise(inner, *xs)
 
 
@@ -428,6 +504,7 @@ def induct(name: str, phi, *, arity: int = 0, base_hyps=None, step_hyps=None,
                  by=list(base_by(*ps)) if base_by else [], rlimit=rlimit, seed=seed)
     step = check(f"{name}/step", z3.substitute(shape, (v, k + 1)), hyps=step_h,
                  by=list(step_by(k, *ps)) if step_by else [], rlimit=rlimit, seed=seed)
+    base, step = _facts(base), _facts(step)
     rest = {label: f for label, f in step.hyps.items() if label not in (INDEX_NONNEG, INDUCTION_HYPOTHESIS)}
     hyps = _merge([base.hyps, rest], f"{name}: hypothesis")
     axioms = _merge([base.axioms, step.axioms], "axiom")

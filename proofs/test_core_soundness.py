@@ -110,10 +110,11 @@ def test_axiom_needs_a_reason_and_rules_check_their_arguments():
 
 def test_forged_copied_or_mutated_proofs_are_refused():
     real = core.check("real", x + 1 > x)
-    forged = object.__new__(core.Proof)
-    for key in ("name", "hyps", "goal", "axioms", "cited", "kind"):
-        object.__setattr__(forged, key, getattr(real, key))
-    object.__setattr__(forged, "goal", x == 7)
+    forged = object.__new__(core.Proof)    # a Proof-typed object the core never issued
+    with pytest.raises(AttributeError):
+        object.__setattr__(forged, "goal", x == 7)  # it has nowhere to keep a goal
+    with pytest.raises(TypeError, match="not a Proof made by the core"):
+        forged.goal
     with pytest.raises(TypeError, match="not a Proof made by the core"):
         core.check("use-forged", x == 7, by=[forged])
     with pytest.raises((TypeError, AttributeError)):
@@ -122,6 +123,41 @@ def test_forged_copied_or_mutated_proofs_are_refused():
         real.goal = x == 7
     with pytest.raises(TypeError):
         real.hyps["extra"] = x == 7
+
+
+def test_an_issued_proof_edited_from_outside_still_says_what_the_core_checked():
+    """``object.__setattr__`` writes any attribute past ``Proof.__setattr__``; when a Proof
+    carried its own goal this turned ``x + 1 > x`` into a cited lemma ``x == 7``."""
+    real = core.check("real", x + 1 > x)
+    try:
+        object.__setattr__(real, "goal", x == 7)
+    except (AttributeError, TypeError):
+        pass                                  # no slot to write: the facts are not on the object
+    assert real.goal.eq(x + 1 > x)
+    with pytest.raises(core.Refuted):
+        core.check("use-edited", x == 7, by=[real])
+    with pytest.raises(AttributeError, match="sealed"):
+        core.Proof.goal = property(lambda self: x == 7)
+    assert real.goal.eq(x + 1 > x)
+
+
+def test_a_variable_no_quantifier_binds_never_enters_a_proof():
+    """``z3.Var`` terms are open: instantiating with one, or asserting one, would let the
+    variable be captured by a later binder, so the core refuses them up front (Z3 itself
+    raises on some such queries and silently simplifies others)."""
+    loose = z3.Var(0, z3.IntSort())
+    forall = core.check_forall("refl", lambda a: z3.Implies(a > 0, a >= 1), 1)
+    with pytest.raises(TypeError, match="no quantifier binds"):
+        core.instantiate(forall, loose + 1)
+    with pytest.raises(TypeError, match="no quantifier binds"):
+        core.axiom("open", loose == 5, "test")
+    with pytest.raises(TypeError, match="no quantifier binds"):
+        core.check("open-goal", z3.Or(loose == 5, loose != 5))
+    with pytest.raises(TypeError, match="no quantifier binds"):
+        core.check("open-hyp", x == x, hyps={"h": loose == 5})
+    # a bound variable is fine, at any depth
+    nested = z3.ForAll([x], z3.Exists([y], y > x))
+    assert core.check("closed", nested).goal.eq(nested)
 
 
 def test_solver_settings_cannot_be_changed_from_outside():
