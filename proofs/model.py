@@ -19,6 +19,7 @@ import z3
 from specbound import spec
 
 from . import core
+from .witness import table
 
 IntSort = z3.IntSort()
 
@@ -49,6 +50,54 @@ POSITIONS_ZERO = core.axiom("positions_zero", Q(0) == 0,
 POSITIONS_STEP = core.axiom(
     "positions_step", z3.ForAll([_i], z3.Implies(_i >= 0, Q(_i + 1) == Q(_i) + seq_len(_i / K))),
     "definition of Q: branch z of request z div K has seq_len[z div K] positions")
+
+
+CLOSED_BATCH_MAX = 64  # a model is closed into a batch of at most this many requests
+
+
+def batch_indices(model: z3.ModelRef) -> range:
+    """The request indices a model speaks of: its batch (``bs`` or ``num_seqs`` requests, when
+    at most :data:`CLOSED_BATCH_MAX`) and every index its tables of ``seq_len``, ``P``, ``Q`` hold."""
+    k = model.eval(K, model_completion=True).as_long()
+    top = -1
+    for size in (bs, num_seqs):  # the batch the model describes, when it is small enough to close
+        value = model.eval(size, model_completion=True).as_long()
+        if value <= CLOSED_BATCH_MAX:
+            top = max(top, value - 1)
+    for decl, shift in ((seq_len, 0), (P, -1), (Q, -1)):
+        interp = model[decl] if decl in model else None
+        for e in range(interp.num_entries() if interp is not None else 0):
+            key = interp.entry(e).arg_value(0)
+            if z3.is_int_value(key) and key.as_long() + shift >= 0:
+                index = key.as_long() + shift
+                top = max(top, index // k if decl is Q and k >= 1 else index)
+    return range(top + 1)
+
+
+def batch_completion(model: z3.ModelRef):
+    """``seq_len`` as the finite batch the model describes (its values at the indices of
+    :func:`batch_indices`, 0 after them) and ``P``, ``Q`` as that batch's prefix sums, so
+    ``prefix_zero``/``prefix_step`` and ``positions_zero``/``positions_step`` hold at every
+    index; negative indices keep the model's values (the axioms say nothing of them).
+    None when the batch exceeds :data:`CLOSED_BATCH_MAX` requests."""
+    size = len(batch_indices(model))
+    k = model.eval(K, model_completion=True).as_long()
+    if size > CLOSED_BATCH_MAX:
+        return None
+    x = z3.Var(0, IntSort)
+    values = [model.eval(seq_len(j), model_completion=True) for j in range(size)]
+    batch = z3.IntVal(0)
+    for j in reversed(range(size)):
+        batch = z3.If(x == j, values[j], batch)
+    seq_term = z3.If(x < 0, table(model, seq_len), batch)
+    p_term = z3.If(x < 0, table(model, P), z3.Sum([z3.If(j < x, values[j], 0) for j in range(size)] or [z3.IntVal(0)]))
+    out = [(seq_len, seq_term), (P, p_term)]
+    if k >= 1:
+        # branches [j*K, (j+1)*K) belong to request j: Q(x) = sum_j seq_len[j] * clamp(x - j*K, 0, K)
+        taken = [z3.If(x >= (j + 1) * k, k, z3.If(x <= j * k, 0, x - j * k)) for j in range(size)]
+        q_sum = [values[j] * taken[j] for j in range(size)] or [z3.IntVal(0)]
+        out.append((Q, z3.If(x < 0, table(model, Q), z3.Sum(q_sum))))
+    return out  # with K < 1 the model's own Q stays, and positions_step is checked against it
 
 
 def prefix_at(i) -> core.Proof:

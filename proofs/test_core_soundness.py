@@ -262,3 +262,71 @@ def test_induction_theorems_state_and_refute_their_real_claims(proof_results):
     cx = next(m for m in proof_results["VM-PREFIX-BOUND"].mutants if m.id == "MUT-NO-CONTEXT-BOUND").counterexample
     assert cx["P[k+1]"] == cx["P[k]"] + cx["seq_len[k]"] and cx["P[k+1]"] > (cx["k"] + 1) * cx["C"]
     assert cx["k"] + 1 <= cx["bs"]
+
+
+# --- witnesses and counterexamples are closed models, not models of a few instances ----------
+
+def _closure_theorem():
+    from specbound.proofs.model import bs, seq_len
+    i, b, j = z3.Ints("i wb wj")
+
+    def hyps(d):
+        out = {"all_small": z3.ForAll([i], z3.Implies(z3.And(0 <= i, i < bs), seq_len(i) <= 5)),
+               "b_in_batch": z3.And(0 <= b, b < bs)}
+        if getattr(d, "pinned", False):  # a mutant that also pins another request past the bound
+            out["pin"] = z3.And(0 <= j, j < bs, seq_len(j) == 9)
+        return out
+
+    def claim(d):
+        return seq_len(b) <= getattr(d, "limit", lambda: 5)()
+
+    return Theorem(id="T-CLOSURE", statement="seq_len[b] <= 5", hyps=hyps, claim=claim, at=(b,),
+                   report=lambda: {"bs": bs, "b": b, "j": j, "seq_len[b]": seq_len(b), "seq_len[j]": seq_len(j)},
+                   mutants=(Mutant("MUT-LIMIT-4", "claims 4", overrides={"limit": lambda: 4}),
+                            Mutant("MUT-LIMIT-4-PINNED", "claims 4, with a request pinned at 9",
+                                   overrides={"limit": lambda: 4, "pinned": True})))
+
+
+def test_a_mutant_refuted_only_by_a_model_of_some_instances_survives():
+    """Searched with ``all_small`` instantiated at ``b`` only, the pinned mutant has a
+    "counterexample" (seq_len[b] = 5, seq_len[j] = 9), but its hypotheses say every request
+    is at most 5: closing the model finds ``all_small`` broken at ``j``, and once it holds
+    there too nothing is left.  The unpinned mutant's counterexample is a real batch."""
+    result = run(_closure_theorem())
+    assert result.status == "proved" and result.witness
+    honest, pinned = result.mutants
+    assert honest.status == "refuted" and honest.counterexample["seq_len[b]"] == 5
+    assert pinned.status == "survived" and "all_small" in pinned.note, pinned.note
+
+
+def test_preconditions_that_contradict_where_no_search_looks_have_no_witness():
+    """The witness search sees ``all_zero`` at no index at all (``at`` and ``search_indices``
+    are empty), so ``seq_len[2] = 1`` with ``bs = 3`` looks satisfiable; closing the model
+    shows the preconditions contradict, and the theorem fails as vacuous."""
+    from specbound.proofs.model import bs, seq_len
+    i = z3.Int("i")
+    theorem = Theorem(
+        id="T-VACUOUS", statement="bs >= 3",
+        hyps=lambda d: {"all_zero": z3.ForAll([i], z3.Implies(z3.And(0 <= i, i < bs), seq_len(i) == 0)),
+                        "third_is_one": seq_len(2) == 1, "three_requests": bs == 3},
+        claim=lambda d: bs >= 3, report=lambda: {"bs": bs, "seq_len[2]": seq_len(2)},
+        mutants=(Mutant("MUT-DROP-SIZE", "forgets the size", drop=("three_requests",)),))
+    result = run(theorem)
+    assert not result.ok
+    assert result.status == "failed" and result.detail.startswith("no witness"), result.detail
+    assert "all_zero" in result.detail
+
+
+def test_a_closed_batch_satisfies_the_prefix_sum_definitions_everywhere():
+    """The completion's ``P`` and ``Q`` are the prefix sums of its batch: their defining
+    axioms hold at every index, not only at the ones a search instantiated."""
+    from specbound.proofs import model, witness
+    s = z3.Solver()
+    s.add(model.bs == 3, model.K == 2, model.seq_len(0) == 4, model.seq_len(1) == 1, model.seq_len(2) == 7,
+          model.P(1) == 99)  # the raw model's P is anything; the completion recomputes it
+    assert s.check() == z3.sat
+    axioms = [model.PREFIX_ZERO, model.PREFIX_STEP, model.POSITIONS_ZERO, model.POSITIONS_STEP]
+    interp = witness.Interpretation(s.model(), [ax.goal for ax in axioms] + [model.P(3)], model.batch_completion)
+    for ax in axioms:
+        assert witness.violation(ax.name, interp.close(ax.goal)) == (False, None), ax.name
+    assert interp.value(model.P(3)).as_long() == 12 and interp.value(model.Q(6)).as_long() == 24

@@ -33,8 +33,8 @@ import z3
 
 from specbound import spec
 
-from . import core
-from .model import instances
+from . import core, witness
+from .model import batch_completion, batch_indices, instances
 
 SMALL_BOX = 40  # counterexamples are searched first with every reported value in [-SMALL_BOX, SMALL_BOX]
 MINIMISE_ROUNDS = 6  # then shrunk a few times, so they read as small concrete batches
@@ -234,14 +234,45 @@ def _axiom_instances(axioms: Mapping, terms) -> list:
     return out
 
 
-def _search_facts(theorem: Theorem, hyps, lemmas, axioms) -> list:
-    """The lemmas, the instances of the quantified hypotheses at ``at`` and at the first
-    ``search_indices`` indices, and the axioms (the quantified ones at those indices)."""
-    first = [z3.IntVal(i) for i in range(theorem.search_indices)]
+def _search_facts(theorem: Theorem, hyps, lemmas, axioms, more=()) -> list:
+    """The lemmas, the instances of the quantified hypotheses at ``at``, at the first
+    ``search_indices`` indices and at ``more``, and the axioms (the quantified ones at those
+    indices)."""
+    first = [z3.IntVal(i) for i in sorted(set(range(theorem.search_indices)) | set(more))]
     facts = list(lemmas)
     for term in first + list(theorem.at):
         facts += instances(hyps, term)
     return facts + _axiom_instances(axioms, first)
+
+
+def _closed_search(name, theorem, constraints, lemmas, axioms, extra, report, **search_args):
+    """A model (:func:`_search`) that closes (:mod:`.witness`): it satisfies every formula of
+    ``constraints`` and every axiom at every index, not only the instances searched.
+    Returns ``(values of report, note)``; values None when there is no such model."""
+    formulas = dict(constraints)
+    formulas.update({f"axiom {ax.name}": ax.formula for ax in axioms.values()})
+
+    def find(more):
+        return _search(name, constraints, _search_facts(theorem, constraints, lemmas, axioms, more), extra,
+                       report, theorem.rlimit, **search_args)
+
+    found, interp, note = witness.search(name, find, formulas, batch_completion, batch_indices,
+                                         shown=list(report.values()))
+    if found is None:
+        return None, note
+    return {label: value for label, value in evaluate_closed(interp, report).items()}, ""
+
+
+def evaluate_closed(interp: witness.Interpretation, report: Mapping[str, z3.ExprRef]) -> dict:
+    """The values the closed interpretation gives the named terms (ints; booleans as 0/1)."""
+    out = {}
+    for name, term in report.items():
+        value = interp.value(term)
+        if z3.is_int_value(value):
+            out[name] = value.as_long()
+        elif z3.is_true(value) or z3.is_false(value):
+            out[name] = int(z3.is_true(value))
+    return out
 
 
 def _negated_claim(theorem: Theorem, claim):
@@ -283,12 +314,14 @@ def run(theorem: Theorem) -> TheoremResult:
     axioms = proof.axioms if proof is not None else {}
     witness = {}
     try:
-        found = _search(f"{theorem.id}/witness", hyps, _search_facts(theorem, hyps, lemmas, axioms), [],
-                        report, theorem.rlimit, shrink_rounds=3, nontrivial=True)
+        found, note = _closed_search(f"{theorem.id}/witness", theorem, hyps, lemmas, axioms, [], report,
+                                     shrink_rounds=3, nontrivial=True)
         if found is None:
-            status, detail = "failed", "preconditions unsatisfiable: the theorem would be vacuous"
+            status = "failed"
+            detail = (f"no witness: {note}" if note else
+                      "preconditions unsatisfiable: the theorem would be vacuous")
         else:
-            witness = evaluate_report(found.model, report)
+            witness = found
     except core.Unknown as exc:
         status, detail = "unknown", f"witness search: {exc.reason}"
 
@@ -313,13 +346,11 @@ def refute(theorem: Theorem, mutant: Mutant, lemmas, report, axioms=None) -> Mut
     kept = [lemma for lemma in lemmas if lemma.name not in mutant.drop]
     axioms = {name: ax for name, ax in (axioms or {}).items() if name not in mutant.drop}
     try:
-        found = _search(f"{theorem.id}/{mutant.id}", constraints, _search_facts(theorem, hyps, kept, axioms),
-                        extra, report, theorem.rlimit)
+        found, note = _closed_search(f"{theorem.id}/{mutant.id}", theorem, constraints, kept, axioms, extra, report)
     except core.Unknown as exc:
         return MutantResult(mutant.id, mutant.description, "survived", {},
                             time.perf_counter() - start, f"unknown: {exc.reason}")
     if found is None:
-        return MutantResult(mutant.id, mutant.description, "survived", {},
-                            time.perf_counter() - start, "no counterexample: the theorem does not see this bug")
-    return MutantResult(mutant.id, mutant.description, "refuted", evaluate_report(found.model, report),
-                        time.perf_counter() - start)
+        return MutantResult(mutant.id, mutant.description, "survived", {}, time.perf_counter() - start,
+                            f"no counterexample: {note}" if note else "no counterexample: the theorem does not see this bug")
+    return MutantResult(mutant.id, mutant.description, "refuted", found, time.perf_counter() - start)

@@ -51,10 +51,13 @@ def _transition(d):
     returns, for every ``i``."""
     col, go, nxt, nsteps = d.walk_step(cur(_i), steps(_i), sel(_i), found(_i), fidx(_i), K, D)
     lo, hi = d.parent_search_range(n)
+    # Iterations are numbered from 0: the transition says nothing of negative ones (unguarded,
+    # it asserted a walk alive at every negative iteration with steps(i) = i, which no finite
+    # walk is, so no witness of the hypotheses could be closed).
     return {
-        "walk_transition": z3.ForAll([_i], z3.And(
+        "walk_transition": z3.ForAll([_i], z3.Implies(_i >= 0, z3.And(
             alive(_i + 1) == z3.And(alive(_i), go),
-            z3.Implies(alive(_i + 1), z3.And(cur(_i + 1) == nxt, steps(_i + 1) == nsteps)))),
+            z3.Implies(alive(_i + 1), z3.And(cur(_i + 1) == nxt, steps(_i + 1) == nsteps))))),
         "search_contract": z3.ForAll([_i], z3.Implies(found(_i), z3.And(lo <= fidx(_i), fidx(_i) < hi))),
     }
 

@@ -76,6 +76,8 @@ def render() -> str:
         f"Z3 {z3.get_version_string()}.  Every theorem below is proved for **unbounded** integer parameters:",
         "only `unsat` of the negated claim counts as proved; each has a witness (its preconditions are",
         "satisfiable) and kills at least one mutant, whose counterexample is shown in plain numbers.",
+        "Witnesses and counterexamples are closed models: one concrete batch (`P` the prefix sums of",
+        "its `seq_len`) on which every precondition and axiom was checked at every index.",
         "The preconditions and axioms listed under a theorem are read from its proof object (through",
         "every lemma it cites); a proof that used a hypothesis outside the declared preconditions fails.",
         "",

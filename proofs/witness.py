@@ -1,0 +1,150 @@
+"""Closing a model: a witness or counterexample checked against every formula it stands for.
+
+A model search sends Z3 the quantified hypotheses and axioms only as instances at a few
+indices, so a model can satisfy every instance it was given and still break a quantified
+hypothesis at another index, or the definitions of ``P`` and ``Q``.  Such a model shows
+nothing: a theorem whose preconditions contradict each other at an index no search
+looked at would still get a "witness", and a mutant could be "refuted" by a batch that is
+not one.
+
+Closing a model makes it one concrete interpretation: every constant takes the model's
+value, every function the model's table, except the functions the batch model defines
+(:func:`specbound.proofs.model.batch_completion`: ``seq_len`` becomes a finite batch and
+``P``, ``Q`` its prefix sums, so their axioms hold at every index).  Each formula is then
+closed (no constant, no function symbol left: only bound indices), and Z3 decides it.  A
+formula that fails at an index names that index; :func:`search` instantiates it, with the
+batch's indices, and searches again.  A model that closes is reported through the closed
+interpretation, so the values shown are the ones that were checked.
+
+Untrusted (it never makes a Proof); it only refuses to call a model a witness.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import z3
+
+from . import core
+
+ROUNDS = 6          # searches before a model that will not close is reported as such
+CHECK_RLIMIT = 2_000_000
+
+
+def _symbols(formulas) -> tuple[dict, dict]:
+    """The uninterpreted constants and functions of ``formulas`` (by name)."""
+    consts, funcs, seen = {}, {}, set()
+    todo = list(formulas)
+    while todo:
+        term = todo.pop()
+        if term.get_id() in seen:
+            continue
+        seen.add(term.get_id())
+        if z3.is_quantifier(term):
+            todo.append(term.body())
+            continue
+        if not z3.is_app(term):
+            continue
+        decl = term.decl()
+        if decl.kind() == z3.Z3_OP_UNINTERPRETED:
+            (consts if decl.arity() == 0 else funcs)[decl.name()] = decl
+        todo.extend(term.children())
+    return consts, funcs
+
+
+def _default(sort):
+    return z3.BoolVal(False) if sort == z3.BoolSort() else z3.IntVal(0)
+
+
+def table(model: z3.ModelRef, decl) -> z3.ExprRef:
+    """The model's interpretation of ``decl`` as a term over ``Var(0..arity-1)``."""
+    args = [z3.Var(i, decl.domain(i)) for i in range(decl.arity())]
+    interp = model[decl] if decl in model else None
+    if interp is None:
+        return _default(decl.range())
+    term = interp.else_value()
+    term = _default(decl.range()) if term is None else term
+    for k in reversed(range(interp.num_entries())):
+        entry = interp.entry(k)
+        match = z3.And(*[a == entry.arg_value(i) for i, a in enumerate(args)])
+        term = z3.If(match, entry.value(), term)
+    return term
+
+
+class Interpretation:
+    """A model made total: constants by value, functions by closed terms."""
+
+    def __init__(self, model: z3.ModelRef, terms, complete: Callable):
+        consts, funcs = _symbols(terms)
+        self.consts = [(decl(), model.eval(decl(), model_completion=True)) for decl in consts.values()]
+        defined = complete(model)
+        if defined is None:
+            self.funcs = None
+            return
+        by_name = {decl.name(): (decl, term) for decl, term in defined}
+        self.funcs = [by_name.get(name, (decl, table(model, decl))) for name, decl in funcs.items()]
+        self.funcs += [pair for name, pair in by_name.items() if name not in funcs]
+
+    def close(self, formula):
+        """``formula`` with every constant and function symbol replaced: only bound indices remain."""
+        out = z3.substitute(formula, *self.consts) if self.consts else formula
+        return z3.substitute_funs(out, *self.funcs) if self.funcs else out
+
+    def value(self, term):
+        return z3.simplify(self.close(term))
+
+
+def violation(name: str, closed) -> tuple[bool, int | None]:
+    """Whether the closed formula fails, and (for ``forall i. ...``) an index where it does."""
+    if z3.is_quantifier(closed) and closed.is_forall():
+        xs = [z3.FreshConst(closed.var_sort(i), "w") for i in range(closed.num_vars())]
+        body = z3.substitute_vars(closed.body(), *reversed(xs))
+        found = core.satisfy(f"{name}/close", {"violated": z3.Not(body)}, rlimit=CHECK_RLIMIT)
+        if found is None:
+            return False, None
+        first = found.model.eval(xs[0], model_completion=True)
+        return True, first.as_long() if z3.is_int_value(first) else None
+    found = core.satisfy(f"{name}/close", {"violated": z3.Not(closed)}, rlimit=CHECK_RLIMIT)
+    return found is not None, None
+
+
+def failures(name: str, interp: Interpretation, formulas: Mapping[str, z3.BoolRef]) -> list:
+    """``(label, index or None)`` of every formula the interpretation breaks."""
+    out = []
+    for label, formula in formulas.items():
+        broken, index = violation(f"{name}/{label}", interp.close(formula))
+        if broken:
+            out.append((label, index))
+    return out
+
+
+def search(name: str, find: Callable, formulas: Mapping[str, z3.BoolRef], complete: Callable,
+           batch_indices: Callable, shown=(), rounds: int = ROUNDS):
+    """``find(indices)`` (a model search that also instantiates the quantified facts at
+    ``indices``, or None) until its model closes under ``formulas``; ``shown`` are terms the
+    caller will read from the interpretation.
+
+    Returns ``(found, interpretation, note)``: ``found`` None with an empty note when no
+    model exists at all; with a note when no model that closes was found."""
+    formulas = {label: z3.BoolVal(f) if isinstance(f, bool) else f for label, f in formulas.items()}
+    indices: list[int] = []
+    note = ""
+    for _ in range(rounds):
+        found = find(indices)
+        if found is None:
+            if indices:
+                note = (f"none once the quantified facts hold at indices {indices[0]}..{indices[-1]} "
+                        f"(the last model {note.removeprefix('no model closes: ').replace('at index', 'failed at index')})")
+            return None, None, note
+        interp = Interpretation(found.model, [*formulas.values(), *shown], complete)
+        if interp.funcs is None:
+            return None, None, "the model's batch is too large to close"
+        broken = failures(name, interp, formulas)
+        if not broken:
+            return found, interp, ""
+        note = "no model closes: " + ", ".join(label if i is None else f"{label} at index {i}" for label, i in broken)
+        wanted = set(indices) | set(batch_indices(found.model)) | {i for _, i in broken if i is not None and i >= 0}
+        if wanted <= set(indices):
+            break
+        indices = sorted(wanted)
+    return None, None, note or "no model closes"
