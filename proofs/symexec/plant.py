@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import __future__
 import ast
+import hashlib
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -140,7 +141,9 @@ def build_kernel(module: str, func: str, transform: Callable | None = None):
     import triton
 
     text = function_source(module, func, transform)
-    filename = f"<specbound planted {func}: {abs(hash(text)):x}>"
+    # a digest of the text, not hash(): str hashes are salted per process, and the name shows
+    # in replay reports that two runs with the same --seed must print alike
+    filename = f"<specbound planted {func}: {hashlib.sha256(text.encode()).hexdigest()[:16]}>"
     ns = source.load(text, filename, dict(vars(mod)), flags=__future__.annotations.compiler_flag)
     return triton.jit(ns[func])
 
