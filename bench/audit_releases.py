@@ -8,6 +8,10 @@ the wheel is already there), the wheel's ``sglang/`` sources unpacked next to it
 an atomic rename), then ``specbound audit sglang --sglang-path ... --json ...`` in a fresh
 process, timed.  The versions default to every 0.5.x from 0.5.3 that ``pip index versions
 sglang`` lists, or, offline, that the cache holds.
+
+Exits 1 when the audit of some release did not run to the end (no report, or exit 3: a check
+that could not run): findings (exit 1) are what old releases are expected to have, and the
+table shows them; an audit that checked nothing must not pass as one of its rows.
 """
 
 from __future__ import annotations
@@ -200,6 +204,12 @@ def main(argv=None) -> int:
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
     print(f"wrote {args.out}")
+    # Findings (exit 1) are what old releases are expected to have; an audit that could not run
+    # (no report, or any other exit) checked nothing, and must not pass as a row of the table.
+    broken = [r["version"] for r in results if r.get("error") or r["exit"] not in (0, 1)]
+    if broken:
+        print(f"the audit did not run on: {', '.join(broken)}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -373,18 +373,33 @@ def test_unknown_kernel_signature(tmp_path):
     row = _row(rep, "kernel.build_tree[valid]")
     assert row.status == UNKNOWN_SIGNATURE and "mystery_table" in row.detail
     assert _row(rep, "kernel.draft_kv_indices").status == NOT_PRESENT
-    assert rep.exit_code() == 0
+    assert rep.exit_code() == 3   # the tree kernel was not checked
 
 
 def test_no_sglang_at_an_explicit_path(tmp_path, capsys):
-    # A typo in a CI job's --sglang-path must not pass: an error row and exit 2.
+    # A typo in a CI job's --sglang-path must not pass: an error row and exit 3 (not argparse's 2).
     empty = tmp_path / "empty"
     empty.mkdir()
     rep = run_audit(str(empty))
     assert [r.status for r in rep.rows] == [ERROR]
     assert "no sglang package folder" in rep.rows[0].detail
-    assert main(["audit", "sglang", "--sglang-path", str(empty)]) == 2
-    assert "ERROR" in capsys.readouterr().out
+    assert main(["audit", "sglang", "--sglang-path", str(empty)]) == 3
+    assert "INCOMPLETE: nothing audited" in capsys.readouterr().out
+
+
+def test_no_sglang_anywhere_audits_nothing_and_does_not_pass(monkeypatch, capsys):
+    """A job that forgot to install sglang: one `not present` row, and exit 3, never 0."""
+    from specbound.audit import run as audit_run
+
+    def nowhere(path=None):
+        raise NotInstalled("no sglang installed")
+
+    monkeypatch.delenv("SPECBOUND_SGLANG_PATH", raising=False)
+    monkeypatch.setattr(audit_run, "locate", nowhere)
+    rep = run_audit(None, kernels=False)
+    assert [r.status for r in rep.rows] == [NOT_PRESENT] and rep.exit_code() == 3
+    assert main(["audit", "sglang", "--no-kernels"]) == 3
+    assert "INCOMPLETE: nothing audited" in capsys.readouterr().out
 
 
 def test_broken_helper_source_is_a_row(tmp_path):

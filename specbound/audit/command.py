@@ -1,10 +1,12 @@
 """``specbound audit sglang``: audit the installed sglang against the spec.
 
-Exit status: 1 when a row is ``diverged``, ``oob``, ``hang``, ``overrun`` or ``refuted``
-(sglang disagrees with the spec, one of its kernels left its tensors or did not finish on an
-in-contract input, a buffer is too small, or a symbolic proof of its kernel is refuted);
-2 when ``--sglang-path`` holds no sglang; 0 otherwise.  Every other status is a warning:
-the table shows it and the exit status stays 0.
+Exit status: 1 when a row is ``diverged``, ``oob``, ``hang``, ``overrun``, ``holds only if``
+or ``refuted`` (sglang disagrees with the spec, one of its kernels left its tensors or did not
+finish on an in-contract input, a buffer is too small for the spec's contract, or a symbolic
+proof of its kernel is refuted); 3 when nothing was found but not everything was checked
+(``--sglang-path`` holds no sglang, or a row is ``error``, ``unknown``, ``unknown signature`` or
+``unavailable``); 0 otherwise (:mod:`specbound.audit.report` lists the statuses); 2 only for
+a bad command line.
 """
 
 from __future__ import annotations

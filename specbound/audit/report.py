@@ -35,9 +35,18 @@ Buffer rows (``buffer.*``: an allocation that reaches a kernel, judged against t
 * ``unknown``: the size (or the buffer's origin) could not be traced: the detail says
   which name is unbound or where the trail ended.
 
-Only ``diverged``, ``oob``, ``hang``, ``overrun`` and ``refuted`` make ``specbound audit sglang``
-exit 1; every other status but ``matched`` and ``proved`` is a warning.  An explicit
-``--sglang-path`` that holds no sglang exits 2.
+Exit status of ``specbound audit sglang``:
+
+* 1, a finding: a row is ``diverged``, ``oob``, ``hang``, ``overrun``, ``refuted`` or ``holds
+  only if`` (a buffer refuted under the spec's contract, safe only under a condition sglang
+  does not check: sglang #29450's FULL_MASK custom mask, shipped in 0.5.3.post2 to 0.5.16);
+* 3, incomplete: no finding, but the audit did not check everything it should: an explicit
+  ``--sglang-path`` that holds no sglang (nothing audited), or a row ``error`` (a check
+  failed to run), ``unknown`` (a buffer not traced to a size), ``unknown signature`` or
+  ``unavailable`` (a check that cannot run here).  A check that did not run never reads as
+  a pass, and 3 is not argparse's 2 (a bad command line);
+* 0 otherwise: ``matched``, ``proved``, ``not present`` (the release has no such code) and
+  ``unchecked`` (a precondition sglang leaves to its caller, with what breaking it does) only.
 """
 
 from __future__ import annotations
@@ -61,7 +70,9 @@ UNKNOWN = "unknown"
 PROVED = "proved"
 REFUTED = "refuted"
 
-FAILING = (DIVERGED, OOB, HANG, OVERRUN, REFUTED)
+FAILING = (DIVERGED, OOB, HANG, OVERRUN, REFUTED, HOLDS_ONLY_IF)
+INCOMPLETE = (ERROR, UNKNOWN, UNKNOWN_SIGNATURE, UNAVAILABLE)   # a check that did not run, or a buffer not judged
+EXIT_FINDING, EXIT_INCOMPLETE = 1, 3
 STATUSES = (MATCHED, PROVED, DIVERGED, OOB, HANG, OVERRUN, REFUTED, HOLDS_ONLY_IF, UNCHECKED, NOT_PRESENT,
             UNKNOWN_SIGNATURE, UNAVAILABLE, UNKNOWN, ERROR)
 
@@ -108,6 +119,11 @@ class AuditReport:
     def failed(self) -> bool:
         return any(r.status in FAILING for r in self.rows)
 
+    @property
+    def incomplete(self) -> list[Row]:
+        """The rows whose check did not run (or whose buffer was not judged)."""
+        return [r for r in self.rows if r.status in INCOMPLETE]
+
     def counts(self) -> dict[str, int]:
         out = {s: 0 for s in STATUSES}
         for r in self.rows:
@@ -115,9 +131,11 @@ class AuditReport:
         return {k: v for k, v in out.items() if v}
 
     def exit_code(self) -> int:
-        if self.fatal:
-            return 2
-        return 1 if self.failed else 0
+        if self.failed:
+            return EXIT_FINDING
+        if self.fatal or self.incomplete:
+            return EXIT_INCOMPLETE
+        return 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -125,7 +143,8 @@ class AuditReport:
             "examples": self.examples,
             "seed": self.seed,
             "seconds": round(self.seconds, 2),
-            "summary": {"failed": self.failed, "counts": self.counts(), "fatal": self.fatal},
+            "summary": {"failed": self.failed, "incomplete": [r.id for r in self.incomplete],
+                        "counts": self.counts(), "fatal": self.fatal, "exit": self.exit_code()},
             "rows": [asdict(r) for r in self.rows],
         }
 
@@ -153,12 +172,16 @@ def _header(report: AuditReport) -> str:
 
 def _summary(report: AuditReport) -> str:
     counts = ", ".join(f"{v} {k}" for k, v in report.counts().items())
-    if report.fatal:
-        verdict = f"ERROR: {report.fatal}"
-    elif report.failed:
-        verdict = "FAILED (divergence, out-of-bounds access, hang, buffer overrun or refuted proof)"
+    if report.failed:
+        verdict = ("FAILED (divergence, out-of-bounds access, hang, buffer overrun or one safe only under an "
+                   "unchecked condition, or refuted proof)")
+    elif report.fatal:
+        verdict = f"INCOMPLETE: nothing audited: {report.fatal}"
+    elif report.incomplete:
+        verdict = ("INCOMPLETE: no finding, but these checks did not run (or their buffer was not judged): "
+                   + ", ".join(r.id for r in report.incomplete))
     else:
-        verdict = "OK (no divergence, no OOB, no hang, no overrun, no refuted proof)"
+        verdict = "OK (no divergence, no OOB, no hang, no overrun, no refuted proof; every check ran)"
     return f"{len(report.rows)} rows: {counts}; {report.seconds:.1f} s; {verdict}"
 
 

@@ -23,12 +23,11 @@ def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, 
         inst = locate(sglang_path)
     except NotInstalled as e:
         rep = AuditReport(None, None, None, examples=examples, seed=seed)
-        if sglang_path or os.environ.get(ENV_VAR):
-            # Asked to audit a folder that holds no sglang (a typo in a CI job): an error.
-            rep.fatal = str(e)
-            rep.add(Row("sglang.installed", "sglang", "an sglang package to audit", "-", ERROR, str(e)))
-        else:
-            rep.add(Row("sglang.installed", "sglang", "an sglang package to audit", "-", NOT_PRESENT, str(e)))
+        # Nothing to audit: a folder that holds no sglang (a typo in a CI job) is an error row, no
+        # sglang anywhere a `not present` one; either way nothing was checked (exit 3, not 0).
+        rep.fatal = str(e)
+        status = ERROR if sglang_path or os.environ.get(ENV_VAR) else NOT_PRESENT
+        rep.add(Row("sglang.installed", "sglang", "an sglang package to audit", "-", status, str(e)))
         rep.seconds = time.perf_counter() - t0
         return rep
     rep = AuditReport(str(inst.root), inst.version, inst.located_by, examples=examples, seed=seed)
