@@ -181,7 +181,7 @@ def _feature(name: str):
 
 def cmd_verify(args) -> int:
     """The main job: every theorem proved (the spec's, and the kernels' on the default subset of
-    specializations), then the default fuzz budget where the fuzzer exists."""
+    specializations), then the default fuzz budget; a missing fuzz is a failure, not a skip."""
     try:
         rc = cmd_prove(argparse.Namespace(only=None, json=args.json, kernels=not args.no_kernels, all=False))
     except Exception as exc:   # a crash inside a proof is a failed verify, not a usage error (exit 2)
@@ -190,6 +190,9 @@ def cmd_verify(args) -> int:
     fuzz = _feature("specbound.fuzz.command")
     if fuzz is not None and hasattr(fuzz, "verify_step"):
         rc = max(rc, fuzz.verify_step(args))
+    else:   # an installation without the fuzz has not verified what verify promises
+        print("FAILED fuzz: specbound.fuzz is not part of this installation; nothing was fuzzed", file=sys.stderr)
+        rc = 1
     print("\nverify:", "OK" if rc == 0 else "FAILED")
     return rc
 
