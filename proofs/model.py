@@ -55,32 +55,62 @@ POSITIONS_STEP = core.axiom(
 CLOSED_BATCH_MAX = 64  # a model is closed into a batch of at most this many requests
 
 
-def batch_indices(model: z3.ModelRef) -> range:
+def _index_of(model, decl, arg, k):
+    """The request index an application ``decl(arg)`` speaks of, or None."""
+    value = model.eval(arg, model_completion=True)
+    if not z3.is_int_value(value):
+        return None
+    index = value.as_long() - (0 if decl is seq_len else 1)  # P(x), Q(x) sum the entries before x
+    if decl is Q:
+        index = index // k if k >= 1 else -1
+    return index if index >= 0 else None
+
+
+def batch_indices(model: z3.ModelRef, terms=()) -> range:
     """The request indices a model speaks of: its batch (``bs`` or ``num_seqs`` requests, when
-    at most :data:`CLOSED_BATCH_MAX`) and every index its tables of ``seq_len``, ``P``, ``Q`` hold."""
+    at most :data:`CLOSED_BATCH_MAX`), every index its tables of ``seq_len``, ``P``, ``Q``
+    hold, and every index at which ``terms`` apply them (outside quantifiers)."""
     k = model.eval(K, model_completion=True).as_long()
     top = -1
     for size in (bs, num_seqs):  # the batch the model describes, when it is small enough to close
         value = model.eval(size, model_completion=True).as_long()
         if value <= CLOSED_BATCH_MAX:
             top = max(top, value - 1)
-    for decl, shift in ((seq_len, 0), (P, -1), (Q, -1)):
+    for decl in (seq_len, P, Q):
         interp = model[decl] if decl in model else None
         for e in range(interp.num_entries() if interp is not None else 0):
-            key = interp.entry(e).arg_value(0)
-            if z3.is_int_value(key) and key.as_long() + shift >= 0:
-                index = key.as_long() + shift
-                top = max(top, index // k if decl is Q and k >= 1 else index)
+            index = _index_of(model, decl, interp.entry(e).arg_value(0), k)
+            top = max(top, -1 if index is None else index)
+    for app in _applications(terms, {seq_len.name(), P.name(), Q.name()}):
+        decl = {seq_len.name(): seq_len, P.name(): P, Q.name(): Q}[app.decl().name()]
+        index = _index_of(model, decl, app.arg(0), k)
+        if index is not None and index < CLOSED_BATCH_MAX:
+            top = max(top, index)
     return range(top + 1)
 
 
-def batch_completion(model: z3.ModelRef):
+def _applications(terms, names) -> list:
+    """Applications of the functions ``names`` in ``terms`` whose argument is closed (not under
+    a binder: a quantified formula's applications are at its bound variable)."""
+    out, seen, todo = [], set(), list(terms)
+    while todo:
+        term = todo.pop()
+        if term.get_id() in seen or z3.is_quantifier(term) or not z3.is_app(term):
+            continue
+        seen.add(term.get_id())
+        if term.decl().name() in names and term.decl().arity() == 1:
+            out.append(term)
+        todo.extend(term.children())
+    return out
+
+
+def batch_completion(model: z3.ModelRef, terms=()):
     """``seq_len`` as the finite batch the model describes (its values at the indices of
     :func:`batch_indices`, 0 after them) and ``P``, ``Q`` as that batch's prefix sums, so
     ``prefix_zero``/``prefix_step`` and ``positions_zero``/``positions_step`` hold at every
     index; negative indices keep the model's values (the axioms say nothing of them).
     None when the batch exceeds :data:`CLOSED_BATCH_MAX` requests."""
-    size = len(batch_indices(model))
+    size = len(batch_indices(model, terms))
     k = model.eval(K, model_completion=True).as_long()
     if size > CLOSED_BATCH_MAX:
         return None

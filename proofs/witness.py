@@ -77,7 +77,7 @@ class Interpretation:
     def __init__(self, model: z3.ModelRef, terms, complete: Callable):
         consts, funcs = _symbols(terms)
         self.consts = [(decl(), model.eval(decl(), model_completion=True)) for decl in consts.values()]
-        defined = complete(model)
+        defined = complete(model, terms)
         if defined is None:
             self.funcs = None
             return
@@ -94,27 +94,34 @@ class Interpretation:
         return z3.simplify(self.close(term))
 
 
-def violation(name: str, closed) -> tuple[bool, int | None]:
-    """Whether the closed formula fails, and (for ``forall i. ...``) an index where it does."""
+def violation(name: str, closed) -> tuple[bool, tuple | None]:
+    """Whether the closed formula fails, and (for ``forall xs. ...``) the values of ``xs``
+    where it does.  A quantifier-free closed formula has no symbol left: it simplifies to a
+    truth value, and only a residue (a division by zero, which Z3 leaves uninterpreted) goes
+    to the solver."""
     if z3.is_quantifier(closed) and closed.is_forall():
         xs = [z3.FreshConst(closed.var_sort(i), "w") for i in range(closed.num_vars())]
         body = z3.substitute_vars(closed.body(), *reversed(xs))
         found = core.satisfy(f"{name}/close", {"violated": z3.Not(body)}, rlimit=CHECK_RLIMIT)
         if found is None:
             return False, None
-        first = found.model.eval(xs[0], model_completion=True)
-        return True, first.as_long() if z3.is_int_value(first) else None
+        values = [found.model.eval(x, model_completion=True) for x in xs]
+        return True, tuple(v.as_long() for v in values) if all(z3.is_int_value(v) for v in values) else None
+    value = z3.simplify(closed)
+    if z3.is_true(value) or z3.is_false(value):
+        return z3.is_false(value), None
     found = core.satisfy(f"{name}/close", {"violated": z3.Not(closed)}, rlimit=CHECK_RLIMIT)
     return found is not None, None
 
 
 def failures(name: str, interp: Interpretation, formulas: Mapping[str, z3.BoolRef]) -> list:
-    """``(label, index or None)`` of every formula the interpretation breaks."""
+    """``(label, values of its bound variables where it fails, or None)`` of every formula the
+    interpretation breaks."""
     out = []
     for label, formula in formulas.items():
-        broken, index = violation(f"{name}/{label}", interp.close(formula))
+        broken, where = violation(f"{name}/{label}", interp.close(formula))
         if broken:
-            out.append((label, index))
+            out.append((label, where))
     return out
 
 
@@ -136,14 +143,16 @@ def search(name: str, find: Callable, formulas: Mapping[str, z3.BoolRef], comple
                 note = (f"none once the quantified facts hold at indices {indices[0]}..{indices[-1]} "
                         f"(the last model {note.removeprefix('no model closes: ').replace('at index', 'failed at index')})")
             return None, None, note
-        interp = Interpretation(found.model, [*formulas.values(), *shown], complete)
+        terms = [*formulas.values(), *shown]
+        interp = Interpretation(found.model, terms, complete)
         if interp.funcs is None:
             return None, None, "the model's batch is too large to close"
         broken = failures(name, interp, formulas)
         if not broken:
             return found, interp, ""
-        note = "no model closes: " + ", ".join(label if i is None else f"{label} at index {i}" for label, i in broken)
-        wanted = set(indices) | set(batch_indices(found.model)) | {i for _, i in broken if i is not None and i >= 0}
+        note = "no model closes: " + ", ".join(label if i is None else f"{label} at index {i[0]}" for label, i in broken)
+        wanted = (set(indices) | set(batch_indices(found.model, terms))
+                  | {i[0] for _, i in broken if i is not None and i[0] >= 0})
         if wanted <= set(indices):
             break
         indices = sorted(wanted)
