@@ -118,16 +118,20 @@ class NotTheClaim(Exception):
     """The proof offered for a theorem does not establish its claim under its preconditions."""
 
 
-def evaluate_report(model: z3.ModelRef, report: Mapping[str, z3.ExprRef]) -> dict:
-    """The integer (and boolean, as 0/1) values ``model`` gives the named terms of ``report``."""
+def _plain_values(report: Mapping[str, z3.ExprRef], value_of: Callable) -> dict:
     out = {}
     for name, term in report.items():
-        value = model.eval(term, model_completion=True)
+        value = value_of(term)
         if z3.is_int_value(value):
             out[name] = value.as_long()
         elif z3.is_true(value) or z3.is_false(value):
             out[name] = int(z3.is_true(value))
     return out
+
+
+def evaluate_report(model: z3.ModelRef, report: Mapping[str, z3.ExprRef]) -> dict:
+    """The integer (and boolean, as 0/1) values ``model`` gives the named terms of ``report``."""
+    return _plain_values(report, lambda term: model.eval(term, model_completion=True))
 
 
 def _box(report: Mapping[str, z3.ExprRef]):
@@ -260,19 +264,7 @@ def _closed_search(name, theorem, constraints, lemmas, axioms, extra, report, **
                                          shown=list(report.values()))
     if found is None:
         return None, note
-    return {label: value for label, value in evaluate_closed(interp, report).items()}, ""
-
-
-def evaluate_closed(interp: witness.Interpretation, report: Mapping[str, z3.ExprRef]) -> dict:
-    """The values the closed interpretation gives the named terms (ints; booleans as 0/1)."""
-    out = {}
-    for name, term in report.items():
-        value = interp.value(term)
-        if z3.is_int_value(value):
-            out[name] = value.as_long()
-        elif z3.is_true(value) or z3.is_false(value):
-            out[name] = int(z3.is_true(value))
-    return out
+    return _plain_values(report, interp.value), ""  # the values that were checked, not the raw model's
 
 
 def _negated_claim(theorem: Theorem, claim):
