@@ -130,6 +130,11 @@ def batch_completion(model: z3.ModelRef, terms=()):
     return out  # with K < 1 the model's own Q stays, and positions_step is checked against it
 
 
+# The axioms a spec theorem may rest on: what P and Q are (proofs.theorem refuses any other).
+DEFINITIONS = {name: ax for fact in (PREFIX_ZERO, PREFIX_STEP, POSITIONS_ZERO, POSITIONS_STEP)
+               for name, ax in fact.axioms.items()}
+
+
 def prefix_at(i) -> core.Proof:
     """``i >= 0 => P(i+1) = P(i) + seq_len(i)``."""
     return core.instantiate(PREFIX_STEP, i)

@@ -235,6 +235,24 @@ def test_every_theorem_rests_only_on_declared_preconditions_and_lists_its_axioms
     assert "positions_step" in proof_results["KV-INDPTR-MATCHES-OFFSETS"].axioms_used
 
 
+def test_a_theorem_resting_on_an_axiom_that_is_no_definition_fails():
+    """An axiom is assumed, not checked: one that says what the theorem claims makes a proof of
+    it in one core check.  A spec theorem may rest only on the definitions of P and Q."""
+    from specbound.proofs.model import P, bs, prefix_at
+    cheat = core.axiom("prefix_bounded", P(bs) <= 100, "planted: not a definition")
+    theorem = Theorem(id="T-AXIOM", statement="P[bs] <= 100", hyps=lambda d: {"bs_nonneg": bs >= 0},
+                      claim=lambda d: P(bs) <= 100, report=lambda: {"bs": bs, "P[bs]": P(bs)},
+                      lemmas=lambda: [cheat, prefix_at(bs)],
+                      mutants=(Mutant("MUT-NEGATIVE", "bs may be negative", drop=("bs_nonneg",)),))
+    result = run(theorem)
+    assert result.status == "failed" and "not the batch model's definitions: prefix_bounded" in result.detail
+    # a renamed definition is no definition either: the formula must be the model's
+    fake = core.axiom("prefix_zero", P(0) == 1, "planted: a wrong definition under the right name")
+    theorem.lemmas = lambda: [fake]
+    theorem.claim = lambda d: P(0) == 1
+    assert "prefix_zero" in run(theorem).detail
+
+
 def test_a_theorem_that_hides_a_precondition_fails():
     """KV-CAPACITY with draft_room left out of its declared preconditions: the room lemma's
     hypothesis is no longer discharged, so the claim is refuted."""

@@ -34,7 +34,7 @@ import z3
 from specbound import spec
 
 from . import core, witness
-from .model import batch_completion, batch_indices, instances
+from .model import DEFINITIONS, batch_completion, batch_indices, instances
 
 SMALL_BOX = 40  # counterexamples are searched first with every reported value in [-SMALL_BOX, SMALL_BOX]
 MINIMISE_ROUNDS = 6  # then shrunk a few times, so they read as small concrete batches
@@ -215,6 +215,14 @@ def undeclared(proof, hyps: Mapping[str, z3.BoolRef]) -> list:
     return sorted(label for label, f in proof.hyps.items() if f.get_id() not in declared)
 
 
+def not_definitions(proof) -> list:
+    """Names of the axioms the proof rests on that are not :data:`.model.DEFINITIONS` (the
+    definitions of ``P`` and ``Q``, formula for formula): a spec theorem assumes nothing else,
+    so an axiom that states what it should prove cannot make one."""
+    return sorted(name for name, ax in proof.axioms.items()
+                  if name not in DEFINITIONS or not ax.formula.eq(DEFINITIONS[name].formula))
+
+
 def declared_labels(proof, hyps: Mapping[str, z3.BoolRef]) -> list:
     """The declared labels of the proof's hypotheses (matched by formula)."""
     label_of = {f.get_id(): label for label, f in hyps.items()}
@@ -292,8 +300,11 @@ def run(theorem: Theorem) -> TheoremResult:
             offered = core.check(theorem.id, claim, hyps=hyps, by=lemmas + at, rlimit=theorem.rlimit)
         proof = conclude(theorem.id, offered, claim, theorem.rlimit)
         outside = undeclared(proof, hyps)
+        assumed = not_definitions(proof)
         if outside:
             detail = f"the proof uses hypotheses outside the declared preconditions: {', '.join(outside)}"
+        elif assumed:
+            detail = f"the proof rests on axioms that are not the batch model's definitions: {', '.join(assumed)}"
         else:
             status = "proved"
     except core.Refuted as exc:
