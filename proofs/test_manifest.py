@@ -92,6 +92,7 @@ def _report_from_manifest(expected):
             rows.append({
                 "id": tid, "status": "proved", "ok": True, "seconds": 0.5,
                 "witness": {"obligations": e["obligations"], "dead": e["dead"]} if "obligations" in e else {"x": 1},
+                "axioms_used": {name: {"formula": "-", "reason": "-"} for name in e["axioms"]},
                 "mutants": [{"id": m, "status": "refuted", "seconds": 0.1,
                              "counterexample": {} if how == "counterexample" else {"replay": how}}
                             for m, how in muts.items()]})
@@ -119,6 +120,27 @@ def test_a_full_report_is_checked_entry_by_entry_and_by_its_totals():
     assert f"report theorems: missing {report['theorems'][2]['id']}" in text
     assert "report totals: mutants_refuted" in text and "report totals: theorems" in text
     assert manifest.check_report({**report, "partial": "3/65 specializations"}, EXPECTED)[0].startswith("the report is partial")
+
+
+def test_every_proved_entry_records_the_axioms_its_proof_rests_on():
+    """An entry without the list would skip the comparison below."""
+    for section in ("spec_theorems", "kernel_theorems"):
+        for tid, e in EXPECTED[section].items():
+            assert "axioms" in e, tid
+    assert any("grid_is_cdiv" in e["axioms"] for e in EXPECTED["kernel_theorems"].values())
+    assert all(set(e["axioms"]) <= {"prefix_zero", "prefix_step", "positions_zero", "positions_step"}
+               for e in EXPECTED["spec_theorems"].values())
+
+
+def test_a_new_axiom_under_a_proof_is_named():
+    """An axiom is assumed, not checked: a launch contract added to a verifier (or one
+    dropped) changes what a kernel theorem rests on, and the manifest says so."""
+    report = _report_from_manifest(EXPECTED)
+    planted = copy.deepcopy(report)
+    th = next(t for t in planted["theorems"] if t["id"].startswith("KERNEL-"))
+    th["axioms_used"]["stride_is_anything"] = {"formula": "True", "reason": "planted"}
+    text = "\n".join(manifest.check_report(planted, EXPECTED))
+    assert f"{th['id']}: rests on axioms" in text and "stride_is_anything" in text
 
 
 def test_prove_fails_when_a_verdict_leaves_the_manifest(tmp_path, monkeypatch, capsys):

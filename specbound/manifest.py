@@ -131,6 +131,9 @@ def _entry_of_result(r) -> dict:
             (m.id, m.status, m.counterexample)
         muts[mid] = (cex or {}).get("replay", "counterexample") if mst == "refuted" else mst
     out["mutants"] = muts
+    # The axioms a proof rests on are assumed, not checked: a new one (a launch contract added
+    # to a verifier, a definition renamed) must show up as a difference, not slip in.
+    out["axioms"] = sorted(get("axioms_used") or {})
     witness = get("witness") or {}
     if "obligations" in witness and get("id").startswith("KERNEL-"):
         out["obligations"], out["dead"] = witness["obligations"], witness.get("dead", 0)
@@ -168,6 +171,8 @@ def compare_results(results, manifest: dict | None = None) -> list[str]:
         for key in ("obligations", "dead"):
             if key in entry and got.get(key) != entry[key]:
                 problems.append(f"{tid}: {got.get(key)} {key}, the manifest expects {entry[key]}")
+        if "axioms" in entry and got["verdict"] == "proved" and got["axioms"] != entry["axioms"]:
+            problems.append(f"{tid}: rests on axioms {got['axioms']}, the manifest expects {entry['axioms']}")
     return problems
 
 
