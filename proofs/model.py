@@ -19,6 +19,7 @@ import z3
 from specbound import spec
 
 from . import core
+from .terms import subterms
 from .witness import table
 
 IntSort = z3.IntSort()
@@ -69,7 +70,7 @@ def _index_of(model, decl, arg, k):
 def batch_indices(model: z3.ModelRef, terms=()) -> range:
     """The request indices a model speaks of: its batch (``bs`` or ``num_seqs`` requests, when
     at most :data:`CLOSED_BATCH_MAX`), every index its tables of ``seq_len``, ``P``, ``Q``
-    hold, and every index at which ``terms`` apply them (outside quantifiers)."""
+    hold, and every index at which ``terms`` apply them to a closed argument."""
     k = model.eval(K, model_completion=True).as_long()
     top = -1
     for size in (bs, num_seqs):  # the batch the model describes, when it is small enough to close
@@ -81,27 +82,16 @@ def batch_indices(model: z3.ModelRef, terms=()) -> range:
         for e in range(interp.num_entries() if interp is not None else 0):
             index = _index_of(model, decl, interp.entry(e).arg_value(0), k)
             top = max(top, -1 if index is None else index)
-    for app in _applications(terms, {seq_len.name(), P.name(), Q.name()}):
-        decl = {seq_len.name(): seq_len, P.name(): P, Q.name(): Q}[app.decl().name()]
+    by_name = {decl.name(): decl for decl in (seq_len, P, Q)}
+    for app in subterms(*terms):
+        decl = by_name.get(app.decl().name()) if z3.is_app(app) and app.num_args() == 1 else None
+        # an argument with a bound variable (inside a quantifier) names no index of its own
+        if decl is None or not z3.z3core.Z3_is_ground(app.ctx_ref(), app.arg(0).as_ast()):
+            continue
         index = _index_of(model, decl, app.arg(0), k)
         if index is not None and index < CLOSED_BATCH_MAX:
             top = max(top, index)
     return range(top + 1)
-
-
-def _applications(terms, names) -> list:
-    """Applications of the functions ``names`` in ``terms`` whose argument is closed (not under
-    a binder: a quantified formula's applications are at its bound variable)."""
-    out, seen, todo = [], set(), list(terms)
-    while todo:
-        term = todo.pop()
-        if term.get_id() in seen or z3.is_quantifier(term) or not z3.is_app(term):
-            continue
-        seen.add(term.get_id())
-        if term.decl().name() in names and term.decl().arity() == 1:
-            out.append(term)
-        todo.extend(term.children())
-    return out
 
 
 def batch_completion(model: z3.ModelRef, terms=()):

@@ -26,6 +26,7 @@ from typing import Callable, Mapping
 import z3
 
 from . import core
+from .terms import subterms
 
 ROUNDS = 6          # searches before a model that will not close is reported as such
 CHECK_RLIMIT = 2_000_000
@@ -33,22 +34,10 @@ CHECK_RLIMIT = 2_000_000
 
 def _symbols(formulas) -> tuple[dict, dict]:
     """The uninterpreted constants and functions of ``formulas`` (by name)."""
-    consts, funcs, seen = {}, {}, set()
-    todo = list(formulas)
-    while todo:
-        term = todo.pop()
-        if term.get_id() in seen:
-            continue
-        seen.add(term.get_id())
-        if z3.is_quantifier(term):
-            todo.append(term.body())
-            continue
-        if not z3.is_app(term):
-            continue
-        decl = term.decl()
-        if decl.kind() == z3.Z3_OP_UNINTERPRETED:
-            (consts if decl.arity() == 0 else funcs)[decl.name()] = decl
-        todo.extend(term.children())
+    consts, funcs = {}, {}
+    for term in subterms(*formulas):
+        if z3.is_app(term) and term.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            (consts if term.decl().arity() == 0 else funcs)[term.decl().name()] = term.decl()
     return consts, funcs
 
 
