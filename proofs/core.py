@@ -29,9 +29,19 @@ The rules, and why each is sound:
 * :func:`induct`: from ``H_b |- phi(0)`` and ``H_s, k >= 0, phi(k) |- phi(k + 1)`` (both by
   :func:`check`; the core computes ``phi(0)``, ``phi(k)``, ``phi(k + 1)`` from one formula)
   derive ``H_b, H_s |- forall v, ps. v >= 0 => phi(v, ps)`` when ``k`` and the parameters
-  ``ps`` are free in no hypothesis of ``H_b, H_s`` and in no axiom.  A per-index fact (a
-  recurrence, a per-request precondition) is therefore a quantified hypothesis or an axiom,
-  instantiated by the core at ``k``; a label convention can no longer smuggle one in.
+  ``ps`` are free in no hypothesis of ``H_b, H_s`` and in no axiom, and ``k`` does not occur
+  in ``phi`` itself.  A per-index fact (a recurrence, a per-request precondition) is
+  therefore a quantified hypothesis or an axiom, instantiated by the core at ``k``; a label
+  convention can no longer smuggle one in.
+
+The core's own constants never meet a caller's: Z3 identifies a constant by its name and
+sort, and the core's names (the tracking literals of a query, the fresh constants of
+``check_forall`` and ``induct``) can be known or guessed, so the core checks on the terms
+themselves that no supplied formula contains one (a goal naming a cited lemma's tracking
+literal would otherwise be proved by the core's own assumption of it), and strips its
+tracking literals from every model it hands out.  A Proof is exactly an object the core
+issued: the class cannot be subclassed, and the registry is keyed by identity, so no
+``__eq__``/``__hash__`` takes part in a lookup; readers that judge proofs use :func:`facts`.
 
 Solver settings are fixed here: every query runs in a fresh Z3 context (its verdict and cost
 then depend on the query alone), with the rlimit and seed the caller names (both recorded
@@ -120,7 +130,17 @@ class _Facts:
 
 
 class _Sealed(type):
+    def __new__(mcs, name, bases, namespace, **kwargs):
+        if any(isinstance(base, _Sealed) for base in bases):
+            # A subclass could override __eq__/__hash__ (aliasing a real proof in a lookup) or
+            # the accessors (reading another goal); there is no reason to extend a Proof.
+            raise TypeError("Proof cannot be subclassed: only the core's rules make proofs")
+        return super().__new__(mcs, name, bases, namespace, **kwargs)
+
     def __setattr__(cls, key, value):
+        raise AttributeError("the Proof class is sealed: its accessors read the core's registry")
+
+    def __delattr__(cls, key):
         raise AttributeError("the Proof class is sealed: its accessors read the core's registry")
 
 
@@ -137,6 +157,9 @@ class Proof(metaclass=_Sealed):
 
     def __init__(self, *_args, **_kwargs):
         raise TypeError("Proof objects are made only by the rules of specbound.proofs.core")
+
+    def __init_subclass__(cls, **kwargs):
+        raise TypeError("Proof cannot be subclassed: only the core's rules make proofs")
 
     def __setattr__(self, key, value):
         raise AttributeError("a Proof is immutable")
@@ -164,31 +187,58 @@ class Proof(metaclass=_Sealed):
         return frozenset(_facts(self).hyps)
 
     def __repr__(self):
-        facts = _ISSUED.get(self)
+        facts = _lookup(self)
         if facts is None:
             return "Proof(<not issued by the core>)"
         return f"Proof({facts.name}: {len(facts.hyps)} hypotheses |- {facts.goal})"
 
 
-_ISSUED: "weakref.WeakKeyDictionary[Proof, _Facts]" = weakref.WeakKeyDictionary()  # every Proof made here
+# Every Proof made here, by identity: id -> (weak reference to it, its facts).  Looked up by
+# ``id`` and confirmed with ``is``, so no ``__eq__``/``__hash__`` of any object takes part.
+_ISSUED: dict[int, tuple] = {}
+
+
+def _lookup(obj) -> _Facts | None:
+    if type(obj) is not Proof:  # exactly Proof: no subclass exists, and no look-alike counts
+        return None
+    entry = _ISSUED.get(id(obj))
+    return entry[1] if entry is not None and entry[0]() is obj else None
 
 
 def _facts(proof) -> _Facts:
-    facts = _ISSUED.get(proof) if isinstance(proof, Proof) else None
+    facts = _lookup(proof)
     if facts is None:
         raise TypeError(f"{proof!r} is not a Proof made by the core")
     return facts
 
 
+def facts(proof) -> _Facts:
+    """What ``proof`` says (name, hyps, goal, axioms, cited, kind, seconds, rlimit), read from
+    the core's registry.  Readers that judge proofs (the theorem runners) use this rather than
+    the object's attributes: a Proof's class could be patched by code that bypasses its
+    sealing, the registry cannot be reached that way."""
+    return _facts(proof)
+
+
 def is_proof(obj) -> bool:
-    """Whether ``obj`` is a Proof made by this module (not a copy)."""
-    return isinstance(obj, Proof) and obj in _ISSUED
+    """Whether ``obj`` is a Proof made by this module (itself, not a copy or a look-alike)."""
+    return _lookup(obj) is not None
+
+
+def _forget(key):
+    def callback(ref):
+        entry = _ISSUED.get(key)
+        if entry is not None and entry[0] is ref:  # a later proof may already hold this id
+            del _ISSUED[key]
+    return callback
 
 
 def _issue(name, hyps, goal, axioms, cited, kind, seconds, rlimit) -> Proof:
     proof = object.__new__(Proof)
-    _ISSUED[proof] = _Facts(name, MappingProxyType(dict(hyps)), goal, MappingProxyType(dict(axioms)),
-                            tuple(cited), kind, seconds, rlimit)
+    key = id(proof)
+    _ISSUED[key] = (weakref.ref(proof, _forget(key)),
+                    _Facts(name, MappingProxyType(dict(hyps)), goal, MappingProxyType(dict(axioms)),
+                           tuple(cited), kind, seconds, rlimit))
     return proof
 
 
@@ -255,7 +305,7 @@ def _proofs(by, what: str = "by") -> list:
     for p in out:
         if not is_proof(p):
             raise TypeError(f"{what}: {p!r} is not a Proof made by the core")
-    return [_ISSUED[p] for p in out]  # the rules read the registry's facts, never the object
+    return [_facts(p) for p in out]  # the rules read the registry's facts, never the object
 
 
 def _check_limits(rlimit, seed):
@@ -290,6 +340,19 @@ def _occurs(const, formula) -> bool:
     return not z3.substitute(formula, (const, z3.FreshConst(const.sort()))).eq(formula)
 
 
+def _sequent_formulas(facts: _Facts) -> list:
+    return [facts.goal, *facts.hyps.values(), *(ax.formula for ax in facts.axioms.values())]
+
+
+def _refuse_eigenvariables(name: str, eigen, formulas, where: str):
+    """Refuse formulas that contain one of the rule's fresh constants."""
+    for c in eigen:
+        for formula in formulas:
+            if _occurs(c, formula):
+                raise RuleError(f"{name}: {where} mentions {c}, a fresh constant of the rule: "
+                                "it must not occur there")
+
+
 # --- the solver --------------------------------------------------------------------------------
 
 def _require_settings():
@@ -302,32 +365,58 @@ def _require_settings():
     z3.reset_params()  # any other global parameter goes back to its default
 
 
-_TAG = f"core!{secrets.token_hex(8)}!"  # tracking literals; Z3 names a translated constant by its name alone
+_TAG = f"core!{secrets.token_hex(8)}!"  # the names of the tracking literals (not a secret: see _solve)
+
+
+def _tracked(solver, ctx, formulas, literals: list, tags: dict, mark: str) -> list:
+    """Assert each ``(formula, what)`` tracked by a new Boolean of the core's; returns the
+    formulas as asserted (in the query's context)."""
+    out = []
+    for formula, what in formulas:
+        tag = z3.Bool(f"{_TAG}{mark}{len(literals)}", ctx)
+        literals.append(tag)
+        out.append(formula.translate(ctx))
+        solver.assert_and_track(out[-1], tag)
+        if what is not None:
+            tags[tag.get_id()] = what
+    return out
+
+
+def _mentions_core_constant(translated, core_consts) -> bool:
+    """Whether a formula (in the query's context) contains one of the core's constants.
+
+    Z3 identifies constants by name and sort, so a caller's ``Bool(name)`` with the name of a
+    tracking literal *is* that literal once translated: a goal ``Or(y == 5, <lemma's tag>)``
+    would be "proved" because the core assumes the tag.  Checked on the terms themselves (a
+    substitution of the core's constants changes a formula exactly when one occurs), not on
+    names, so it holds whatever the caller knows of the names."""
+    if not core_consts:
+        return False
+    fresh = [(c, z3.FreshConst(c.sort(), "unused")) for c in core_consts]
+    return any(not z3.substitute(f, *fresh).eq(f) for f in translated)
 
 
 def _solve(hyps: dict, lemmas: list, extra: Sequence, rlimit: int, seed: int, goal=None):
     """One query in a fresh context: hypotheses (quantified ones only for discharge), cited
     lemmas (their undischarged hypotheses as antecedents) and the negated goal, each tracked
-    by a Boolean whose name carries this process's random nonce (a formula that named one
-    would change which hypotheses the core reports).  Returns the
-    verdict, the solver, the tags (AST id -> what it tracks) and the goal's tag (None when
-    nothing else is asserted: the negated goal is then the whole query, left untracked)."""
+    by a Boolean of the core's.  A supplied formula that mentions one of those Booleans is
+    refused (:func:`_mentions_core_constant`).  Returns the verdict, the solver, the tags (AST
+    id -> what it tracks), the goal's tag (None when nothing else is asserted: the negated goal
+    is then the whole query, left untracked) and the tracking literals themselves."""
     _require_settings()
     ctx = z3.Context()
     solver = z3.Solver(ctx=ctx)
     solver.set("rlimit", rlimit)
     solver.set("random_seed", seed)
     solver.set("timeout", SAFETY_TIMEOUT_MS)
-    tags: dict[str, tuple] = {}
     known: dict[int, str] = {}  # AST id of a hypothesis formula -> its label
+    plain = []
     for label, formula in hyps.items():
         known.setdefault(formula.get_id(), label)
-        if z3.is_quantifier(formula):
-            continue
-        tag = z3.Bool(f"{_TAG}hyp{len(tags)}", ctx)
-        solver.assert_and_track(formula.translate(ctx), tag)
-        tags[tag.get_id()] = ("hyp", label)
+        if not z3.is_quantifier(formula):
+            plain.append((formula, ("hyp", label)))
     open_hyps = []  # (lemma name, labels of its hypotheses this query does not have)
+    facts = []
     for lemma in lemmas:
         discharged, rest, rest_labels = [], [], []
         for label, formula in lemma.hyps.items():
@@ -340,29 +429,61 @@ def _solve(hyps: dict, lemmas: list, extra: Sequence, rlimit: int, seed: int, go
         fact = lemma.goal if not rest else z3.Implies(z3.And(*rest), lemma.goal)
         if rest:
             open_hyps.append((lemma.name, rest_labels))
-        tag = z3.Bool(f"{_TAG}lemma{len(tags)}", ctx)
-        solver.assert_and_track(fact.translate(ctx), tag)
-        tags[tag.get_id()] = ("lemma", lemma, tuple(discharged))
+        facts.append((fact, ("lemma", lemma, tuple(discharged))))
+    literals: list = []
+    tags: dict[int, tuple] = {}
+    asserted = _tracked(solver, ctx, plain, literals, tags, "hyp") + _tracked(solver, ctx, facts, literals, tags, "lemma")
     goal_tag = None
-    if goal is not None and tags:
+    if goal is not None and literals:
         goal_tag = z3.Bool(f"{_TAG}goal", ctx)
-        solver.assert_and_track(z3.Not(goal).translate(ctx), goal_tag)
+        literals.append(goal_tag)
+        asserted.append(z3.Not(goal).translate(ctx))
+        solver.assert_and_track(asserted[-1], goal_tag)
     elif goal is not None:
         # Nothing else is asserted, so unsat can only come from the goal: left untracked, the
         # negated goal's conjuncts are units Z3's preprocessing can propagate.
-        solver.add(z3.Not(goal).translate(ctx))
+        asserted.append(z3.Not(goal).translate(ctx))
+        solver.add(asserted[-1])
     for formula in extra:
-        solver.add(_formula(formula, "extra constraint").translate(ctx))
+        asserted.append(_formula(formula, "extra constraint").translate(ctx))
+        solver.add(asserted[-1])
     start = time.perf_counter()
     result = solver.check()
     seconds = time.perf_counter() - start
     used = int(solver.statistics().get_key_value("rlimit count"))
-    return result, solver, tags, goal_tag, seconds, used, open_hyps
+    # Checked after the search (whose verdict is not read before this), so that the query Z3
+    # sees is built exactly as it would be without the check: verdicts, models and rlimits
+    # depend on the order terms were created in.
+    if _mentions_core_constant(asserted, literals):
+        raise RuleError("a formula mentions one of the core's tracking literals: the core's own "
+                        "constants cannot be named by a caller")
+    return result, solver, tags, goal_tag, seconds, used, open_hyps, literals
 
 
-def _model(solver) -> z3.ModelRef:
-    """The solver's model, back in the caller's (main) context."""
-    return solver.model().translate(z3.main_ctx())
+def _model(solver, literals) -> z3.ModelRef:
+    """The solver's model without the core's tracking literals, in the main context."""
+    raw, ctx = solver.model(), solver.ctx
+    hidden = {lit.decl().get_id() for lit in literals}
+    clean = z3.Model(ctx)
+    for decl in raw.decls():
+        if decl.get_id() in hidden:
+            continue
+        value = raw.get_interp(decl)
+        if decl.arity() == 0:
+            clean.update_value(decl, value)
+            continue
+        default = value.else_value()
+        if default is None:  # no else value: the table's entries say all Z3 fixed
+            default = value.entry(0).value() if value.num_entries() else None
+        if default is None:
+            continue
+        table = z3.FuncInterp(z3.z3core.Z3_add_func_interp(ctx.ref(), clean.model, decl.ast, default.as_ast()), ctx)
+        for k in range(value.num_entries()):
+            entry, args = value.entry(k), z3.AstVector(ctx=ctx)
+            for j in range(entry.num_args()):
+                args.push(entry.arg_value(j))
+            z3.z3core.Z3_func_interp_add_entry(ctx.ref(), table.f, args.vector, entry.value().as_ast())
+    return clean.translate(z3.main_ctx())
 
 
 # --- the rules -----------------------------------------------------------------------------------
@@ -394,11 +515,11 @@ def check(name: str, goal, *, hyps: Mapping[str, z3.BoolRef] | None = None, by: 
     hyps = _hyp_map(hyps)
     lemmas = _proofs(by)
     _check_limits(rlimit, seed)
-    result, solver, tags, goal_tag, seconds, used, open_hyps = _solve(hyps, lemmas, (), rlimit, seed, goal)
+    result, solver, tags, goal_tag, seconds, used, open_hyps, literals = _solve(hyps, lemmas, (), rlimit, seed, goal)
     if result == z3.sat:
         note = "".join(f"; cited {lemma} holds only under {', '.join(labels)}, not hypotheses of this check"
                        for lemma, labels in open_hyps)
-        raise Refuted(name, _model(solver), seconds, used, note)
+        raise Refuted(name, _model(solver, literals), seconds, used, note)
     if result != z3.unsat:
         raise Unknown(name, solver.reason_unknown(), seconds, used)
     core_ids = {c.get_id() for c in solver.unsat_core()}
@@ -472,7 +593,10 @@ def check_forall(name: str, body, arity: int, *, by: Sequence[Proof] = (), by_at
     xs = [z3.FreshInt("x") for _ in range(arity)]
     lemmas = [by] if isinstance(by, Proof) else list(by)
     at = list(by_at(*xs)) if by_at else []
-    _proofs(lemmas)
+    for lemma in _proofs(lemmas):
+        # ``by`` was given before the eigenvariables existed: if it names one, it does so by
+        # guessing a fresh name, and is refused (instances at them belong in ``by_at``).
+        _refuse_eigenvariables(name, xs, _sequent_formulas(lemma), f"cited lemma {lemma.name!r}")
     _proofs(at, "by_at")
     inner = check(name, _formula(body(*xs), f"{name}: body"), by=[*lemmas, *at], rlimit=rlimit, seed=seed)
     return generalise(inner, *xs)
@@ -493,6 +617,9 @@ def induct(name: str, phi, *, arity: int = 0, base_hyps=None, step_hyps=None,
     v, k = z3.FreshInt("v"), z3.FreshInt("k")
     ps = [z3.FreshInt("p") for _ in range(arity)]
     shape = _formula(phi(v, *ps), f"{name}: phi")
+    # phi reaches k only by naming it (FreshInt's names are predictable): its step would then
+    # be proved at the one index k while the conclusion speaks of every index.
+    _refuse_eigenvariables(name, [k], [shape], "phi")
     base_h = _hyp_map(base_hyps(*ps) if base_hyps else {}, f"{name}: base_hyps")
     step_h = _hyp_map(step_hyps(k, *ps) if step_hyps else {}, f"{name}: step_hyps")
     for label in (INDEX_NONNEG, INDUCTION_HYPOTHESIS):
@@ -538,10 +665,10 @@ def satisfy(name: str, constraints: Mapping[str, z3.BoolRef], *, by: Sequence[Pr
     lemmas ``by`` (hypotheses discharged the same way) and ``extra`` shaping constraints.
     Returns None when unsat; raises Unknown when Z3 gives no verdict."""
     _check_limits(rlimit, seed)
-    result, solver, _tags, _goal, seconds, used, _open = _solve(_hyp_map(constraints, "constraints"),
-                                                                _proofs(by), list(extra), rlimit, seed)
+    result, solver, _tags, _goal, seconds, used, _open, literals = _solve(
+        _hyp_map(constraints, "constraints"), _proofs(by), list(extra), rlimit, seed)
     if result == z3.sat:
-        return Model(_model(solver), seconds, used)
+        return Model(_model(solver, literals), seconds, used)
     if result == z3.unsat:
         return None
     raise Unknown(name, solver.reason_unknown(), seconds, used)

@@ -122,7 +122,7 @@ def batch_completion(model: z3.ModelRef, terms=()):
 
 # The axioms a spec theorem may rest on: what P and Q are (proofs.theorem refuses any other).
 DEFINITIONS = {name: ax for fact in (PREFIX_ZERO, PREFIX_STEP, POSITIONS_ZERO, POSITIONS_STEP)
-               for name, ax in fact.axioms.items()}
+               for name, ax in core.facts(fact).axioms.items()}
 
 
 def prefix_at(i) -> core.Proof:

@@ -96,7 +96,7 @@ class TheoremResult:
     id: str
     statement: str
     family: str
-    status: str                   # "proved" | "failed" | "unknown"
+    status: str                   # "proved" | "failed" | "unknown" | "unsound" (a proof false on its witness)
     seconds: float
     rlimit: int
     rlimit_limit: int
@@ -195,12 +195,13 @@ def conclude(theorem_id: str, proof, claim, rlimit: int):
     the claim cannot come from elsewhere)."""
     if not core.is_proof(proof):
         raise NotTheClaim(f"{theorem_id}: prove() returned {proof!r}, not a Proof made by the core")
-    if _alpha_equal(proof.goal, claim):
+    said = core.facts(proof)
+    if _alpha_equal(said.goal, claim):
         return proof
     try:
-        return core.check(theorem_id, claim, hyps=dict(proof.hyps), by=[proof], rlimit=rlimit)
+        return core.check(theorem_id, claim, hyps=dict(said.hyps), by=[proof], rlimit=rlimit)
     except (core.Refuted, core.Unknown) as exc:
-        raise NotTheClaim(f"{theorem_id}: the proof ({proof.name}) concludes {_short(proof.goal)}, from which "
+        raise NotTheClaim(f"{theorem_id}: the proof ({said.name}) concludes {_short(said.goal)}, from which "
                           f"the claim does not follow ({exc})") from None
 
 
@@ -212,26 +213,26 @@ def _short(formula, limit: int = 160) -> str:
 def undeclared(proof, hyps: Mapping[str, z3.BoolRef]) -> list:
     """Labels of the proof's hypotheses whose formula is none of ``hyps``."""
     declared = {f.get_id() for f in hyps.values()}
-    return sorted(label for label, f in proof.hyps.items() if f.get_id() not in declared)
+    return sorted(label for label, f in core.facts(proof).hyps.items() if f.get_id() not in declared)
 
 
 def not_definitions(proof) -> list:
     """Names of the axioms the proof rests on that are not :data:`.model.DEFINITIONS` (the
     definitions of ``P`` and ``Q``, formula for formula): a spec theorem assumes nothing else,
     so an axiom that states what it should prove cannot make one."""
-    return sorted(name for name, ax in proof.axioms.items()
+    return sorted(name for name, ax in core.facts(proof).axioms.items()
                   if name not in DEFINITIONS or not ax.formula.eq(DEFINITIONS[name].formula))
 
 
 def declared_labels(proof, hyps: Mapping[str, z3.BoolRef]) -> list:
     """The declared labels of the proof's hypotheses (matched by formula)."""
     label_of = {f.get_id(): label for label, f in hyps.items()}
-    return sorted({label_of.get(f.get_id(), label) for label, f in proof.hyps.items()})
+    return sorted({label_of.get(f.get_id(), label) for label, f in core.facts(proof).hyps.items()})
 
 
 def axioms_of(proof) -> dict:
     return {name: {"formula": " ".join(str(ax.formula).split()), "reason": ax.reason}
-            for name, ax in sorted(proof.axioms.items())}
+            for name, ax in sorted(core.facts(proof).axioms.items())}
 
 
 def _axiom_instances(axioms: Mapping, terms) -> list:
@@ -257,10 +258,11 @@ def _search_facts(theorem: Theorem, hyps, lemmas, axioms, more=()) -> list:
     return facts + _axiom_instances(axioms, first)
 
 
-def _closed_search(name, theorem, constraints, lemmas, axioms, extra, report, **search_args):
+def _closed_search(name, theorem, constraints, lemmas, axioms, extra, report, also=(), **search_args):
     """A model (:func:`_search`) that closes (:mod:`.witness`): it satisfies every formula of
     ``constraints`` and every axiom at every index, not only the instances searched.
-    Returns ``(values of report, note)``; values None when there is no such model."""
+    Returns ``(values of report, note, interpretation)``; values None when there is no such
+    model.  ``also``: further terms the interpretation must give values to."""
     formulas = dict(constraints)
     formulas.update({f"axiom {ax.name}": ax.formula for ax in axioms.values()})
 
@@ -269,10 +271,18 @@ def _closed_search(name, theorem, constraints, lemmas, axioms, extra, report, **
                        report, theorem.rlimit, **search_args)
 
     found, interp, note = witness.search(name, find, formulas, batch_completion, batch_indices,
-                                         shown=list(report.values()))
+                                         shown=[*report.values(), *also])
     if found is None:
-        return None, note
-    return _plain_values(report, interp.value), ""  # the values that were checked, not the raw model's
+        return None, note, None
+    return _plain_values(report, interp.value), "", interp  # the values that were checked, not the raw model's
+
+
+def false_on_witness(theorem_id: str, claim, interp) -> bool:
+    """Whether a proved claim fails on a closed witness of its own preconditions.  The
+    witness satisfies every precondition and definition at every index, so a sound core
+    never lets this happen: it is the runner's last line of defence, not a check of the
+    theorem."""
+    return bool(witness.failures(f"{theorem_id}/claim-on-witness", interp, {"claim": claim}))
 
 
 def _negated_claim(theorem: Theorem, claim):
@@ -314,26 +324,31 @@ def run(theorem: Theorem) -> TheoremResult:
     except (NotTheClaim, core.RuleError) as exc:
         detail = str(exc)
 
-    axioms = proof.axioms if proof is not None else {}
+    said = core.facts(proof) if proof is not None else None
+    axioms = said.axioms if said is not None else {}
     witness = {}
     try:
-        found, note = _closed_search(f"{theorem.id}/witness", theorem, hyps, lemmas, axioms, [], report,
-                                     shrink_rounds=3, nontrivial=True)
+        found, note, interp = _closed_search(f"{theorem.id}/witness", theorem, hyps, lemmas, axioms, [], report,
+                                             also=[claim], shrink_rounds=3, nontrivial=True)
         if found is None:
             status = "failed"
             detail = (f"no witness: {note}" if note else
                       "preconditions unsatisfiable: the theorem would be vacuous")
         else:
             witness = found
+            if status == "proved" and false_on_witness(theorem.id, claim, interp):
+                status = "unsound"
+                detail = (f"UNSOUND: the proved claim is false on its own witness {found}, a batch on which "
+                          "every precondition holds: the trusted core issued a false proof")
     except core.Unknown as exc:
         status, detail = "unknown", f"witness search: {exc.reason}"
 
     mutants = [refute(theorem, m, lemmas, report, axioms) for m in theorem.mutants]
     return TheoremResult(
         id=theorem.id, statement=theorem.statement, family=theorem.family, status=status,
-        seconds=time.perf_counter() - start, rlimit=proof.rlimit if proof is not None else 0,
+        seconds=time.perf_counter() - start, rlimit=said.rlimit if said is not None else 0,
         rlimit_limit=theorem.rlimit, hypotheses_used=declared_labels(proof, hyps) if proof is not None else [],
-        lemmas_cited=list(proof.cited) if proof is not None else [], preconditions=sorted(hyps),
+        lemmas_cited=list(said.cited) if said is not None else [], preconditions=sorted(hyps),
         witness=witness, mutants=mutants, detail=detail,
         axioms_used=axioms_of(proof) if proof is not None else {})
 
@@ -346,10 +361,11 @@ def refute(theorem: Theorem, mutant: Mutant, lemmas, report, axioms=None) -> Mut
     constraints = dict(hyps)
     constraints["goal!negated"] = negated
     extra = (mutant.shape(defs) if mutant.shape else []) + keep
-    kept = [lemma for lemma in lemmas if lemma.name not in mutant.drop]
+    kept = [lemma for lemma in lemmas if core.facts(lemma).name not in mutant.drop]
     axioms = {name: ax for name, ax in (axioms or {}).items() if name not in mutant.drop}
     try:
-        found, note = _closed_search(f"{theorem.id}/{mutant.id}", theorem, constraints, kept, axioms, extra, report)
+        found, note, _interp = _closed_search(f"{theorem.id}/{mutant.id}", theorem, constraints, kept, axioms,
+                                              extra, report)
     except core.Unknown as exc:
         return MutantResult(mutant.id, mutant.description, "survived", {},
                             time.perf_counter() - start, f"unknown: {exc.reason}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from specbound.proofs import core
 from specbound.proofs.theorem import MutantResult, TheoremResult, axioms_of, evaluate_report
 
 from . import mutants as kernel_mutants
@@ -197,10 +198,11 @@ def theorem_result(run, prop: str, outcomes: list, seconds: float, mutants: list
     if not outcomes:
         status, detail = "failed", "no obligations: nothing to prove"
     detail = detail or note
-    hyps_used = sorted({h for o in outcomes if o.proof for h in o.proof.hyps})
+    said = [core.facts(o.proof) for o in outcomes if o.proof]  # read from the core, not the objects
+    hyps_used = sorted({h for facts in said for h in facts.hyps})
     # every obligation's terms rest on the executor's closed form of each loop-carried
     # variable, which the core proved inductive (flow.py): those proofs are cited too
-    cited = sorted({c for o in outcomes if o.proof for c in o.proof.cited}
+    cited = sorted({c for facts in said for c in facts.cited}
                    | {p.name for p in run.result.invariant_proofs})
     axioms = {name: ax for o in outcomes if o.proof for name, ax in axioms_of(o.proof).items()}
     witness = {}
