@@ -341,7 +341,7 @@ def test_a_closed_batch_satisfies_the_prefix_sum_definitions_everywhere():
     from specbound.proofs import model, witness
     raw = core.satisfy("raw batch", {"bs": model.bs == 3, "K": model.K == 2, "s0": model.seq_len(0) == 4,
                                      "s1": model.seq_len(1) == 1, "s2": model.seq_len(2) == 7,
-                                     "P1": model.P(1) == 99})  # the raw model's P is anything; the completion recomputes it
+                                     "P1": model.P(1) == 99})  # a raw P is anything: the completion recomputes it
     assert raw is not None
     axioms = [model.PREFIX_ZERO, model.PREFIX_STEP, model.POSITIONS_ZERO, model.POSITIONS_STEP]
     interp = witness.Interpretation(raw.model, [ax.goal for ax in axioms] + [model.P(3)], model.batch_completion)

@@ -31,7 +31,8 @@ SOLVER_NAMES = {"Solver", "SolverFor", "SimpleSolver", "Optimize", "Fixedpoint",
                 "ParOr", "ParThen", "ParAndThen", "TryFor", "WithParams", "solve_using", "solver"}
 # Generic names that make a solver only when read from the z3 module.
 Z3_SOLVER_NAMES = {"Then", "With", "Repeat", "Cond", "When", "FailIf", "solve", "prove"}
-C_API = re.compile(r"Z3_(mk_(simple_)?solver|mk_optimize|mk_fixedpoint|mk_tactic|solver_|optimize_|fixedpoint_|tactic_)")
+C_API = re.compile(r"Z3_(mk_(simple_)?solver|mk_optimize|mk_fixedpoint|mk_tactic"
+                   r"|solver_|optimize_|fixedpoint_|tactic_)")
 CORE_PRIVATE = {"_solve"}  # the core's query function: it returns the solver it made
 Z3_SUBMODULES = {"z3", "z3core"}
 

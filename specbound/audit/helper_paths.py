@@ -125,7 +125,7 @@ class _Driver:
     def _feasible(self, branch) -> bool:
         """Whether the path can continue with ``branch``; ``unknown`` counts as feasible, so a
         branch is never skipped for want of a verdict."""
-        constraints = {**self.pre, **_constraints(self.pc, "path"), "branch": branch}
+        constraints = {**self.pre, **_constraints([*self.pc, branch], "path")}
         try:
             return _satisfiable("helper path feasibility", constraints) is not None
         except core.Unknown:
