@@ -339,12 +339,12 @@ def test_a_closed_batch_satisfies_the_prefix_sum_definitions_everywhere():
     """The completion's ``P`` and ``Q`` are the prefix sums of its batch: their defining
     axioms hold at every index, not only at the ones a search instantiated."""
     from specbound.proofs import model, witness
-    s = z3.Solver()
-    s.add(model.bs == 3, model.K == 2, model.seq_len(0) == 4, model.seq_len(1) == 1, model.seq_len(2) == 7,
-          model.P(1) == 99)  # the raw model's P is anything; the completion recomputes it
-    assert s.check() == z3.sat
+    raw = core.satisfy("raw batch", {"bs": model.bs == 3, "K": model.K == 2, "s0": model.seq_len(0) == 4,
+                                     "s1": model.seq_len(1) == 1, "s2": model.seq_len(2) == 7,
+                                     "P1": model.P(1) == 99})  # a raw P is anything: the completion recomputes it
+    assert raw is not None
     axioms = [model.PREFIX_ZERO, model.PREFIX_STEP, model.POSITIONS_ZERO, model.POSITIONS_STEP]
-    interp = witness.Interpretation(s.model(), [ax.goal for ax in axioms] + [model.P(3)], model.batch_completion)
+    interp = witness.Interpretation(raw.model, [ax.goal for ax in axioms] + [model.P(3)], model.batch_completion)
     for ax in axioms:
         assert witness.violation(ax.name, interp.close(ax.goal)) == (False, None), ax.name
     assert interp.value(model.P(3)).as_long() == 12 and interp.value(model.Q(6)).as_long() == 24

@@ -54,8 +54,9 @@ def _as_z3_bool(v):
     return v if isinstance(v, z3.ExprRef) else z3.BoolVal(bool(v))
 
 
-def run_claim(hook, claim: Claim) -> tuple[str, str, str, dict | None]:
-    """(status, method, detail, counterexample)."""
+def run_claim(hook, claim: Claim, name: str) -> tuple[str, str, str, dict | None]:
+    """(status, method, detail, counterexample); ``name`` names the core's queries.  ``matched``
+    by ``z3`` only when the core proved every path's comparison."""
     vs = list(claim.variables)
     pre = claim.pre(*vs)
     expl = helper_paths.explore(hook, lambda: claim.call(*vs), pre)
@@ -70,7 +71,7 @@ def run_claim(hook, claim: Claim) -> tuple[str, str, str, dict | None]:
                 except Exception as e:  # noqa: BLE001 - a value the audit cannot compare
                     return ERROR, "z3", (f"the audit cannot compare the returned {path.value!r} with the spec's "
                                          f"value ({type(e).__name__}: {e})"), None
-                v = helper_paths.refute([*pre, *path.condition, z3.Not(same)], vs)
+                v = helper_paths.prove(f"{name}/return path {n_ret}", same, pre, vs, path.condition)
                 if v.status == "counterexample":
                     got = v.model and _eval_at(path.value, v.model, vs)
                     want = v.model and _eval_at(claim.expected(*vs), v.model, vs)
@@ -79,7 +80,8 @@ def run_claim(hook, claim: Claim) -> tuple[str, str, str, dict | None]:
             else:
                 n_raise += 1
                 allowed = claim.may_raise(*vs) if claim.may_raise else z3.BoolVal(False)
-                v = helper_paths.refute([*pre, *path.condition, z3.Not(_as_z3_bool(allowed))], vs)
+                v = helper_paths.prove(f"{name}/raising path {n_raise}", _as_z3_bool(allowed), pre, vs,
+                                       path.condition)
                 if v.status == "counterexample":
                     return (DIVERGED, "z3", f"raises {path.describe_error()} on an input the spec "
                             f"accepts", v.model)

@@ -13,7 +13,12 @@ Semantics kept: ``a and b`` / ``a or b`` become ``bool(a) and b`` / ``bool(a) or
 (the value of a truthy ``a`` in ``a or b`` is lost; sizing helpers only use them as
 conditions).  A non-Boolean term's truth is ``term != 0``.
 
-Verdicts use ``rlimit`` (deterministic), and ``unknown`` is never read as success.
+Every solver answer comes from the trusted core: path feasibility and counterexamples from
+``core.satisfy``, a ``proved`` verdict only with the Proof ``core.check`` issued for it.  Each
+query runs under the fixed ``RLIMIT`` (deterministic); ``unknown`` is never read as success
+(a branch whose feasibility is unknown is explored, a claim whose check is unknown is no
+proof).  The core does not send quantified formulas to Z3, so every formula here must be
+quantifier free: one that is not is refused (:class:`QuantifiedFormula`), never dropped.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 import z3
+
+from specbound.proofs import core
+from specbound.proofs.terms import subterms
 
 RLIMIT = 5_000_000
 MAX_PATHS = 64
@@ -80,21 +88,48 @@ def as_bool(v):
     return bool(v)
 
 
-def _solver(*facts) -> z3.Solver:
-    s = z3.Solver()
-    s.set("rlimit", RLIMIT)
-    for f in facts:
-        s.add(f)
-    return s
+class QuantifiedFormula(ValueError):
+    """A formula given to the explorer holds a quantifier (the core would not send it to Z3)."""
+
+
+def _constraints(formulas, prefix: str) -> dict:
+    """``formulas`` (a sequence, or a mapping of labels) as the core's labelled constraints,
+    each checked quantifier free."""
+    items = formulas.items() if hasattr(formulas, "items") else ((f"{prefix}[{i}]", f) for i, f in enumerate(formulas))
+    out = {}
+    for label, f in items:
+        if isinstance(f, z3.ExprRef) and any(z3.is_quantifier(t) for t in subterms(f)):
+            raise QuantifiedFormula(f"{prefix}: {label} = {f} holds a quantifier; the path explorer and its "
+                                    "verdicts take quantifier-free formulas only (instantiate it first)")
+        out[label] = f
+    return out
+
+
+def _satisfiable(name: str, constraints: dict):
+    """The core's model of ``constraints``, None when unsat, ``core.Unknown`` raised as is."""
+    found = core.satisfy(name, constraints, rlimit=RLIMIT)
+    return None if found is None else found.model
 
 
 class _Driver:
-    def __init__(self, forced: Sequence[bool], pre: Sequence[Any]):
+    def __init__(self, forced: Sequence[bool], pre: dict):
         self.forced = list(forced)
-        self.pre = list(pre)
+        self.pre = pre
         self.decisions: list[bool] = []
         self.pc: list[Any] = []
         self.branch_points: list[int] = []   # decision indexes where the other side is feasible too
+        # A failure of the solver query itself; kept here because the helper's own code could
+        # catch the exception (``try: ... except Exception``) and carry on.
+        self.failure: BaseException | None = None
+
+    def _feasible(self, branch) -> bool:
+        """Whether the path can continue with ``branch``; ``unknown`` counts as feasible, so a
+        branch is never skipped for want of a verdict."""
+        constraints = {**self.pre, **_constraints([*self.pc, branch], "path")}
+        try:
+            return _satisfiable("helper path feasibility", constraints) is not None
+        except core.Unknown:
+            return True
 
     def decide(self, value) -> bool:
         cond = as_bool(value)
@@ -111,8 +146,11 @@ class _Driver:
         if k < len(self.forced):
             d = self.forced[k]
         else:
-            yes = _solver(*self.pre, *self.pc, cond).check() != z3.unsat
-            no = _solver(*self.pre, *self.pc, z3.Not(cond)).check() != z3.unsat
+            try:
+                yes, no = self._feasible(cond), self._feasible(z3.Not(cond))
+            except Exception as e:
+                self.failure = e
+                raise
             d = yes
             if yes and no:
                 self.branch_points.append(k)
@@ -157,37 +195,43 @@ class Exploration:
     truncated: bool = False
 
 
+def _run(driver: _Driver, fn: Callable[[], Any]) -> Path | str:
+    """One run of ``fn()`` along ``driver``'s decisions: its Path, or why it cannot run on Z3 terms."""
+    try:
+        value = fn()  # before reading the path condition, which the run extends
+    except Unsupported as e:
+        return str(e)
+    except z3.Z3Exception as e:
+        return f"Z3 term used where Python needs a concrete value ({e})"
+    except (TypeError, AttributeError) as e:
+        # int(term), math.ceil(term), term.bit_length(), ...: the code needs concrete values.
+        return f"{type(e).__name__}: {e}"
+    except Exception as e:  # noqa: BLE001 - a raise is an outcome of the helper
+        return Path(list(driver.pc), False, error=e)
+    return Path(list(driver.pc), True, value=value)
+
+
 def explore(hook: _Holder, fn: Callable[[], Any], pre: Sequence[Any]) -> Exploration:
-    """Every feasible path of ``fn()`` under ``pre`` (depth-first, at most MAX_PATHS)."""
+    """Every feasible path of ``fn()`` under ``pre`` (depth-first, at most MAX_PATHS).  A
+    failed solver query (not an ``unknown``) is raised, never taken for the helper's own raise."""
+    pre = _constraints(pre, "pre")
     out = Exploration()
     pending: list[list[bool]] = [[]]
     while pending:
         if len(out.paths) >= MAX_PATHS:
             out.truncated = True
             break
-        forced = pending.pop()
-        driver = _Driver(forced, pre)
+        driver = _Driver(pending.pop(), pre)
         hook.driver = driver
         try:
-            value = fn()
-            path = Path(list(driver.pc), True, value=value)
-        except Unsupported as e:
-            out.unsupported = str(e)
-            hook.driver = None
-            return out
-        except z3.Z3Exception as e:
-            out.unsupported = f"Z3 term used where Python needs a concrete value ({e})"
-            hook.driver = None
-            return out
-        except (TypeError, AttributeError) as e:
-            # int(term), math.ceil(term), term.bit_length(), ...: the code needs concrete values.
-            out.unsupported = f"{type(e).__name__}: {e}"
-            hook.driver = None
-            return out
-        except Exception as e:  # noqa: BLE001 - a raise is an outcome of the helper
-            path = Path(list(driver.pc), False, error=e)
+            path = _run(driver, fn)
         finally:
             hook.driver = None
+        if driver.failure is not None:
+            raise driver.failure
+        if isinstance(path, str):
+            out.unsupported = path
+            return out
         out.paths.append(path)
         for k in reversed(driver.branch_points):
             pending.append(driver.decisions[:k] + [not driver.decisions[k]])
@@ -200,6 +244,14 @@ def explore(hook: _Holder, fn: Callable[[], Any], pre: Sequence[Any]) -> Explora
 class Verdict:
     status: str                      # "proved", "counterexample", "unknown"
     model: dict[str, int] | None = None
+    proof: core.Proof | None = None  # the core's Proof, for "proved" (and only then)
+
+    def __post_init__(self):
+        if self.status not in ("proved", "counterexample", "unknown"):
+            raise ValueError(f"Verdict.status must be proved, counterexample or unknown, got {self.status!r}")
+        if (self.status == "proved") != core.is_proof(self.proof):
+            raise ValueError(f"a {self.status!r} verdict must carry a Proof made by the core exactly when "
+                             "it is 'proved'")
 
 
 def _model_dict(m: z3.ModelRef, variables: Sequence[z3.ExprRef]) -> dict[str, int]:
@@ -210,22 +262,30 @@ def _model_dict(m: z3.ModelRef, variables: Sequence[z3.ExprRef]) -> dict[str, in
     return out
 
 
-def minimal_model(facts: Iterable[Any], variables: Sequence[z3.ExprRef], budget: int = 60):
-    """A model of ``facts`` made small greedily: each variable in turn is pushed down by
-    bisection (``v <= 0`` first) while the facts stay satisfiable, then fixed.  None if
-    the facts are unsat or unknown."""
-    facts = list(facts)
-    s = _solver(*facts)
-    if s.check() != z3.sat:
+def minimal_model(facts, variables: Sequence[z3.ExprRef], budget: int = 60, first: z3.ModelRef | None = None):
+    """A model of ``facts`` (a sequence, or a mapping of labels) made small greedily: each
+    variable in turn is pushed down by bisection (``v <= 0`` first) while the facts stay
+    satisfiable, then fixed.  ``first``: a model of the facts to start from.  None if the
+    facts are unsat or unknown."""
+    facts = _constraints(facts, "facts")
+
+    def search(extra):
+        try:
+            return _satisfiable("helper counterexample", {**facts, **_constraints(extra, "shrink")})
+        except core.Unknown:
+            return None
+
+    found = first if first is not None else search([])
+    if found is None:
         return None
-    model = _model_dict(s.model(), variables)
+    model = _model_dict(found, variables)
     fixed: list[Any] = []
 
     def attempt(extra):
         nonlocal budget
         budget -= 1
-        s2 = _solver(*facts, *fixed, extra)
-        return _model_dict(s2.model(), variables) if s2.check() == z3.sat else None
+        found = search([*fixed, extra])
+        return None if found is None else _model_dict(found, variables)
 
     for v in variables:
         cur = model[str(v)]
@@ -248,15 +308,24 @@ def minimal_model(facts: Iterable[Any], variables: Sequence[z3.ExprRef], budget:
     return model
 
 
-def refute(facts: Iterable[Any], variables: Sequence[z3.ExprRef]) -> Verdict:
-    """``proved`` when ``facts`` are unsat, else the (small) counterexample."""
-    facts = list(facts)
-    r = _solver(*facts).check()
-    if r == z3.unsat:
-        return Verdict("proved")
-    if r == z3.unknown:
+def prove(name: str, goal, pre, variables: Sequence[z3.ExprRef], path: Sequence[Any] = ()) -> Verdict:
+    """``core.check`` of ``pre |- (And(path) => goal)``: ``proved`` with the core's Proof, a
+    small counterexample when the core refutes it, or ``unknown``.  The path condition is an
+    antecedent of the goal, not a hypothesis, so a path no input takes proves its goal
+    vacuously rather than making the hypotheses contradictory (which the core refuses)."""
+    hyps = _constraints(pre, "pre")
+    claim = as_bool(goal)
+    if path:
+        claim = z3.Implies(z3.And(*[as_bool(c) for c in path]), claim)
+    claim = _constraints({"goal": claim}, name)["goal"]
+    try:
+        proof = core.check(name, claim, hyps=hyps, rlimit=RLIMIT)
+    except core.Refuted as e:
+        return Verdict("counterexample", minimal_model({**hyps, "negated_goal": z3.Not(claim)}, variables,
+                                                       first=e.model))
+    except core.Unknown:
         return Verdict("unknown")
-    return Verdict("counterexample", minimal_model(facts, variables))
+    return Verdict("proved", proof=proof)
 
 
 def equal(a, b):

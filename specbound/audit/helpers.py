@@ -109,7 +109,7 @@ def _compile(ctx: Ctx, found: Found, hook, extra: dict | None = None):
 
 def _row(ctx, row_id, found: Found, what, hook, claim, t0, *, not_present_on_raise=None):
     try:
-        status, method, detail, cex = run_claim(hook, claim)
+        status, method, detail, cex = run_claim(hook, claim, row_id)
     except Exception as e:  # noqa: BLE001 - never a traceback
         status, method, detail, cex = ERROR, "-", f"{type(e).__name__}: {e}", None
     if not_present_on_raise and status == MATCHED and "raises" in detail and "return path" in detail \
@@ -188,12 +188,13 @@ def check_fits(ctx: Ctx, numel_fn: Callable | None) -> None:
             status, detail, cex = MATCHED, "", None
             if expl.unsupported:
                 status, detail = ERROR, f"not symbolic: {expl.unsupported}"
-            for path in expl.paths if not expl.unsupported else []:
+            for i, path in enumerate(expl.paths if not expl.unsupported else []):
                 if not path.returned:
                     continue  # a refusal is safe
                 f, numel = path.value
                 used = spec.mask_batch_numel(m, vs[0], vs[2], vs[4])
-                v = helper_paths.refute([*pre_v, *path.condition, helper_paths.as_bool(f), z3.Not(used <= numel)], vs)
+                v = helper_paths.prove(f"{row_id}/path {i}", used <= numel, pre_v, vs,
+                                       [*path.condition, helper_paths.as_bool(f)])
                 if v.status == "counterexample":
                     status, detail, cex = DIVERGED, "a batch that fits writes past the buffer", v.model
                     break
@@ -263,10 +264,10 @@ def check_maybe_create(ctx: Ctx, numel_fn) -> None:
 
                 claim = Claim(_ints("max_bs", "n", "C"), lambda mx, n, c: [mx >= 0, n >= 1, c >= 1], call,
                               expected, grid={"max_bs": range(0, 5), "n": range(1, 6), "C": range(1, 6)})
-                status, method, detail, cex = run_claim(hook, claim)
+                flags = f"is_draft_runner={draft_runner}, skip_prefill={skip}, is_read={is_read}"
+                status, method, detail, cex = run_claim(hook, claim, f"helper.maybe_create_verify_mask[{flags}]")
                 if status != MATCHED:
-                    detail = (f"is_draft_runner={draft_runner}, skip_prefill={skip}, is_read={is_read}: "
-                              f"{detail}")
+                    detail = f"{flags}: {detail}"
                     worst = (status, method, detail, cex)
                     break
     if worst[0] == MATCHED:
@@ -312,9 +313,10 @@ def check_draft_width(ctx: Ctx) -> Callable | None:
         expl = helper_paths.explore(hook, lambda: fn(*vs), pre)
         if expl.unsupported:
             status, detail = ERROR, f"not symbolic: {expl.unsupported}"
-        for path in expl.paths if not expl.unsupported else []:
+        for i, path in enumerate(expl.paths if not expl.unsupported else []):
             if path.returned:
-                v = helper_paths.refute([*pre, *path.condition, too_big(*vs)], vs)
+                v = helper_paths.prove(f"helper.draft_kv_indices_buffer_width.int32_guard/path {i}",
+                                       z3.Not(too_big(*vs)), pre, vs, path.condition)
                 if v.status == "counterexample":
                     status, cex = DIVERGED, v.model
                     detail = "returns a row width >= 2^31 (int32 offsets of the kernel overflow) without complaint"
@@ -375,11 +377,11 @@ def check_kv_capacity(ctx: Ctx) -> None:
                                    pre)
             if expl.unsupported:
                 status, detail = ERROR, f"not symbolic: {expl.unsupported}"
-            for path in expl.paths if not expl.unsupported else []:
+            for i, path in enumerate(expl.paths if not expl.unsupported else []):
                 if not path.returned:
                     continue
                 u_val, w_val = path.value
-                v = helper_paths.refute([*pre, *path.condition, z3.Not(u_val <= w_val)], vs)
+                v = helper_paths.prove(f"{row_id}/path {i}", u_val <= w_val, pre, vs, path.condition)
                 if v.status == "counterexample":
                     cex = v.model
                     if with_room:
