@@ -6,7 +6,8 @@ or one step past, a boundary the validation enforces: an output one cell short o
 exact, a ``req_to_token`` row one entry narrow or exact (at page sizes 1 to 64), a
 wrong element type or BITPACKING item width, a ``kv_indptr`` row without room for
 entry 0, ``n - 1`` one past ``K + (D-1)K^2``, a non-contiguous or aliasing output, an
-output sharing an input's storage, a ``req_to_token`` column slice, a pool index one past the pool, a negative ``seq_len``, a table one column off, a zero
+output sharing an input's storage, a ``req_to_token`` column slice, a pool index one past
+the pool, a negative ``seq_len``, a table one column off, a zero
 ``topk``/``num_steps``/``page_size``.
 
 :func:`tree_violations` and :func:`kv_violations` are the oracle: the spec conditions (``spec.tree_shape_ok``,
