@@ -133,6 +133,16 @@ def kv_blocks(num_seqs: int, topk: int, num_steps: int, max_seq_len: int,
     return min(block_b, _pow2(max(num_seqs, 1))), pairs, steps, block_c
 
 
+def r2t_strides(req_to_token) -> tuple[int, int]:
+    """``req_to_token``'s strides as launched.  A dimension of size 1 is only ever indexed at
+    0, so torch leaves its stride arbitrary (a one-row slice of a wider table keeps that
+    table's row stride) and it never reaches an address; it is launched as the row-major one,
+    so a contiguous table gets exactly (row width, 1), the proofs' req_to_token_contiguous."""
+    rows, width = req_to_token.shape
+    s0, s1 = req_to_token.stride()
+    return (s0 if rows > 1 else width), (s1 if width > 1 else 1)
+
+
 def draft_decode_kv_indices(req_pool_indices, req_to_token, seq_lens, *, topk, num_steps,
                             page_size=1, kv_indices=None, kv_indptr=None,
                             tile_budget: int | None = None):
@@ -165,7 +175,8 @@ def launch_kv(req_pool_indices, req_to_token, seq_lens, kv_indices, kv_indptr, *
     block_b, pairs, steps, block_c = kv_blocks(num_seqs, topk, num_steps, max(lens), tile_budget or TILE_BUDGET)
     tensors = {"req_pool_indices_ptr": req_pool_indices, "req_to_token_ptr": req_to_token, "seq_lens_ptr": seq_lens,
                "prefix_ptr": p, "kv_indices_ptr": kv_indices, "kv_indptr_ptr": kv_indptr}
+    stride0, stride1 = r2t_strides(req_to_token)
     launch_plans.kv_plan(tensors, num_seqs=num_seqs, topk=topk, num_steps=num_steps, page_size=page_size,
-                         width=kv_indices.shape[1], indptr_stride=kv_indptr.shape[1],
-                         r2t_stride0=req_to_token.stride(0), r2t_stride1=req_to_token.stride(1), block_b=block_b,
-                         pairs=pairs, steps=steps, block_c=block_c).launch(draft_kv_kernel)
+                         width=kv_indices.shape[1], indptr_stride=kv_indptr.shape[1], r2t_stride0=stride0,
+                         r2t_stride1=stride1, block_b=block_b, pairs=pairs, steps=steps,
+                         block_c=block_c).launch(draft_kv_kernel)

@@ -137,8 +137,10 @@ def check_output(name: str, value: Any, *, dtype: torch.dtype | Sequence[torch.d
     return value
 
 
-def check_no_alias(named: dict[str, torch.Tensor]) -> None:
-    """Output buffers must not share storage: one write would clobber another."""
+def check_no_alias(named: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor] | None = None) -> None:
+    """Output buffers must not share storage with each other (one write would clobber
+    another) nor with ``inputs``, the tensors the build reads as validated (a write would
+    change what another program reads)."""
     seen: dict[int, str] = {}
     for name, t in named.items():
         if t.numel() == 0:
@@ -147,6 +149,11 @@ def check_no_alias(named: dict[str, torch.Tensor]) -> None:
         _refuse_unless(spec.distinct_outputs_ok(seen.get(ptr), name),
                        lambda: f"shares storage with {seen[ptr]}; outputs must be distinct buffers")
         seen[ptr] = name
+    read = {t.untyped_storage().data_ptr(): i for i, t in (inputs or {}).items() if t.numel()}
+    for ptr, name in seen.items():
+        _refuse_unless(spec.output_not_input_ok(read.get(ptr), name),
+                       lambda: f"shares storage with the input {read[ptr]}; an output must not overlap "
+                               f"what the build reads")
 
 
 def _seq_lens_list(seq_lens: torch.Tensor) -> list[int]:
@@ -243,7 +250,7 @@ def validate_build_tree_args(parent_list, selected_index, seq_lens, *, topk, dep
             buf = torch.full((bs, n), -1, dtype=_TOKEN_DTYPE, device=device)
         outs[name] = check_output(name, buf, dtype=_TOKEN_DTYPE, device=device, rank=2,
                                   min_numel=token_numel, row_width=n)
-    check_no_alias(outs)
+    check_no_alias(outs, {"parent_list": parent_list, "selected_index": selected_index, "seq_lens": seq_lens})
     return BuildTreeArgs(
         parent_list=parent_list, selected_index=selected_index, seq_lens=seq_lens.to(torch.int64),
         seq_lens_list=seq_list, prefix=prefix, topk=k, depth=d, num_draft_tokens=n, mode=mode, bs=bs,
@@ -362,6 +369,13 @@ def validate_draft_kv_args(req_pool_indices, req_to_token, seq_lens, *, topk, nu
     device = seq_lens.device
     req_pool_indices = as_index_tensor("req_pool_indices", req_pool_indices, rank=1, device=device)
     req_to_token = as_index_tensor("req_to_token", req_to_token, rank=2, device=device, copy_ok=False)
+    # The kernel reads row r at r * row width (the proofs' req_to_token_contiguous).  A strided
+    # view is refused, not copied: the table is the whole request pool, so a copy would be a
+    # hidden cost of pool size on every launch (and every CUDA-graph replay).
+    _refuse_unless(spec.input_layout_ok(req_to_token.is_contiguous(), "req_to_token"),
+                   lambda: f"must be contiguous (row r is read at r * row width), got shape "
+                           f"{_shape_text(req_to_token.shape)} with strides {_shape_text(req_to_token.stride())}: "
+                           f"a column slice or strided view of a wider table; pass the whole table")
     num_seqs = seq_lens.shape[0]
     _refuse_unless(spec.table_shape_ok(req_pool_indices.shape, (num_seqs,), "req_pool_indices"),
                    lambda: f"must have one entry per request ({num_seqs}), "
@@ -405,7 +419,8 @@ def validate_draft_kv_args(req_pool_indices, req_to_token, seq_lens, *, topk, nu
                            f"{_shape_text(kv_indptr.shape)}")
     if kv_indptr.dtype == torch.int32:
         spec.require(spec.int32_alloc_ok(used, "kv_indptr"))
-    check_no_alias({"kv_indices": kv_indices, "kv_indptr": kv_indptr})
+    check_no_alias({"kv_indices": kv_indices, "kv_indptr": kv_indptr},
+                   {"req_pool_indices": req_pool_indices, "req_to_token": req_to_token, "seq_lens": seq_lens})
     return DraftKvArgs(
         req_pool_indices=req_pool_indices, req_to_token=req_to_token, seq_lens=seq_lens,
         seq_lens_list=seq_list, pool_rows=rows, prefix=prefix, num_seqs=num_seqs, topk=k,

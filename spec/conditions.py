@@ -198,6 +198,20 @@ def distinct_outputs_ok(shares_storage_with: str | None, name: str) -> tuple[Con
                       shares_storage_with is None, name),)
 
 
+def input_layout_ok(contiguous: bool, name: str) -> tuple[Condition, ...]:
+    """An input the kernel reads in place (``req_to_token``, never copied) is addressed as
+    ``row * row_width + col``: it must be contiguous, not a column slice or a strided view of
+    a wider table (the kernel proofs assume row stride = row width and column stride 1)."""
+    return (Condition("input_contiguous", f"{name} is contiguous", bool(contiguous), name),)
+
+
+def output_not_input_ok(shares_storage_with: str | None, name: str) -> tuple[Condition, ...]:
+    """An output shares storage with no input the build reads (a write could change what
+    another program reads; the kernel proofs model every tensor as its own memory)."""
+    return (Condition("output_not_input", f"{name} shares storage with no input",
+                      shares_storage_with is None, name),)
+
+
 def pool_index_ok(row, pool_rows, b) -> tuple[Condition, ...]:
     """``req_pool_indices[b]`` names a row of ``req_to_token``."""
     return (Condition("pool_index_in_range", f"0 <= req_pool_indices[{b}] < req_to_token rows ({pool_rows})",

@@ -89,6 +89,7 @@ def test_oracle_names_one_condition_per_change():
     expect = {"short:tree_mask": "output_holds_batch", "short:retrive_index": "output_holds_batch",
               "dtype:tree_mask:uint16": "dtype", "noncontig:tree_mask": "output_contiguous",
               "alias:retrive_next_token:retrive_next_sibling": "outputs_distinct", "exact": None,
+              "alias_in:seq_lens:positions": "output_not_input",
               "dtype:tree_mask:uint8": None}
     for call in examples.tree_call_examples():
         if call.change in expect:
@@ -165,6 +166,30 @@ def test_alias_and_contiguity_checks_dropped(monkeypatch):
         monkeypatch.setattr(validation, "spec", _SpecWith(**override))
         res = _first_failure("tree.validation")
         assert res.failures and condition in res.message, (condition, res.message)
+
+
+@needs_interpreter
+def test_req_to_token_layout_check_dropped(monkeypatch):
+    """A column slice of a wider pool table accepted (and launched with its own row stride,
+    which the kernel proofs assume away)."""
+    monkeypatch.setattr(validation, "spec", _SpecWith(input_layout_ok=lambda contiguous, name: ()))
+    res = _first_failure("kv.validation")
+    assert res.failures and "input_contiguous" in res.message and res.case.change == "r2t_view"
+
+
+@needs_interpreter
+@pytest.mark.parametrize("name", ["tree.validation", "kv.validation"])
+def test_output_input_overlap_check_dropped(monkeypatch, name):
+    monkeypatch.setattr(validation, "spec", _SpecWith(output_not_input_ok=lambda other, output: ()))
+    res = _first_failure(name)
+    assert res.failures and "output_not_input" in res.message and res.case.change.startswith("alias_in:")
+
+
+def test_oracle_sees_a_strided_req_to_token_only_when_it_is_strided():
+    for call in examples.kv_call_examples():
+        if call.change == "r2t_view":
+            names = [c.name for c in calls.kv_violations(call, *calls.kv_call_tensors(call))]
+            assert names == ([] if call.kv.pool_rows == 1 else ["input_contiguous"]), call.kv.pool_rows
 
 
 @needs_interpreter

@@ -235,7 +235,9 @@ def test_kv_caller_buffers_cuda_graph_width(checked, dtype):
     _kv_both(batch, topk=k, num_steps=steps, kv_indices=kv, kv_indptr=indptr)
 
 
-def test_kv_noncontiguous_req_to_token(checked):
+def test_kv_noncontiguous_req_to_token_is_refused(checked):
+    """The kernel proofs assume row stride = row width and column stride 1
+    (req_to_token_contiguous); a strided view is refused alike, never copied (the pool table)."""
     rng = random.Random(8)
     batch = random_kv_batch(rng, 4, 2, 3, 4, max_seq_len=30, dtype=torch.int64)
     r2t = batch.req_to_token
@@ -243,7 +245,14 @@ def test_kv_noncontiguous_req_to_token(checked):
     wide[:, ::2] = r2t
     view = wide[:, ::2]
     assert not view.is_contiguous()
-    _kv_both((batch.req_pool_indices, view, batch.seq_lens), topk=2, num_steps=3, page_size=4)
+    args = (batch.req_pool_indices, view, batch.seq_lens)
+    errors = []
+    for build in (kernels.draft_decode_kv_indices, ref.draft_decode_kv_indices):
+        with pytest.raises(spec.SpecArgumentError, match="req_to_token: must be contiguous") as err:
+            build(*args, topk=2, num_steps=3, page_size=4)
+        errors.append(str(err.value))
+    assert errors[0] == errors[1]
+    assert checked.launches == []
 
 
 def test_kv_empty_and_errors(checked):

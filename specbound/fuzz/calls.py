@@ -5,8 +5,9 @@ A *call* is a batch the other properties would build (a :class:`TreeCase` or
 or one step past, a boundary the validation enforces: an output one cell short or
 exact, a ``req_to_token`` row one entry narrow or exact (at page sizes 1 to 64), a
 wrong element type or BITPACKING item width, a ``kv_indptr`` row without room for
-entry 0, ``n - 1`` one past ``K + (D-1)K^2``, a non-contiguous or aliasing output, a
-pool index one past the pool, a negative ``seq_len``, a table one column off, a zero
+entry 0, ``n - 1`` one past ``K + (D-1)K^2``, a non-contiguous or aliasing output, an
+output sharing an input's storage, a ``req_to_token`` column slice, a pool index one past
+the pool, a negative ``seq_len``, a table one column off, a zero
 ``topk``/``num_steps``/``page_size``.
 
 :func:`tree_violations` and :func:`kv_violations` are the oracle: the spec conditions (``spec.tree_shape_ok``,
@@ -94,6 +95,27 @@ def _distinct(outputs: dict[str, torch.Tensor]) -> list:
     return conds
 
 
+def _apart_from_inputs(outputs: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor]) -> list:
+    """``spec.output_not_input_ok`` for every output that holds cells (the calls' inputs are
+    passed as validation keeps them: int64 and contiguous, or ``req_to_token``)."""
+    conds = []
+    for name, t in outputs.items():
+        other = next((i for i, u in inputs.items() if t.numel() and u.numel() and _storage(t) == _storage(u)), None)
+        conds += spec.output_not_input_ok(other, name)
+    return conds
+
+
+def _sharing(inp: torch.Tensor, shape, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(input, output)``: a copy of ``inp`` and a fresh output of ``shape`` and ``dtype``, one
+    after the other in one storage."""
+    head = inp.numel() * inp.element_size()
+    start = head + (-head % 8)   # the output starts aligned for any element type
+    size = torch.Size(shape).numel() * torch.empty(0, dtype=dtype).element_size()
+    raw = torch.zeros(start + size, dtype=torch.uint8, device=inp.device)
+    copy = raw[:head].view(inp.dtype).view(inp.shape).copy_(inp)
+    return copy, raw[start:].view(dtype).view(shape)
+
+
 def _out_conditions(name, t: torch.Tensor, dtype, rank: int, needed: int | None, row_width=None,
                     row_count=None) -> list:
     conds = [*spec.dtype_ok(_name(t.dtype), dtype, name), *spec.rank_ok(t.dim(), rank, name),
@@ -131,7 +153,8 @@ class TreeCall:
 
     ``change``: ``exact``; ``short:OUT`` / ``wide:OUT`` (one cell, or one row of a
     ``retrive_*`` output, less / more than the batch needs); ``dtype:OUT:DTYPE``;
-    ``noncontig:OUT``; ``alias:A:B`` (B shares A's storage); ``input_dtype:IN:DTYPE``;
+    ``noncontig:OUT``; ``alias:A:B`` (B shares A's storage); ``alias_in:IN:OUT`` (OUT
+    shares the storage of input IN); ``input_dtype:IN:DTYPE``;
     ``columns:IN:DELTA``; ``seq_len:B:-1``; ``shape`` (the case's own ``n`` or mode sits
     at a shape boundary: ``n - 1`` vs ``K + (D-1)K^2``, BITPACKING ``n`` 32 vs 33).
     """
@@ -198,6 +221,8 @@ def tree_call_tensors(call: TreeCall, device="cpu") -> tuple[dict[str, torch.Ten
     if op == "alias":
         a, b = arg
         outs[b] = outs[a].view(outs[b].shape) if outs[a].is_contiguous() else outs[a]
+    elif op == "alias_in":
+        ins[arg[0]], outs[arg[1]] = _sharing(ins[arg[0]], outs[arg[1]].shape, outs[arg[1]].dtype)
     g = torch.Generator().manual_seed(seed_of(call))
     for name, t in outs.items():
         if not (op == "alias" and name == arg[1]):
@@ -225,7 +250,7 @@ def tree_violations(call: TreeCall, ins, outs) -> list:
     conds += _out_conditions("positions", outs["positions"], spec.TOKEN_DTYPE, 1, tokens)
     for name in TREE_OUTPUTS[2:]:
         conds += _out_conditions(name, outs[name], spec.TOKEN_DTYPE, 2, tokens, row_width=n)
-    conds += _distinct(outs)
+    conds += _distinct(outs) + _apart_from_inputs(outs, ins)
     return failing(conds)
 
 
@@ -275,6 +300,7 @@ def tree_calls(draw) -> TreeCall:
         a, b = draw(st.sampled_from((("retrive_next_token", "retrive_next_sibling"),
                                      ("retrive_index", "retrive_next_token"), ("retrive_index", "positions"))))
         changes.append(f"alias:{a}:{b}")
+        changes.append(f"alias_in:{draw(st.sampled_from(TREE_INPUTS))}:{draw(st.sampled_from(outs[1:]))}")
     return TreeCall(dataclasses.asdict(c), draw(st.sampled_from(changes)))
 
 
@@ -289,7 +315,8 @@ class KvCall:
     ``kv_width:DELTA`` (from the used length); ``kv_rows:DELTA``; ``indptr_width:DELTA``
     (from ``spec.kv_indptr_row_len``); ``indptr_rows:DELTA``; ``dtype:OUT:DTYPE``;
     ``input_dtype:IN:DTYPE``; ``noncontig:OUT``; ``alias:kv_indices:kv_indptr``;
-    ``seq_len:B:-1``; ``scalar:NAME:0``.
+    ``alias_in:IN:OUT``; ``r2t_view`` (``req_to_token`` the first columns of a wider table:
+    strided, unless the pool has one row); ``seq_len:B:-1``; ``scalar:NAME:0``.
     """
 
     case: dict
@@ -322,6 +349,10 @@ def kv_call_tensors(call: KvCall, device="cpu") -> tuple[dict[str, torch.Tensor]
         seq[int(arg[0])] = -1
     elif op == "input_dtype":
         ins[arg[0]] = ins[arg[0]].to(getattr(torch, arg[1]))
+    elif op == "r2t_view":
+        wide = torch.zeros(r2t.shape[0], r2t.shape[1] + 3, dtype=r2t.dtype, device=device)
+        wide[:, :r2t.shape[1]] = r2t
+        ins["req_to_token"] = wide[:, :r2t.shape[1]]
     width, rows = c.used_len(), c.num_steps
     ptr_width, ptr_rows = spec.kv_indptr_row_len(c.num_seqs, c.topk), c.num_steps
     dtypes = {name: getattr(torch, c.kv_dtype) for name in KV_OUTPUTS}
@@ -344,6 +375,8 @@ def kv_call_tensors(call: KvCall, device="cpu") -> tuple[dict[str, torch.Tensor]
                 "kv_indptr": base[rows * width:].view(ptr_rows, ptr_width)}
     else:
         outs = {name: _alloc(shapes[name], dtypes[name], device, strided=name in strided) for name in KV_OUTPUTS}
+    if op == "alias_in":
+        ins[arg[0]], outs[arg[1]] = _sharing(ins[arg[0]], shapes[arg[1]], dtypes[arg[1]])
     g = torch.Generator().manual_seed(seed_of(call))
     for t in outs.values():
         junk_like(t, g)
@@ -358,6 +391,7 @@ def kv_violations(call: KvCall, ins, outs) -> list:
         return failing(conds)
     conds += _inputs_conditions(ins, {"seq_lens": 1, "req_pool_indices": 1, "req_to_token": 2})
     pool, r2t, seq = ins["req_pool_indices"], ins["req_to_token"], ins["seq_lens"]
+    conds += spec.input_layout_ok(r2t.is_contiguous(), "req_to_token")
     num_seqs = seq.shape[0]
     conds += spec.table_shape_ok(pool.shape, (num_seqs,), "req_pool_indices")
     conds += _seq_conditions(seq)
@@ -378,7 +412,7 @@ def kv_violations(call: KvCall, ins, outs) -> list:
     if ptr.dtype == torch.int32:
         conds += spec.int32_alloc_ok(spec.draft_kv_indices_used_len(total, k, spec.draft_branches(num_seqs, k), steps),
                                      "kv_indptr")
-    conds += _distinct(outs)
+    conds += _distinct(outs) + _apart_from_inputs(outs, ins)
     return failing(conds)
 
 
@@ -396,7 +430,8 @@ def kv_calls(draw) -> KvCall:
                f"dtype:kv_indices:{draw(st.sampled_from(('int32', 'int64', 'int16', 'float32')))}",
                f"dtype:kv_indptr:{draw(st.sampled_from(('int32', 'int16')))}",
                f"input_dtype:{draw(st.sampled_from(KV_INPUTS))}:{draw(st.sampled_from(('int32', 'int16')))}",
-               f"noncontig:{draw(st.sampled_from(KV_OUTPUTS))}", "alias:kv_indices:kv_indptr",
+               f"noncontig:{draw(st.sampled_from(KV_OUTPUTS))}", "alias:kv_indices:kv_indptr", "r2t_view",
+               f"alias_in:{draw(st.sampled_from(KV_INPUTS))}:{draw(st.sampled_from(KV_OUTPUTS))}",
                f"scalar:{draw(st.sampled_from(('topk', 'num_steps', 'page_size')))}:0"]
     if c.num_seqs:
         changes += ["r2t:-1"] * 4

@@ -113,7 +113,7 @@ def tree_call_examples() -> list[TreeCall]:
     out += [TreeCall(base[FULL], f"short:{name}") for name in ("tree_mask", "positions", "retrive_index")]
     out += [TreeCall(base[BITPACK], f"dtype:tree_mask:{name}") for name in ("uint8", "uint16")]
     out += [TreeCall(base[QLEN], "alias:retrive_next_token:retrive_next_sibling"),
-            TreeCall(base[QLEN], "noncontig:tree_mask"),
+            TreeCall(base[QLEN], "noncontig:tree_mask"), TreeCall(base[FULL], "alias_in:seq_lens:positions"),
             TreeCall(base[FULL], "input_dtype:seq_lens:float32")]   # the oracle sizes from float lengths too
     over = dataclasses.asdict(_case(1, 2, 4, QLEN, [([0, 1, 2], [-1, 0])]))   # n - 1 = 3 > K + (D-1)K^2 = 2
     out.append(TreeCall({**over, "defects": ["arbitrary"]}, "shape"))
@@ -132,7 +132,12 @@ def kv_call_examples() -> list[KvCall]:
         out.append(KvCall(dataclasses.asdict(narrow), "r2t:-1"))
     paged = out[-2].case
     out += [KvCall(paged, change) for change in ("kv_width:-1", "indptr_width:-1", "pool:0:2",
-                                                  "alias:kv_indices:kv_indptr")]
+                                                  "alias:kv_indices:kv_indptr", "r2t_view",
+                                                  "alias_in:req_to_token:kv_indices")]
+    # a one-row pool: its column slice is contiguous to torch (accepted) but keeps the wider row stride
+    one = KvCase(topk=2, num_steps=3, page_size=1, max_context_len=16, seq_lens=[5], req_pool_indices=[0],
+                 pool_rows=1, r2t_width=spec.kv_req_to_token_span(5, 2, 3, 1))
+    out.append(KvCall(dataclasses.asdict(one), "r2t_view"))
     return out
 
 
