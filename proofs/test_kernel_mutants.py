@@ -83,3 +83,9 @@ def test_a_family_refuting_no_mutant_is_named():
         if (e["kernel"], e["property"]) == ("BUILD-TREE-QLEN", "RACE-FREE"):
             e["mutants"] = {}
     assert manifest.families_without_mutant(copy) == ["BUILD-TREE-QLEN/RACE-FREE"]
+
+
+def test_a_mutant_naming_no_layout_is_refused():
+    m = mutants.get("MUT-QLEN-MASK-TRANSPOSED")
+    with pytest.raises(ValueError, match="MUT-QLEN-MASK-TRANSPOSED: layouts .'BUILD-TREE-QLEN-ONLY'. name no"):
+        mutants.check_layouts([replace(m, layouts=("BUILD-TREE-QLEN-ONLY",))])
