@@ -44,7 +44,7 @@ def main() -> int:
             if chosen is not None and (kind, i) not in chosen:
                 continue
             start = time.perf_counter()
-            results = theorems.prove_kernel(kind, sp, mutants=(i == 0 and not args.no_mutants))
+            results = theorems.prove_kernel(kind, sp, mutants=(theorems.carries_mutants(kind, sp) and not args.no_mutants))
             row = {"kernel": kind, "index": i, "spec": sp.label, "wall_s": round(time.perf_counter() - start, 2),
                    "theorems": {r.id.split("[")[0]: {"status": r.status, "seconds": round(r.seconds, 2),
                                                      "obligations": r.witness.get("obligations"),

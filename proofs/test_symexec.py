@@ -29,7 +29,7 @@ def pytest_generate_tests(metafunc):
 def _results(kind, sp):
     key = (kind, sp)
     if key not in _cache:
-        carries = sp in theorems.selected_specs()[kind][:theorems.MUTANT_SPECS]
+        carries = theorems.carries_mutants(kind, sp, theorems.selected_specs())
         _cache[key] = theorems.prove_kernel(kind, sp, mutants=carries)
     return _cache[key]
 
@@ -47,21 +47,28 @@ def test_kernel_specialization(kind, sp):
     assert manifest.compare_results(_results(kind, sp), EXPECTED) == []
 
 
-# {kind: {mutant id: replay verdict}}: the mutants each kernel's first specialization must refute
-# and how the replay reproduces each fault, as recorded in proofs/manifest.json
+# {kind: {mutant id: replay verdict}}: the mutants each kernel's first specializations (one per
+# kernel name: each tree layout) must refute and how the replay reproduces each fault, as
+# recorded in proofs/manifest.json
 REQUIRED_MUTANTS = {kind: {m: how for e in EXPECTED["kernel_theorems"].values() if e["kind"] == kind
                            for m, how in e["mutants"].items()} for kind in theorems.default_specs()}
 
 
+def _carriers(kind):
+    """The default specializations that carry mutants: the first of each kernel name."""
+    specs = theorems.selected_specs()
+    return [sp for sp in specs[kind] if theorems.carries_mutants(kind, sp, specs)]
+
+
 @pytest.mark.parametrize("kind", sorted(REQUIRED_MUTANTS))
 def test_every_property_of_the_first_specialization_refutes_a_mutant(kind):
-    sp = theorems.selected_specs()[kind][0]
-    for r in _results(kind, sp):
-        prop = r.id.split("[")[0][len(theorems.kernel_name(r.id)) + 1:]
-        if f"{kind}/{prop}" in EXPECTED["kernel_without_mutant"]:
-            assert not r.mutants, r.id
-            continue
-        assert r.mutants and all(m.status == "refuted" for m in r.mutants), f"{r.id}: {len(r.mutants)} mutants"
+    for sp in _carriers(kind):
+        for r in _results(kind, sp):
+            prop = r.id.split("[")[0][len(theorems.kernel_name(r.id)) + 1:]
+            if f"{kind}/{prop}" in EXPECTED["kernel_without_mutant"]:
+                assert not r.mutants, r.id
+                continue
+            assert r.mutants and all(m.status == "refuted" for m in r.mutants), f"{r.id}: {len(r.mutants)} mutants"
 
 
 def test_kernel_theorems_list_their_launch_contracts():
@@ -87,8 +94,7 @@ def test_mutants_refuted_by_replay(kind):
     launch on the planted kernel reproduces the fault)."""
     from specbound.proofs.symexec import mutants
 
-    sp = theorems.selected_specs()[kind][0]
-    seen = {m.id: m for r in _results(kind, sp) for m in r.mutants}
+    seen = {m.id: m for sp in _carriers(kind) for r in _results(kind, sp) for m in r.mutants}
     for mid, verdict in REQUIRED_MUTANTS[kind].items():
         assert mid in seen, f"{mid} not run"
         assert seen[mid].status == "refuted", f"{mid}: {seen[mid].note}"
@@ -106,7 +112,9 @@ def test_footprint_only_mutants_escape_bounds_and_races(kind, mid):
 
     m = mutants.get(mid)
     assert m.prop == "FOOTPRINT"
-    run = verifiers.get(kind).run(theorems.selected_specs()[kind][0], transform=m.transform, host=dict(m.host))
+    sp = theorems.first_carrier(m)
+    sp = m.spec_override(sp) if m.spec_override else sp
+    run = verifiers.get(kind).run(sp, transform=m.transform, host=dict(m.host))
     for prop in ("IN-BOUNDS", "RACE-FREE"):
         failed = [o.obligation.id for o in (check(ob, run.functions) for ob in theorems.obligations(run, prop)) if not o.ok]
         assert not failed, f"{m.id}: {prop} already refutes it ({failed})"

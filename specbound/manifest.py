@@ -59,9 +59,10 @@ def enumerate_registries() -> dict:
     for kind, specs in theorems.all_specs().items():
         props = verifiers.get(kind).properties
         mutants = kernel_mutants.of_kind(kind)
-        for i, sp in enumerate(specs):
+        for sp in specs:
             for prop in props:
-                carried = {m.id: None for m in mutants if m.prop == prop} if i < theorems.MUTANT_SPECS else {}
+                carried = {m.id: None for m in mutants if m.prop == prop and theorems.runs_on(m, sp)} \
+                    if theorems.carries_mutants(kind, sp) else {}
                 kernel[f"KERNEL-{sp.name}-{prop}[{sp.label}]"] = {
                     "kind": kind, "kernel": sp.name, "specialization": sp.label, "property": prop,
                     "mutants": carried}
@@ -75,6 +76,20 @@ def enumerate_registries() -> dict:
     replays = {f"{th}/{m}": None for th, m in sorted(SIZING_MUTANTS)}
     return {"spec_theorems": spec, "kernel_theorems": kernel, "kernel_without_mutant": without,
             "sglang_theorems": sglang, "spec_mutant_replays": replays}
+
+
+def families_without_mutant(manifest: dict) -> list[str]:
+    """``KERNEL/PROPERTY`` of every kernel x property family (each layout its own kernel, e.g.
+    ``BUILD-TREE-QLEN``) whose theorems refute no mutant in any specialization, unless its
+    ``kind/property`` carries a documented reason in ``kernel_without_mutant``: a family that
+    is never shown to fail could be checking nothing."""
+    refuting, exempt = {}, manifest.get("kernel_without_mutant", {})
+    for e in manifest["kernel_theorems"].values():
+        if f"{e['kind']}/{e['property']}" in exempt:
+            continue
+        key = f"{e['kernel']}/{e['property']}"
+        refuting[key] = refuting.get(key, False) or bool(e["mutants"])
+    return sorted(k for k, ok in refuting.items() if not ok)
 
 
 # --- comparing ------------------------------------------------------------------------------------

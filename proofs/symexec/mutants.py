@@ -32,6 +32,20 @@ KIND_KERNEL = {v.kind: (v.module, v.func) for v in verifiers.VERIFIERS}
 
 BY_ID = {m.id: m for m in MUTANTS}
 assert len(BY_ID) == len(MUTANTS), "duplicate kernel mutant id"
+
+
+def check_layouts(mutants=MUTANTS) -> None:
+    """A mutant's ``layouts`` must name kernel names its kernel's specializations have: one
+    that names none would run nowhere, which must never read as covered."""
+    names = {v.kind: {sp.name for sp in v.all_specs()} for v in verifiers.VERIFIERS}
+    for m in mutants:
+        unknown = set(m.layouts) - names[m.kind]
+        if unknown:
+            raise ValueError(f"kernel mutant {m.id}: layouts {sorted(unknown)} name no specialization of kernel "
+                             f"{m.kind!r} (its kernel names: {sorted(names[m.kind])})")
+
+
+check_layouts()
 assert all(bool(m.fuzz_theorem) != bool(m.fuzz_skip) for m in MUTANTS), "a fuzz replay or the reason there is none"
 
 

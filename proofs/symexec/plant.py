@@ -176,6 +176,9 @@ class KernelMutant:
     content_box: dict = field(default_factory=dict, hash=False)  # tensor-content function -> (lo, hi)
     fuzz_theorem: str = ""          # the spec theorem whose counterexample the fuzz replays on the plant
     fuzz_skip: str = NO_SPEC_MODEL  # why the fuzz does not replay it (when fuzz_theorem is empty)
+    # the kernel names (``sp.name``: a layout of the tree build) whose first specialization
+    # carries it; empty: the kernel's first specialization's
+    layouts: tuple = ()
 
     @property
     def transform(self):

@@ -125,11 +125,12 @@ class Refutation:
 
 
 def refute(run, obligations: Callable, props, replay: Callable, limits: dict, batch_cap: int,
-           expect=("oob",), only: Callable | None = None) -> Refutation:
+           expect=("oob",), only: Callable | None = None, content_box: dict | None = None) -> Refutation:
     """The first counterexample of ``props`` (obligations selected by ``only``) that, made
-    concrete inside ``limits`` and replayed (``replay(conc) -> specbound.replay.Replay``), reproduces
-    a fault in ``expect``.  A counterexample the replay does not reproduce is reported in
-    ``detail``, never as a refutation."""
+    concrete inside ``limits`` (tensor contents inside ``content_box``, see :func:`.concretise.concretise`)
+    and replayed (``replay(conc) -> specbound.replay.Replay``), reproduces a fault in ``expect``.
+    A counterexample the replay does not reproduce is reported in ``detail``, never as a
+    refutation."""
     from .concretise import concretise
 
     start = time.perf_counter()
@@ -141,7 +142,7 @@ def refute(run, obligations: Callable, props, replay: Callable, limits: dict, ba
             out = check(ob, run.functions, witness=False)
             if out.status != "counterexample":
                 continue
-            conc = concretise(run, ob, limits, batch_cap=batch_cap)
+            conc = concretise(run, ob, limits, batch_cap=batch_cap, content_box=content_box)
             if conc is None:
                 values = evaluate_report(out.model, run.report)
                 notes.append(f"{ob.id}: solver counterexample " + ", ".join(f"{k}={v}" for k, v in values.items())

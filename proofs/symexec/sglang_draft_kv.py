@@ -376,12 +376,15 @@ def prove(sp: KvSpec, path: str, host: Host | None = None, progress=None) -> lis
     return prove_run(run, obligations, PROPERTIES, progress)
 
 
-def refute_without(sp: KvSpec, path: str, precondition: str = "", host: Host | None = None):
+def refute_without(sp: KvSpec, path: str, precondition: str = "", host: Host | None = None, props=None,
+                   wrap_box: bool | None = None):
     """Leave one precondition out (none: ``""``): the property it protects must fail, and the
     counterexample, replayed on the kernel at ``path`` under the checked interpreter, must
     reproduce it: an out-of-bounds store without draft room; Triton's int32 overflow check
     (on in the checked interpreter) on the row offset without the int32 rows, with the
-    smallest buffers that show it (3 rows of 2^30 cells, allocated, never filled)."""
+    smallest buffers that show it (3 rows of 2^30 cells, allocated, never filled).  ``props``
+    (default: the property the precondition protects) and ``wrap_box`` (default: for a row
+    offset precondition) choose what a planted edit of the kernel is refuted by."""
     from dataclasses import replace as dc_replace
 
     from .sglang_common import refute
@@ -391,8 +394,9 @@ def refute_without(sp: KvSpec, path: str, precondition: str = "", host: Host | N
     if precondition:
         host = dc_replace(host, drop=tuple(host.drop) + (precondition,))
     run = run_kernel(sp, path, host)
-    props = {"": PROPERTIES, "draft_room": ("IN-BOUNDS",)}.get(precondition, ("NO-WRAP",))
-    limits = WRAP_LIMITS if precondition.startswith("row_offsets") else REPLAY_LIMITS
+    props = props or {"": PROPERTIES, "draft_room": ("IN-BOUNDS",)}.get(precondition, ("NO-WRAP",))
+    wrap_box = precondition.startswith("row_offsets") if wrap_box is None else wrap_box
+    limits = WRAP_LIMITS if wrap_box else REPLAY_LIMITS
     return refute(run, obligations, props, lambda conc: replay(sp, conc, path), limits,
                   batch_cap=limits["num_seqs"][1], expect=("oob", "assert", "wrap", "race", "output"))
 

@@ -306,15 +306,17 @@ def refute_malformed(sp: TreeSpec, path: str):
 
 
 def refute_run(sp: TreeSpec, path: str, host: Host | None = None, props=PROPERTIES,
-               expect=("oob", "race", "assert", "output")):
+               expect=("oob", "race", "assert", "output"), limits: dict | None = None,
+               content_box: dict | None = None):
     """The first counterexample of ``props`` under ``host`` that a replay on the kernel at
-    ``path`` reproduces (see :func:`.sglang_common.refute`)."""
+    ``path`` reproduces (see :func:`.sglang_common.refute`; ``limits`` widen the replay box,
+    e.g. a ``seq_len`` near 2^31 for an int32 wrap)."""
     from .sglang_common import refute
 
     run = run_kernel(sp, path, host)
     cells = sp.bs * max(sp.sel_width, sp.pl_width, sp.n)
-    return refute(run, obligations, props, lambda conc: replay(sp, conc, path), REPLAY_LIMITS,
-                  batch_cap=cells, expect=expect)
+    return refute(run, obligations, props, lambda conc: replay(sp, conc, path), {**REPLAY_LIMITS, **(limits or {})},
+                  batch_cap=cells, expect=expect, content_box=content_box)
 
 
 def replay(sp: TreeSpec, conc: dict, path: str):

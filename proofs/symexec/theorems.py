@@ -26,8 +26,8 @@ class KernelTheoremResult(TheoremResult):
     """A kernel theorem is ok when every obligation is proved and witnessed (or proved dead: an
     access no lane ever activates in this specialization, such as the parent_list loads when
     D = 1), at least one is witnessed, and every mutant attached to it is refuted by a replay.  Mutants are about the kernel source, so they run
-    on the first specialization of each kernel; a theorem of another specialization (or a
-    property without a source mutant) carries none and ``mutants_on`` says where they ran."""
+    on the first specialization of each kernel name (each tree layout its own); a theorem of
+    another specialization (or a property without a source mutant) carries none."""
 
     @property
     def ok(self) -> bool:
@@ -165,10 +165,31 @@ def refute(kind: str, sp, mutant: kernel_mutants.KernelMutant) -> MutantResult:
                         "; ".join(notes) or "no counterexample: the obligations do not see this fault")
 
 
+def runs_on(mutant: kernel_mutants.KernelMutant, sp) -> bool:
+    """Whether ``mutant`` belongs to the theorems of ``sp``'s kernel name (a layout of the tree
+    build is a kernel of its own: its mask code is its own)."""
+    return sp.name in (mutant.layouts or (all_specs()[mutant.kind][0].name,))
+
+
+def first_carrier(mutant: kernel_mutants.KernelMutant):
+    """The specialization whose theorem carries ``mutant`` (the first of its kernel name)."""
+    return next(sp for sp in all_specs()[mutant.kind] if runs_on(mutant, sp))
+
+
+def carries_mutants(kind: str, sp, specs=None, count: int | None = None) -> bool:
+    """Whether ``sp`` is among the first ``count`` specializations of its kernel name in
+    ``specs`` (every covered one by default; each kernel's default subset comes first, so
+    these are the same in the default run and in ``--all``)."""
+    count = MUTANT_SPECS if count is None else count
+    same = [s for s in (specs or all_specs())[kind] if s.name == sp.name]
+    return sp in same[:count]
+
+
 def prove_kernel(kind: str, sp, *, mutants: bool = True) -> list:
-    """All property theorems of one kernel specialization."""
+    """All property theorems of one kernel specialization; with ``mutants``, the mutants of
+    its kernel name are refuted too."""
     verifier = verifiers.get(kind)
-    muts = kernel_mutants.of_kind(kind)
+    muts = [m for m in kernel_mutants.of_kind(kind) if runs_on(m, sp)]
     results = []
     run = verifier.run(sp)
     for prop in verifier.properties:
@@ -223,15 +244,16 @@ def theorem_result(run, prop: str, outcomes: list, seconds: float, mutants: list
     return res
 
 
-# Mutants are about the kernel source, not a specialization: they run on this many of each
-# kernel's first specializations (the manifest's expectations and the tests read it here).
+# Mutants are about the kernel source, not a specialization: they run on this many of the
+# first specializations of each kernel name (each tree layout its own; the manifest's
+# expectations and the tests read it here).
 MUTANT_SPECS = 1
 
 
 def run_all(full: bool = False, kinds=None, mutant_specs: int = MUTANT_SPECS,
             progress: Callable | None = None) -> list:
     """Every kernel theorem of the selected specializations; mutants on the first
-    ``mutant_specs`` specializations of each kernel (they are about the kernel source).
+    ``mutant_specs`` specializations of each kernel name (they are about the kernel source).
     ``progress(done, total, kind, spec, new_results, results_so_far, seconds)`` is called
     after each specialization (a full run takes minutes).  ``kinds``: the registered kernels
     (:data:`.verifiers.VERIFIERS`) by default."""
@@ -241,7 +263,7 @@ def run_all(full: bool = False, kinds=None, mutant_specs: int = MUTANT_SPECS,
     todo = [(kind, i, sp) for kind in kinds for i, sp in enumerate(specs[kind])]
     for done, (kind, i, sp) in enumerate(todo, 1):
         start = time.perf_counter()
-        new = prove_kernel(kind, sp, mutants=i < mutant_specs)
+        new = prove_kernel(kind, sp, mutants=carries_mutants(kind, sp, specs, mutant_specs))
         out += new
         if progress is not None:
             progress(done, len(todo), kind, sp, new, out, time.perf_counter() - start)

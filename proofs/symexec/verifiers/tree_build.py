@@ -335,10 +335,77 @@ MUTANTS = (
          "tree", "FOOTPRINT", "(s3 + n) * t3", "(s3 + n - 1) * t3"),
 )
 
+# The QLEN_ONLY and BITPACKING layouts store their mask with code of their own: each property
+# of each layout refutes a fault of its own, on the first specialization of that layout.
+QLEN, BITPACK = TreeSpec(1, 1, 1, 1).name, TreeSpec(2, 1, 1, 8).name
+QLEN_CELL, BITPACK_CELL = "b3 * n * n + n * t3 + c3", "b2 * n + 1 * node2 + 0"
+BITPACK_STORE = "tl.store(tree_mask_ptr + cell, item.to(tree_mask_ptr.dtype.element_ty), mask=node_ok2)"
+ASSERT_NODES = "device_assert(n <= NODES"
+# the launch rounds NODES down to a power of two (the largest <= n, not the smallest >= n)
+ROUNDED_DOWN = {"nodes_lanes": lambda n, lanes: z3.And(lanes < n, n < 2 * lanes)}
+BIG_SEQ_LEN = {"limits": {"C": (1, 2**31 - 1)}, "content_box": {"seq_len": (0, 2**31 - 1), "P": (0, 2**33)}}
+
+LAYOUT_MUTANTS = (
+    swap(KERNEL, "MUT-QLEN-ROW-STRIDE-NODES",
+         "QLEN_ONLY rows stored with stride NODES (the padded lane count) instead of n: for n < NODES the "
+         "last request's rows run past the mask", "tree", "IN-BOUNDS", QLEN_CELL, "b3 * n * n + NODES * t3 + c3",
+         expect=("oob",), layouts=(QLEN,)),
+    swap(KERNEL, "MUT-QLEN-POSITIONS-STORED-INT32",
+         "positions narrowed to int32 on the store ((seq_len + depth).to(tl.int32), a kernel written for an "
+         "int32 positions buffer): seq_len + depth >= 2^31 is stored negative, the QLEN_ONLY mask untouched",
+         "tree", "NO-WRAP", "s2 + depth", "(s2 + depth).to(tl.int32)", expect=("wrap", "output"),
+         layouts=(QLEN,), **BIG_SEQ_LEN),
+    KernelMutant("MUT-QLEN-NODES-ROUNDED-DOWN",
+                 "QLEN_ONLY launched with NODES rounded down to a power of two (8 lanes for n = 9..15), its "
+                 "device_assert removed: nodes past NODES get no mask row, position or links", "tree",
+                 "NO-TRUNCATION", Plant(*KERNEL, drop=ASSERT_NODES), host=ROUNDED_DOWN, expect=("output",),
+                 limits={"n": (1, 16)}, layouts=(QLEN,)),
+    swap(KERNEL, "MUT-QLEN-REQUEST-BASE-ROW",
+         "QLEN_ONLY request base b*n (one row's width) instead of b*n*n: requests overlap, and two programs "
+         "store one cell", "tree", "RACE-FREE", QLEN_CELL, "b3 * n + n * t3 + c3", expect=("race", "output"),
+         layouts=(QLEN,)),
+    swap(KERNEL, "MUT-QLEN-MASK-TRANSPOSED",
+         "QLEN_ONLY mask stored transposed (cell b*n*n + n*j + t for row t, column j): the same cells, in "
+         "bounds and race free, but each row holds a column; only the footprint obligation sees it",
+         "tree", "FOOTPRINT", QLEN_CELL, "b3 * n * n + n * c3 + t3", layouts=(QLEN,)),
+    swap(KERNEL, "MUT-QLEN-POSITIONS-PAST-DEPTH",
+         "positions one past (seq_len + depth + 1, the verified token counted twice): a node at depth D is "
+         "placed past seq_len + walk_max_steps(D)", "tree", "WALK-BOUNDED", "s2 + depth", "s2 + depth + 1",
+         layouts=(QLEN,)),
+    swap(KERNEL, "MUT-BITPACK-ITEM-PAST-ROW",
+         "BITPACKING item index off by one (b*n + t + 1): the last request's last row writes one item past the "
+         "mask", "tree", "IN-BOUNDS", BITPACK_CELL, "b2 * n + 1 * node2 + 1", expect=("oob",), layouts=(BITPACK,)),
+    swap(KERNEL, "MUT-BITPACK-ITEM-UINT8",
+         "BITPACKING items narrowed to uint8 whatever the item width (a kernel written for n <= 8): with "
+         "uint16 items (n = 9..16) the bits of nodes 8.. are dropped (a cast that wraps); run at NODES=16",
+         "tree", "NO-WRAP", "item.to(tree_mask_ptr.dtype.element_ty)", "item.to(tl.uint8)",
+         spec_override=lambda sp: TreeSpec(2, sp.DEPTH, sp.BLOCK_B, 16), limits={"n": (1, 16)},
+         layouts=(BITPACK,)),
+    KernelMutant("MUT-BITPACK-NODES-ROUNDED-DOWN",
+                 "BITPACKING launched with NODES rounded down to a power of two (4 lanes for n = 5..7, uint8 "
+                 "items), its device_assert removed: nodes past NODES get no item, position or links; run "
+                 "at NODES=4", "tree", "NO-TRUNCATION", Plant(*KERNEL, drop=ASSERT_NODES), host=ROUNDED_DOWN,
+                 expect=("output",), spec_override=lambda sp: TreeSpec(2, sp.DEPTH, sp.BLOCK_B, 4),
+                 layouts=(BITPACK,)),
+    swap(KERNEL, "MUT-BITPACK-REQUEST-BASE-SHORT",
+         "BITPACKING request base b*(n - 1) (selected_index's row width for the mask's): a request's last "
+         "item is the next request's first, and two programs store it", "tree", "RACE-FREE", BITPACK_CELL,
+         "b2 * sel_width + 1 * node2 + 0", expect=("race", "output"), layouts=(BITPACK,)),
+    swap(KERNEL, "MUT-BITPACK-ROOT-ITEM-SKIPPED",
+         "BITPACKING skips the root row's item (always bit 0, assumed preset): every store is in bounds and "
+         "its own, but item (b, 0) is never written; only the coverage obligation sees it", "tree",
+         "FOOTPRINT", BITPACK_STORE, BITPACK_STORE.replace("mask=node_ok2", "mask=node_ok2 & (node2 >= 1)"),
+         layouts=(BITPACK,)),
+    swap(KERNEL, "MUT-BITPACK-WALK-NODES-STEPS",
+         "the walk runs NODES steps (one per bit of the item) instead of D: a cycle pushes depth past D",
+         "tree", "WALK-BOUNDED", "tl.static_range(DEPTH)", "tl.static_range(NODES)", layouts=(BITPACK,)),
+)
+
 VERIFIER = KernelVerifier(
     "tree", *KERNEL, symbolic_run,
     ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT", "WALK-BOUNDED"),
     # DEPTH = 8: the walk unrolls eight one-hot steps (kept cheap by Executor.define)
     default_specs=(TreeSpec(0, 3, 2, 8), TreeSpec(1, 3, 2, 8), TreeSpec(2, 3, 2, 8), TreeSpec(1, 8, 2, 8)),
-    all_specs=all_specs, limits=LIMITS, replay=replay, footprint=footprint_obligations, mutants=MUTANTS,
+    all_specs=all_specs, limits=LIMITS, replay=replay, footprint=footprint_obligations,
+    mutants=MUTANTS + LAYOUT_MUTANTS,
     values=walk_obligations)
