@@ -28,10 +28,12 @@ def _write_json(path: str, payload: dict) -> None:
     Path(path).write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
 
 
-def _closest(tid: str, known) -> str:
+def _unknown(option: str, tid: str, known) -> SpecArgumentError:
+    """An unknown theorem id, refused naming the closest known ones (not all 400 of them)."""
     import difflib
     near = difflib.get_close_matches(tid, list(known), n=3, cutoff=0.6)
-    return f"closest: {', '.join(near)}" if near else "no id is close (every id is in proofs/manifest.json)"
+    return SpecArgumentError(option, f"unknown theorem id {tid}; " + (
+        f"closest: {', '.join(near)}" if near else "no id is close (every id is in proofs/manifest.json)"))
 
 
 def _known_ids() -> tuple[list[str], dict]:
@@ -56,8 +58,7 @@ def select_theorems(args) -> tuple[list[str] | None, list[str] | None]:
         spec_known, kernel_known = _known_ids()
         for tid in args.explain:
             if tid not in spec_known and tid not in kernel_known:
-                raise SpecArgumentError("--explain", f"unknown theorem id {tid}; "
-                                                     f"{_closest(tid, [*spec_known, *kernel_known])}")
+                raise _unknown("--explain", tid, [*spec_known, *kernel_known])
         return [], []
     if not only:
         return None, None
@@ -71,9 +72,10 @@ def select_theorems(args) -> tuple[list[str] | None, list[str] | None]:
                 raise SpecArgumentError("--only", f"{tid} is a kernel theorem: it runs only with --kernels")
             kernel_ids.append(tid)
         else:
-            raise SpecArgumentError("--only", f"unknown theorem id {tid}; {_closest(tid, [*spec_known, *kernel_known])}")
+            raise _unknown("--only", tid, [*spec_known, *kernel_known])
     if kernels and not kernel_ids:
-        raise SpecArgumentError("--kernels", "the --only ids name no kernel theorem (KERNEL-...): it would do nothing")
+        raise SpecArgumentError("--kernels", "the --only ids name no kernel theorem (KERNEL-...): "
+                                             "it would do nothing")
     return spec_ids, kernel_ids
 
 
@@ -105,14 +107,15 @@ def cmd_prove(args) -> int:
         spec_results = results
         which = (f"{len(kernel_ids)} kernel theorem(s)" if kernel_ids else
                  f"the kernel theorems of {'every covered' if args.all else 'the default'} specialization")
-        print(f"proving {which} (a line per specialization on stderr) ...", flush=True)
+        print(f"proving {which} (on stderr a line per specialization: theorems proved/run, seconds) ...",
+              flush=True)
 
         def progress(done, total, kind, sp, new, so_far, spec_seconds):
             # One line per specialization on stderr, and the JSON so far (marked partial), so
             # a long --all run shows where it is and leaves its results if it is cut short.
             name = kernel_theorems.kernel_name(new[0].id) if new else kind
-            print(f"[{done}/{total}] {name}[{sp.label}]: {sum(r.ok for r in new)}/{len(new)} proved "
-                  f"in {spec_seconds:.1f} s", file=sys.stderr, flush=True)
+            print(f"[{done}/{total}] {name}[{sp.label}]: {sum(r.ok for r in new)}/{len(new)}, {spec_seconds:.0f} s",
+                  file=sys.stderr, flush=True)
             if args.json:
                 partial = registry.to_json(spec_results + so_far, seconds + time.perf_counter() - start)
                 _write_json(args.json, {**partial, "partial": f"{done}/{total} specializations"})
@@ -278,7 +281,8 @@ def cmd_verify(args) -> int:
         rc_fuzz = 1
     rc = max(rc_prove, rc_fuzz)
     print()
-    verdict("verify", rc == 0, f"proofs {'OK' if rc_prove == 0 else 'FAILED'}, fuzz {'OK' if rc_fuzz == 0 else 'FAILED'}")
+    word = {0: "OK"}
+    verdict("verify", rc == 0, f"proofs {word.get(rc_prove, 'FAILED')}, fuzz {word.get(rc_fuzz, 'FAILED')}")
     return rc
 
 

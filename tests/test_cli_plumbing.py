@@ -98,6 +98,11 @@ def test_docs_reads_its_timings_before_writing_anything(tmp_path, monkeypatch, c
     _one_line_error(capsys, "--timings", "absent.json")
 
 
+def test_an_unreadable_replay_case_file_is_one_line(tmp_path, capsys, no_work):
+    assert cli.main(["fuzz", "--property", "tree.validation", "--replay", f"@{tmp_path / 'absent.json'}"]) == 2
+    _one_line_error(capsys, "--replay", "absent.json")
+
+
 # --- docs finds the checkout -----------------------------------------------------------------------
 
 def test_docs_check_finds_the_checkout_from_any_directory(tmp_path, monkeypatch, capsys):
@@ -132,8 +137,9 @@ def test_prove_only_takes_a_kernel_theorem_id(capsys):
     assert cli.main(["prove", "--only", tid]) == 2
     _one_line_error(capsys, "--only", "--kernels")
     assert cli.main(["prove", "--kernels", "--only", tid, "--only", "VM-WALK-BOUNDED"]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert "2/2 proved" in out and "NO-WRAP" not in out          # only the named theorems ran
+    assert max(len(line) for line in (out + err).splitlines()) <= 100, out + err
 
 
 def test_prove_only_names_the_closest_ids(capsys, no_work):

@@ -289,7 +289,8 @@ def replay_case(names, text: str, out=None) -> int:
         try:
             text = Path(text[1:]).read_text()
         except OSError as exc:
-            raise SpecArgumentError("--replay", f"cannot read the case file {text[1:]}: {exc.strerror or exc}") from None
+            raise SpecArgumentError("--replay", f"cannot read the case file {text[1:]}: "
+                                                f"{exc.strerror or exc}") from None
     try:
         case = case_from_json(text)
     except (json.JSONDecodeError, TypeError) as exc:
