@@ -171,6 +171,10 @@ def cmd_docs(args) -> int:
     root = checkout("docs")
     report = _read_json("--timings", args.timings) if args.timings else None   # before writing anything
     target = Path(args.output) if args.output else root / "docs" / "invariants.md"
+    if not args.check:   # every file it writes, before the render (about 15 s)
+        check_writable("--output" if args.output else "docs", target)
+        for rel in manifest_docs.FILES:
+            check_writable("docs", root / rel)
     text = docs.render()
     if args.check:
         stale = [] if target.is_file() and target.read_text() == text else \
@@ -182,7 +186,6 @@ def cmd_docs(args) -> int:
                 f"{target.relative_to(root) if target.is_relative_to(root) else target} and the parts "
                 "generated from proofs/manifest.json are up to date")
         return 1 if stale else 0
-    check_writable("--output", target)
     target.write_text(text)
     print(f"wrote {target}")
     written = manifest_docs.write(report=report, root=root)

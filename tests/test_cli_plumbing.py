@@ -103,6 +103,15 @@ def test_an_unreadable_replay_case_file_is_one_line(tmp_path, capsys, no_work):
     _one_line_error(capsys, "--replay", "absent.json")
 
 
+def test_docs_checks_every_file_it_writes_before_rendering(monkeypatch, capsys):
+    from specbound import docs, manifest_docs
+    monkeypatch.setattr(docs, "render", _never)
+    monkeypatch.setattr(manifest_docs, "FILES", (*manifest_docs.FILES, "no_such_folder/generated.md"))
+    assert cli.main(["docs"]) == 2
+    _one_line_error(capsys, "docs", "no_such_folder")
+    assert not (CHECKOUT / "no_such_folder").exists()
+
+
 # --- docs finds the checkout -----------------------------------------------------------------------
 
 def test_docs_check_finds_the_checkout_from_any_directory(tmp_path, monkeypatch, capsys):
