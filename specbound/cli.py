@@ -106,9 +106,8 @@ def cmd_prove(args) -> int:
         start = time.perf_counter()
         spec_results = results
         which = (f"{len(kernel_ids)} kernel theorem(s)" if kernel_ids else
-                 f"the kernel theorems of {'every covered' if args.all else 'the default'} specialization")
-        print(f"proving {which} (on stderr a line per specialization: theorems proved/run, seconds) ...",
-              flush=True)
+                 f"the kernel theorems ({'all covered' if args.all else 'default'} specializations")
+        print(f"proving {which}; a line each on stderr) ...", flush=True)
 
         def progress(done, total, kind, sp, new, so_far, spec_seconds):
             # One line per specialization on stderr, and the JSON so far (marked partial), so

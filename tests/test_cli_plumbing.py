@@ -267,15 +267,24 @@ def test_verify_announces_each_phase_before_it_runs(capsys, monkeypatch):
         seen["prove"] = capsys.readouterr().out
         return [], 0.0
 
+    def prove_kernels(**kwargs):
+        seen["kernels"] = capsys.readouterr().out
+        return []
+
     def fuzz_step(args):
         seen["fuzz"] = capsys.readouterr().out
         return 0
+    from specbound.proofs.symexec import theorems as kernel_theorems
     monkeypatch.setattr(registry, "run_all", prove)
+    monkeypatch.setattr(kernel_theorems, "run_all", prove_kernels)
     monkeypatch.setattr(fuzz_command, "verify_step", fuzz_step)
     monkeypatch.setattr(cli, "_manifest_problems", lambda *a: [])
-    cli.main(["verify", "--no-kernels"])
+    cli.main(["verify"])
+    seen["end"] = capsys.readouterr().out
     assert "spec theorems" in seen["prove"], seen
+    assert "kernel theorems" in seen["kernels"], seen
     assert "fuzz" in seen["fuzz"], seen
+    assert max(len(line) for text in seen.values() for line in text.splitlines()) <= 100, seen
 
 
 def test_the_prove_table_fits_100_columns(capsys):
