@@ -105,7 +105,7 @@ def cmd_prove(args) -> int:
 
         start = time.perf_counter()
         spec_results = results
-        which = (f"{len(kernel_ids)} kernel theorem(s)" if kernel_ids else
+        which = (f"{len(kernel_ids)} kernel theorem(s) (their specializations" if kernel_ids else
                  f"the kernel theorems ({'all covered' if args.all else 'default'} specializations")
         print(f"proving {which}; a line each on stderr) ...", flush=True)
 
