@@ -174,7 +174,7 @@ def test_audit_never_imports_sglang(real_report):
 
 def test_cli_real_sglang(real_sglang, tmp_path, capsys):
     out = tmp_path / "audit.json"
-    rc = main(["audit", "sglang", "--sglang-path", str(real_sglang), "--examples", "2", "--no-kernels",
+    rc = main(["audit", "sglang", "--sglang-path", str(real_sglang), "--no-kernels",
                "--json", str(out), "--markdown"])
     assert rc == 0
     text = capsys.readouterr().out

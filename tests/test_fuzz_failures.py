@@ -121,7 +121,8 @@ def test_a_crash_in_the_kernel_theorems_still_reports_the_others(monkeypatch, ca
     def refuted(**kw):
         raise RuntimeError("L-KV-SEGMENT-IN-ROW: refuted (planted)")
     monkeypatch.setattr(kernel_theorems, "run_all", refuted)
-    assert cli.main(["prove", "--kernels", "--only", "CONV-KV-COPY-LOSSLESS"]) == 1
+    kernel_id = "KERNEL-FILL-PREFIX-IN-BOUNDS[BLOCK_B=1,NODES=1,BLOCK_C=16]"
+    assert cli.main(["prove", "--kernels", "--only", "CONV-KV-COPY-LOSSLESS", "--only", kernel_id]) == 1
     out, err = capsys.readouterr()
     assert "CONV-KV-COPY-LOSSLESS" in out and "1/1 proved" in out
     assert "FAILED kernel.theorems: the kernel theorems stopped: RuntimeError: L-KV-SEGMENT-IN-ROW" in err

@@ -250,20 +250,39 @@ def theorem_result(run, prop: str, outcomes: list, seconds: float, mutants: list
 MUTANT_SPECS = 1
 
 
+def theorem_ids(full: bool = True) -> dict:
+    """Every kernel theorem id of the selected specializations (all covered ones by default)
+    -> ``(kind, index of its specialization, specialization)``, read from the registry without
+    proving anything."""
+    out = {}
+    for kind, specs in selected_specs(full).items():
+        for i, sp in enumerate(specs):
+            for prop in verifiers.get(kind).properties:
+                out[f"KERNEL-{sp.name}-{prop}[{sp.label}]"] = (kind, i, sp)
+    return out
+
+
 def run_all(full: bool = False, kinds=None, mutant_specs: int = MUTANT_SPECS,
-            progress: Callable | None = None) -> list:
+            progress: Callable | None = None, only=None) -> list:
     """Every kernel theorem of the selected specializations; mutants on the first
     ``mutant_specs`` specializations of each kernel name (they are about the kernel source).
     ``progress(done, total, kind, spec, new_results, results_so_far, seconds)`` is called
     after each specialization (a full run takes minutes).  ``kinds``: the registered kernels
-    (:data:`.verifiers.VERIFIERS`) by default."""
+    (:data:`.verifiers.VERIFIERS`) by default.  ``only``: just these theorem ids (of any
+    covered specialization; ``full`` is then moot), proved as the full run proves them."""
     out = []
-    specs = selected_specs(full)
+    specs = all_specs() if only else selected_specs(full)
     kinds = tuple(verifiers.BY_KIND) if kinds is None else kinds
     todo = [(kind, i, sp) for kind in kinds for i, sp in enumerate(specs[kind])]
+    if only:
+        wanted = theorem_ids(full=True)
+        places = {wanted[t][:2] for t in only if t in wanted}
+        todo = [(kind, i, sp) for kind, i, sp in todo if (kind, i) in places]
     for done, (kind, i, sp) in enumerate(todo, 1):
         start = time.perf_counter()
         new = prove_kernel(kind, sp, mutants=carries_mutants(kind, sp, specs, mutant_specs))
+        if only:
+            new = [r for r in new if r.id in only]
         out += new
         if progress is not None:
             progress(done, len(todo), kind, sp, new, out, time.perf_counter() - start)

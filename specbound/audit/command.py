@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import argparse
 
+from specbound.cli_common import add_output_option, verdict
+from specbound.spec import SpecArgumentError
+
 from .run import DEFAULT_EXAMPLES, DEFAULT_SEED
 
 
@@ -24,15 +27,22 @@ def _positive(text: str) -> int:
 
 
 def cmd_audit_sglang(args) -> int:
-    from .report import render_markdown, render_text
-    from .run import run_audit
+    from . import run
+    from .report import EXIT_INCOMPLETE, render_markdown, render_text
 
-    rep = run_audit(args.sglang_path, examples=args.examples, seed=args.seed, kernels=not args.no_kernels,
-                    symbolic_all=args.symbolic_all)
+    for flag, value in (("--examples", args.examples), ("--seed", args.seed)):
+        if args.no_kernels and value is not None:
+            raise SpecArgumentError(flag, "sets the random batches of the kernel checks; --no-kernels runs none")
+    rep = run.run_audit(args.sglang_path, examples=args.examples or DEFAULT_EXAMPLES,
+                        seed=DEFAULT_SEED if args.seed is None else args.seed, kernels=not args.no_kernels,
+                        symbolic_all=args.symbolic_all)
     print(render_markdown(rep) if args.markdown else render_text(rep))
     if args.json:
         rep.write_json(args.json)
-    return rep.exit_code()
+    rc = rep.exit_code()
+    counts = ", ".join(f"{v} {k}" for k, v in rep.counts().items())
+    verdict("audit", rc == 0, f"{len(rep.rows)} rows: {counts}", word="INCOMPLETE" if rc == EXIT_INCOMPLETE else None)
+    return rc
 
 
 def register(subparsers) -> None:
@@ -41,10 +51,11 @@ def register(subparsers) -> None:
     p = targets.add_parser(
         "sglang", help="check sglang's sizing helpers (Z3) and Triton kernels (checked interpreter), "
         "without importing sglang", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--json", metavar="PATH", help="write the machine-readable report here")
-    p.add_argument("--examples", type=_positive, default=DEFAULT_EXAMPLES, metavar="N",
-                   help=f"random batches per kernel check (default {DEFAULT_EXAMPLES})")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the random batches")
+    add_output_option(p)
+    p.add_argument("--examples", type=_positive, default=None, metavar="N",
+                   help=f"random batches per kernel check (default {DEFAULT_EXAMPLES}; not with --no-kernels)")
+    p.add_argument("--seed", type=int, default=None,
+                   help=f"seed of the random batches (default {DEFAULT_SEED}; not with --no-kernels)")
     p.add_argument("--sglang-path", metavar="DIR",
                    help="audit the sglang package in DIR (the package folder or a folder holding sglang/) "
                    "instead of the installed one; also $SPECBOUND_SGLANG_PATH")

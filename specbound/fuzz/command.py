@@ -27,10 +27,13 @@ import sys
 import time
 from pathlib import Path
 
+from specbound.cli_common import add_output_option, verdict
 from specbound.spec import SpecArgumentError
 
 STATEFUL = "stateful.cuda_graph"
 REPLAYS = "replay.mutants"
+EXTRAS = {REPLAYS: "[triton    fixed ] every sizing-mutant counterexample as a launch",
+          STATEFUL: "[triton    state ] capture at 8, run up to 48 (CUDA-graph scenario)"}
 VERIFY_SCALE = 5.0
 
 
@@ -62,7 +65,7 @@ def positive_float(name, what="a number of minutes"):
 def register(subparsers) -> None:
     p = subparsers.add_parser("fuzz", help="differential fuzzing: spec vs reference vs Triton kernels",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--target", choices=("reference", "triton", "all"), default="all",
+    p.add_argument("--target", choices=("reference", "triton", "all"), default=None,
                    help="which implementation(s) to exercise (default: all)")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--examples", type=_positive_int("--examples"), metavar="N",
@@ -77,11 +80,11 @@ def register(subparsers) -> None:
                    help="Hypothesis profile (default: ci when CI is set, else dev)")
     p.add_argument("--database", metavar="DIR", default=None,
                    help="example database of the dev/deep profiles (default: .hypothesis/examples)")
-    p.add_argument("--json", metavar="PATH", help="write the machine-readable report here")
+    add_output_option(p)
     p.add_argument("--property", action="append", metavar="NAME",
-                   help="run only this property (repeatable); see --list")
+                   help="run only this check (repeatable; not with --target); see --list")
     p.add_argument("--replay", metavar="CASE", help="check one case (JSON text, or @file) and exit")
-    p.add_argument("--list", action="store_true", help="list the properties and exit")
+    p.add_argument("--list", action="store_true", help="list the checks --property accepts and exit")
     p.set_defaults(func=run)
 
 
@@ -168,17 +171,17 @@ def _table(results) -> str:
 
 
 def fuzz(*, target="all", examples=None, minutes=None, seed=None, profile=None, only=None,
-         json_path=None, include_extras=True, scale: float = 1.0, database=None, out=sys.stdout) -> int:
+         json_path=None, include_extras=True, scale: float = 1.0, database=None, out=None) -> int:
+    out = out or sys.stdout   # looked up per call: whatever stdout is now (a capture, a redirect)
     from . import profiles
     from . import properties
     from .runner import RunResult, run_property
 
     name = profiles.load_profile(profile, database=database)
     derandomize = name == "ci" and seed is None
-    props = [properties.property_named(p) for p in only] if only else properties.select(target)
-    extras = []
-    if include_extras and not only and target in ("triton", "all"):
-        extras = [REPLAYS, STATEFUL]
+    props, extras = select_checks(only, target)
+    if not include_extras and not only:
+        extras = []
     results = {p.name: RunResult(p.name) for p in props}
     results.update({x: RunResult(x) for x in extras})
     deadline = time.perf_counter() + 60 * minutes if minutes else None
@@ -256,17 +259,38 @@ def fuzz(*, target="all", examples=None, minutes=None, seed=None, profile=None, 
                  "batch": x.batch, "mutant_sizing": x.mutant_sizing, "mutant_outcome": x.mutant_outcome,
                  "spec_sizing": x.spec_sizing, "spec_outcome": x.spec_outcome, "note": x.note}
                 for x in rep.replays]
-        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(json_path).write_text(json.dumps(payload, indent=2, default=str) + "\n")
         print(f"\nwrote {json_path}", file=out)
+    examples_run = sum(r.examples for r in ordered)
+    verdict("fuzz", not failed, (f"{len(failed)} of {len(ordered)} checks failed: {', '.join(r.name for r in failed)}"
+                                 if failed else f"{len(ordered)} checks") + f", {examples_run} examples", out=out)
     return 1 if failed else 0
 
 
-def replay_case(names, text: str, out=sys.stdout) -> int:
+def select_checks(only, target) -> tuple[list, list[str]]:
+    """The properties and the extra checks (mutant replays, state machine) to run: the ones
+    ``only`` names, each one ``--list`` shows, or else those of ``target``."""
+    from . import properties
+    if not only:
+        return properties.select(target), [REPLAYS, STATEFUL] if target in ("triton", "all") else []
+    known = [p.name for p in properties.PROPERTIES] + list(EXTRAS)
+    for name in only:
+        if name not in known:
+            raise SpecArgumentError("--property", f"unknown check {name!r}; `specbound fuzz --list` lists: "
+                                                  f"{', '.join(known)}")
+    return [properties.property_named(n) for n in only if n not in EXTRAS], [n for n in only if n in EXTRAS]
+
+
+def replay_case(names, text: str, out=None) -> int:
+    out = out or sys.stdout
     from . import properties
     from .strategies import case_from_json
     if text.startswith("@"):
-        text = Path(text[1:]).read_text()
+        try:
+            text = Path(text[1:]).read_text()
+        except OSError as exc:
+            raise SpecArgumentError("--replay", f"cannot read the case file {text[1:]}: "
+                                                f"{exc.strerror or exc}") from None
     try:
         case = case_from_json(text)
     except (json.JSONDecodeError, TypeError) as exc:
@@ -276,6 +300,8 @@ def replay_case(names, text: str, out=sys.stdout) -> int:
     from .runner import describe
     rc = 0
     for name in names:
+        if name in EXTRAS:
+            raise SpecArgumentError("--property", f"{name} checks no single case; --replay needs a property")
         prop = properties.property_named(name)
         try:
             prop.check(case)
@@ -283,23 +309,48 @@ def replay_case(names, text: str, out=sys.stdout) -> int:
         except Exception as exc:   # whatever it raises, it is this property's failure
             print(f"{name}: FAILED: {describe(exc)}", file=out)
             rc = 1
+    verdict("fuzz", rc == 0, f"replayed one case on {len(names)} propert{'y' if len(names) == 1 else 'ies'}", out=out)
     return rc
 
 
-def run(args) -> int:
-    if getattr(args, "list", False):
-        from . import properties
-        for p in properties.PROPERTIES:
-            print(f"{p.name:28s} [{p.target:9s} {p.cost:6s}] {p.doc}")
-        print(f"{REPLAYS:28s} [triton    fixed ] every sizing-mutant counterexample as a launch")
-        print(f"{STATEFUL:28s} [triton    state ] capture at 8, run up to 48 (CUDA-graph scenario)")
-        return 0
-    if args.replay:
-        return replay_case(args.property, args.replay)
+def _refuse_no_ops(args) -> None:
+    """An option that would change nothing in this combination is a bad command line."""
+    given = {flag: value for flag, value in (
+        ("--target", args.target), ("--examples", args.examples), ("--minutes", args.minutes),
+        ("--scale", args.scale), ("--seed", args.seed), ("--profile", args.profile),
+        ("--database", args.database), ("--json", args.json), ("--property", args.property),
+        ("--replay", args.replay)) if value is not None}
+    if args.list and given:
+        raise SpecArgumentError("--list", f"lists the checks and runs nothing: {', '.join(given)} would do nothing")
+    if args.replay is not None:
+        extra = [f for f in given if f not in ("--property", "--replay")]
+        if extra:
+            raise SpecArgumentError("--replay", f"checks one case once: {', '.join(extra)} would do nothing")
+    if args.property and args.target is not None:
+        raise SpecArgumentError("--target", "--property names the checks to run; give one of them")
     if args.examples and args.scale is not None:
         raise SpecArgumentError("--scale", "scales the profile's budgets; --examples sets the count itself: "
                                            "give one of them")
-    return fuzz(target=args.target, examples=args.examples, minutes=args.minutes, seed=args.seed,
+    if args.database is not None and args.seed is not None:
+        raise SpecArgumentError("--database", "--seed runs without an example database; give one of them")
+    if args.database is not None and args.profile == "ci":
+        raise SpecArgumentError("--database", "the ci profile uses no example database (only dev and deep do)")
+
+
+def run(args) -> int:
+    _refuse_no_ops(args)
+    if args.list:
+        from . import properties
+        for p in properties.PROPERTIES:
+            print(f"{p.name:28s} [{p.target:9s} {p.cost:6s}] {p.doc}")
+        for name, doc in EXTRAS.items():
+            print(f"{name:28s} {doc}")
+        return 0
+    if args.replay:
+        return replay_case(args.property, args.replay)
+    target = args.target or "all"
+    select_checks(args.property, target)   # an unknown name is refused before anything runs
+    return fuzz(target=target, examples=args.examples, minutes=args.minutes, seed=args.seed,
                 profile=args.profile, only=args.property, json_path=args.json,
                 scale=1.0 if args.scale is None else args.scale, database=args.database)
 
@@ -308,5 +359,4 @@ def verify_step(args) -> int:
     """The default fuzz budget of ``specbound verify``: the ci profile (deterministic) at 5x its
     test budget, every property, the mutant replays and the state machine; about 1.5 minutes
     on 2 cores."""
-    print("\n== fuzz (ci profile, 5x the test budget) ==")
     return fuzz(target="all", profile="ci", scale=VERIFY_SCALE, json_path=getattr(args, "fuzz_json", None))
