@@ -136,8 +136,9 @@ def close(run, ob) -> tuple:
     if hit is not None:
         return hit[1]
     hyps, lemmas = instantiate(ob.hyps, z3.BoolVal(True), run.functions, ob.lemmas)
-    formulas = dict(hyps)
-    axioms = _axioms(lemmas)
+    # the run's preconditions and launch contracts, whether or not this obligation cites them
+    formulas = {**run.hyps, **hyps}
+    axioms = _axioms([*lemmas, *run.axioms])
     # the definitions of P and Q hold by construction of the closed batch; checked anyway
     # when the formulas use them
     names = {d.name() for d in _contents(run)}
