@@ -175,14 +175,21 @@ def check(ob: Obligation, functions: dict, *, rlimit: int = RLIMIT, witness: boo
 _WITNESSES: dict = {}
 
 
+def witness_key(functions: dict, ob: Obligation) -> tuple:
+    """``(key, pinned)``: obligations with the same hypotheses share a witness search; the
+    pinned terms keep the Z3 ids in the key from being reused by other terms."""
+    pinned = (functions, tuple(ob.hyps.values()), tuple(ob.witness_extra), tuple(ob.lemmas))
+    key = (id(functions), tuple(sorted((k, v.get_id() if z3.is_expr(v) else v) for k, v in ob.hyps.items())),
+           tuple(e.get_id() for e in ob.witness_extra), tuple(id(lemma) for lemma in ob.lemmas))
+    return key, pinned
+
+
 def _witness(ob: Obligation, functions: dict):
     """A model of the obligation's hypotheses (activation mask included) and the schema
     instances they need: the goal plays no part, so the obligations of one access (lower
     and upper bound, ...) share one search, cached per process.  The cache entry pins the
     hypothesis terms, so a Z3 id in the key cannot be reused by another term."""
-    pinned = (functions, tuple(ob.hyps.values()), tuple(ob.witness_extra), tuple(ob.lemmas))
-    key = (id(functions), tuple(sorted((k, v.get_id() if z3.is_expr(v) else v) for k, v in ob.hyps.items())),
-           tuple(e.get_id() for e in ob.witness_extra), tuple(id(lemma) for lemma in ob.lemmas))
+    key, pinned = witness_key(functions, ob)
     hit = _WITNESSES.get(key)
     if hit is not None:
         return hit[1]
@@ -201,7 +208,7 @@ def _witness(ob: Obligation, functions: dict):
         # Nonlinear queries without a verdict often have small models: one more search with
         # every integer constant in [-WITNESS_BOX, WITNESS_BOX].  A model found there is a
         # model of the hypotheses; no model there proves nothing, and the reason stands.
-        box = [z3.And(c >= -WITNESS_BOX, c <= WITNESS_BOX) for c in _int_constants(hyps, lemmas, ob.witness_extra)]
+        box = [z3.And(c >= -WITNESS_BOX, c <= WITNESS_BOX) for c in int_constants(hyps, lemmas, ob.witness_extra)]
         try:
             boxed = core.satisfy(f"{ob.id}/witness-small", hyps, by=lemmas, extra=[*ob.witness_extra, *box],
                                    rlimit=WITNESS_RLIMIT)
@@ -217,7 +224,7 @@ def _witness(ob: Obligation, functions: dict):
 WITNESS_BOX = 64
 
 
-def _int_constants(hyps: dict, lemmas: list, extra) -> list:
+def int_constants(hyps: dict, lemmas: list, extra) -> list:
     """The uninterpreted integer constants of a witness query (quantified hypotheses aside)."""
     formulas = [f for f in hyps.values() if not z3.is_quantifier(f)] + [lm.goal for lm in lemmas] + list(extra)
     found = {e.get_id(): e for e in subterms(*formulas)

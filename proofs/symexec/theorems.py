@@ -13,10 +13,11 @@ import time
 from typing import Callable
 
 from specbound.proofs import core
-from specbound.proofs.theorem import MutantResult, TheoremResult, axioms_of, evaluate_report
+from specbound.proofs.theorem import MutantResult, TheoremResult, axioms_of
 
 from . import mutants as kernel_mutants
 from . import verifiers
+from .closure import theorem_witness
 from .obligations import check
 
 FAMILY = "kernel symexec"
@@ -227,8 +228,13 @@ def theorem_result(run, prop: str, outcomes: list, seconds: float, mutants: list
                    | {p.name for p in run.result.invariant_proofs})
     axioms = {name: ax for o in outcomes if o.proof for name, ax in axioms_of(o.proof).items()}
     witness = {}
-    if outcomes and outcomes[0].witness is not None:
-        witness = evaluate_report(outcomes[0].witness, run.report)
+    if status == "proved":
+        # the witness shown is the closed one (closure.py): no closed model, no witness
+        closed, why = theorem_witness(run, outcomes)
+        if closed is None:
+            status, detail = "failed", f"vacuous: no closed witness ({why})"
+        else:
+            witness = dict(closed.values)
     witness["obligations"] = len(outcomes)
     witness["witnessed"] = sum(o.witness is not None for o in outcomes)
     witness["dead"] = sum(o.status == "dead" for o in outcomes)  # accesses no lane ever activates
