@@ -55,8 +55,11 @@ def _plan():
 
 
 def _percent(part: int, whole: int) -> str:
-    # floor to one decimal: 99.97% never reads as 100%
-    return f"{int(1000 * part / whole) / 10:g}%" if whole else "-"
+    # floor to one decimal: 99.97% never reads as 100%, nor 1 in a million as 0%
+    if not whole:
+        return "-"
+    tenths = int(1000 * part / whole)
+    return "<0.1%" if part and not tenths else f"{tenths / 10:g}%"
 
 
 def envelope_figures(manifest: dict) -> dict:
@@ -149,6 +152,17 @@ def specializations_table(manifest: dict, seconds: dict | None) -> str:
     return "\n".join(out)
 
 
+def sglang_envelope_table(manifest: dict) -> str:
+    """sglang's specializations over the serving envelope, and how many its theorems prove."""
+    from specbound.audit import envelope
+
+    out = ["| sglang kernel | batches | specializations sglang launches | proved | fraction |", "|---|---|---|---|---|"]
+    for r in envelope.coverage(manifest):
+        out.append(f"| {r['kernel']} | {r['scope']} | {r['total']:,} | {r['proved']:,} | "
+                   f"{_percent(r['proved'], r['total'])} |")
+    return "\n".join(out)
+
+
 def mutants_table(manifest: dict) -> str:
     """Every kernel mutant: the theorem whose obligations refute it and the replay verdict
     (manifest), and what it plants (the mutant registry's description)."""
@@ -169,7 +183,7 @@ def without_mutant_list(manifest: dict) -> str:
 def blocks(manifest: dict, seconds: dict | None) -> dict:
     return {"kernel-mutants": mutants_table(manifest), "kernel-without-mutant": without_mutant_list(manifest),
             "kernel-specializations": specializations_table(manifest, seconds),
-            "envelope-coverage": envelope_table(manifest)}
+            "envelope-coverage": envelope_table(manifest), "sglang-envelope-coverage": sglang_envelope_table(manifest)}
 
 
 def render(text: str, manifest: dict, report: dict | None = None) -> str:

@@ -154,3 +154,27 @@ def test_coverage_counts_the_unproved(tmp_path):
     row = lambda cov: next(r for r in cov if r["kernel"] == "fill_prefix_kernel" and r["compiled"])
     assert row(less)["proved"] == row(full)["proved"] - 1
     assert (name, label) in row(less)["unproved"]
+
+
+def test_sglang_envelope_names_what_sglang_launches():
+    """sglang's kv launch at K = 4, D = 3, 3 requests: lane bounds 4, 4, 16, NUM_STEPS 0 or 3;
+    a manifest without one proved sglang specialization covers one fewer."""
+    from specbound import manifest as manifest_mod
+    from specbound.audit import envelope
+
+    labels = envelope.kv_labels(((4, 3, 16),))
+    assert "NUM_STEPS=3,page>1,bs_upper=4,iter_upper=4,num_tokens_upper=16,seq_lens=int64" in labels
+    assert "NUM_STEPS=0,page=1,bs_upper=4,iter_upper=4,num_tokens_upper=16,seq_lens=int64" in labels
+    assert not any("iter_upper=8" in label for label in labels)
+    assert envelope.tree_in_envelope("K=1,D=3,n=4,mode=QLEN,batch_size=4")
+    assert not envelope.tree_in_envelope("K=1,D=3,n=4,mode=QLEN,batch_size=257")
+    assert not envelope.tree_in_envelope("K=1,D=3,n=9,mode=QLEN,batch_size=4")   # n - 1 > K + (D-1)K^2
+    manifest = manifest_mod.load()
+    full = {(r["kernel"], r["scope"]): r for r in envelope.coverage(manifest)}
+    tid = next(t for t, e in manifest["sglang_theorems"].items()
+               if e["kernel"] == "SGLANG-TREE-QLEN" and e["specialization"].startswith("K=1,D=3,n=4,"))
+    manifest["sglang_theorems"][tid] = {**manifest["sglang_theorems"][tid], "verdict": "failed"}
+    less = {(r["kernel"], r["scope"]): r for r in envelope.coverage(manifest)}
+    for scope in ("envelope", "typical configurations"):
+        assert less["SGLANG-TREE", scope]["proved"] == full["SGLANG-TREE", scope]["proved"] - 1
+        assert less["SGLANG-DRAFT-KV", scope] == full["SGLANG-DRAFT-KV", scope]
