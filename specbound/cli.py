@@ -207,7 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernels", action="store_true",
                    help="also prove the Triton kernels (bounds, no wrap, no truncation, races) by symbolic execution")
     p.add_argument("--all", action="store_true",
-                   help="with --kernels: every specialization serving uses (default: a representative subset)")
+                   help="with --kernels: every covered specialization, incl. the serving envelope's GPU launches "
+                        "at typical configurations (default: a representative subset)")
     p.set_defaults(func=cmd_prove)
 
     v = sub.add_parser("verify", help="the main job: prove everything")
