@@ -266,7 +266,8 @@ def proof_selection(kernel: str) -> dict:
     the whole envelope about 7 hours.  So: every compiled (GPU) prefix fill; the compiled
     tree builds of :data:`TYPICAL_CONFIGS` at every batch size; the compiled kv launches of
     :data:`TYPICAL_CONFIGS` at every batch size and context, with int64 outputs (the
-    wrapper's own allocation).  The rest is listed by :func:`envelope_coverage`."""
+    wrapper's own allocation) or int32 ones (sglang's buffers).  The rest is listed by
+    :func:`envelope_coverage`."""
     chosen = envelope_cached(kernel, True)
     if kernel == "fill_prefix_kernel":
         return chosen
@@ -276,7 +277,7 @@ def proof_selection(kernel: str) -> dict:
                        num_draft_tokens=(n, n))
         for key, entry in envelope_specializations(kernel, compiled=True, env=env).items():
             c = entry["constexprs"]
-            if kernel == "draft_kv_kernel" and (c["INDICES"], c["INDPTR"]) != ("int64", "int64"):
+            if kernel == "draft_kv_kernel" and c["INDICES"] != c["INDPTR"]:   # mixed widths: not yet
                 continue
             out.setdefault(key, entry)
     return out

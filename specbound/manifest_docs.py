@@ -71,10 +71,14 @@ def envelope_figures(manifest: dict) -> dict:
     every = {(r["kernel"], key) for r in rows for key in _plan().envelope_cached(r["kernel"], r["compiled"])}
     unproved = {(r["kernel"], key) for r in rows for key in r["unproved"]}
     gpu_total, gpu_proved = sum(r["total"] for r in gpu), sum(r["proved"] for r in gpu)
+    proved = _plan().proved_in(manifest)
+    selection = [key for kernel in _plan().KERNELS for key in _plan().proof_selection(kernel)]
     return {"envelope-gpu-specializations": f"{gpu_total:,}", "envelope-gpu-proved": f"{gpu_proved:,}",
             "envelope-gpu-percent": _percent(gpu_proved, gpu_total),
             "envelope-specializations": f"{len(every):,}", "envelope-proved": f"{len(every - unproved):,}",
-            "envelope-percent": _percent(len(every - unproved), len(every))}
+            "envelope-percent": _percent(len(every - unproved), len(every)),
+            "envelope-selection": f"{len(selection):,}",
+            "envelope-selection-proved": f"{sum(key in proved for key in selection):,}"}
 
 
 def envelope_table(manifest: dict) -> str:
