@@ -18,6 +18,10 @@ Public API
   signatures and results of ``specbound.reference``'s functions.
 * :func:`checked_interpreter`, :class:`OutOfBoundsAccess`: the bounds-checked
   interpreter (see :mod:`specbound.kernels.checked`).
+* :func:`proved_specialization`: whether a launch's constexprs are a proved specialization
+  (``proofs/manifest.json``); the wrappers' ``require_proved=True`` refuses the others with
+  :class:`UnprovedSpecialization` (see :mod:`specbound.kernels.plan`: the block choosers and
+  the serving envelope).
 """
 
 from __future__ import annotations
@@ -63,11 +67,12 @@ if INTERPRETED:
 
     _compat.install()
 
+from .plan import UnprovedSpecialization, proved_specialization  # noqa: E402
 from .tree_build import build_tree, build_tree_kernel, fill_prefix_kernel  # noqa: E402
 from .draft_kv import draft_decode_kv_indices, draft_kv_kernel  # noqa: E402
 
 __all__ = [
     "INTERPRETED", "build_tree", "draft_decode_kv_indices", "build_tree_kernel",
     "fill_prefix_kernel", "draft_kv_kernel", "checked_interpreter", "OutOfBoundsAccess",
-    "CheckedSession", "LaunchRecord", "TensorArg",
+    "CheckedSession", "LaunchRecord", "TensorArg", "proved_specialization", "UnprovedSpecialization",
 ]

@@ -113,24 +113,17 @@ def draft_kv_kernel(
 # below the kernels, so that their line numbers (cited by the proofs and their reports) stay put
 from . import plan as launch_plans  # noqa: E402
 
-# Elements per (request x pair x column) tile of the prefix copy: large when interpreted
-# (cost per program and per op), register sized when compiled.
-TILE_BUDGET = (1 << 20) if interpreter_active() else 4096
-
-
-def _pow2(x: int) -> int:
-    return 1 << max(0, int(x) - 1).bit_length()
+# Compiled or interpreted, as the kernels above were defined (the block choosers' budgets
+# differ: launch_plans.BUDGETS).
+COMPILED = not interpreter_active()
 
 
 def kv_blocks(num_seqs: int, topk: int, num_steps: int, max_seq_len: int,
-              budget: int = TILE_BUDGET) -> tuple[int, int, int, int]:
-    """(BLOCK_B, PAIRS, STEPS, BLOCK_C) for a batch."""
-    pairs = _pow2(num_steps * topk)
-    steps = _pow2(num_steps)
-    block_c = min(_pow2(max(max_seq_len, 16)), 1024 if interpreter_active() else 128)
-    block_b = max(1, budget // (pairs * block_c))
-    block_b = 1 << (block_b.bit_length() - 1)
-    return min(block_b, _pow2(max(num_seqs, 1))), pairs, steps, block_c
+              tile_budget: int | None = None) -> tuple[int, int, int, int]:
+    """(BLOCK_B, PAIRS, STEPS, BLOCK_C) this process launches for a batch
+    (``launch_plans.kv_blocks`` in this process's mode)."""
+    return launch_plans.kv_blocks(num_seqs, topk, num_steps, max_seq_len, compiled=COMPILED,
+                                  tile_budget=tile_budget)
 
 
 def r2t_strides(req_to_token) -> tuple[int, int]:
@@ -145,25 +138,29 @@ def r2t_strides(req_to_token) -> tuple[int, int]:
 
 def draft_decode_kv_indices(req_pool_indices, req_to_token, seq_lens, *, topk, num_steps,
                             page_size=1, kv_indices=None, kv_indptr=None,
-                            tile_budget: int | None = None):
+                            tile_budget: int | None = None, require_proved: bool = False):
     """Triton draft-decode kv_indices: same signature, validation, errors and results as
     ``specbound.reference.draft_decode_kv_indices`` (``tile_budget`` only tunes the
-    launch).  Returns ``(kv_indices, kv_indptr)``."""
+    launch).  ``require_proved=True`` refuses (``plan.UnprovedSpecialization``, before any
+    write) a launch whose specialization is not proved (``plan.proved_specialization``).
+    Returns ``(kv_indices, kv_indptr)``."""
+    require_proved = validation.check_flag("require_proved", require_proved)
     a = validation.validate_draft_kv_args(
         req_pool_indices, req_to_token, seq_lens, topk=topk, num_steps=num_steps,
         page_size=page_size, kv_indices=kv_indices, kv_indptr=kv_indptr)
     launch_kv(a.req_pool_indices, a.req_to_token, a.seq_lens, a.kv_indices, a.kv_indptr, topk=a.topk,
               num_steps=a.num_steps, page_size=a.page_size, seq_lens_list=a.seq_lens_list,
-              prefix=a.prefix, tile_budget=tile_budget)
+              prefix=a.prefix, tile_budget=tile_budget, require_proved=require_proved)
     return a.kv_indices, a.kv_indptr
 
 
 def launch_kv(req_pool_indices, req_to_token, seq_lens, kv_indices, kv_indptr, *, topk, num_steps,
-              page_size=1, seq_lens_list=None, prefix=None, tile_budget: int | None = None):
+              page_size=1, seq_lens_list=None, prefix=None, tile_budget: int | None = None,
+              require_proved: bool = False):
     """The launch alone, with no check of any size: ``draft_decode_kv_indices`` calls it after
     validation, and the fuzz's mutant replays call it with a caller's own (possibly wrong)
     sizing, as a replayed CUDA graph would.  ``seq_lens_list`` / ``prefix`` (P[0..bs]) may be
-    passed when the caller already has them."""
+    passed when the caller already has them; ``require_proved``: see ``draft_decode_kv_indices``."""
     lens = seq_lens.tolist() if seq_lens_list is None else seq_lens_list
     num_seqs = len(lens)
     if num_seqs == 0:
@@ -172,7 +169,14 @@ def launch_kv(req_pool_indices, req_to_token, seq_lens, kv_indices, kv_indptr, *
         return
     prefix = spec.prefix_sums(lens) if prefix is None else prefix
     p = torch.tensor(prefix[:-1], dtype=torch.int64, device=seq_lens.device)
-    block_b, pairs, steps, block_c = kv_blocks(num_seqs, topk, num_steps, max(lens), tile_budget or TILE_BUDGET)
+    block_b, pairs, steps, block_c = kv_blocks(num_seqs, topk, num_steps, max(lens), tile_budget)
+    if require_proved:
+        launch_plans.require_proved(
+            [("draft_kv_kernel", {"BLOCK_B": block_b, "PAIRS": pairs, "STEPS": steps, "BLOCK_C": block_c,
+                                  "INDICES": validation.dtype_name(kv_indices.dtype),
+                                  "INDPTR": validation.dtype_name(kv_indptr.dtype)})],
+            f"num_seqs={num_seqs}, topk={topk}, num_steps={num_steps}, max_seq_len={max(lens)}, "
+            f"{'compiled' if COMPILED else 'interpreted'}, tile_budget={tile_budget}")
     tensors = {"req_pool_indices_ptr": req_pool_indices, "req_to_token_ptr": req_to_token, "seq_lens_ptr": seq_lens,
                "prefix_ptr": p, "kv_indices_ptr": kv_indices, "kv_indptr_ptr": kv_indptr}
     stride0, stride1 = r2t_strides(req_to_token)

@@ -11,6 +11,7 @@ symbolic proofs read it without the kernels.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from specbound import spec
@@ -73,3 +74,291 @@ def kv_plan(tensors: dict, *, num_seqs, topk, num_steps, page_size, width, indpt
               "page_size": page_size, "width": width, "indptr_stride": indptr_stride,
               "r2t_stride0": r2t_stride0, "r2t_stride1": r2t_stride1},
         constexprs={"BLOCK_B": block_b, "PAIRS": pairs, "STEPS": steps, "BLOCK_C": block_c})
+
+
+# --- block choosers: the constexprs a launch picks ------------------------------------------------
+# Pure functions of the batch shape and of whether the kernels run compiled or interpreted, so
+# that the envelope below, the verifiers and the tests evaluate exactly what a GPU or an
+# interpreted launch picks; the wrappers call these same functions.
+
+# Elements per tile, (compiled, interpreted).  Interpreted, the cost is per program and per op,
+# so tiles are large; compiled, a tile lives in registers, so it stays small.
+BUDGETS = {
+    "kv": (4096, 1 << 20),       # draft kv: (request x pair x column) tile of the prefix copy
+    "tree": (2048, 8192),        # tree build: (request x node x node) tile
+    "fill": (4096, 1 << 18),     # prefix fill: (request x row x column) tile
+}
+# Cap of BLOCK_C, the column lanes of a copy loop, (compiled, interpreted).
+BLOCK_C_CAPS = {"kv": (128, 1024), "fill": (256, 1024)}
+BLOCK_C_MIN = 16
+
+
+def budget(kernel: str, compiled: bool) -> int:
+    """The default tile budget of ``kernel`` ("kv", "tree", "fill")."""
+    return BUDGETS[kernel][0 if compiled else 1]
+
+
+def pow2(x: int) -> int:
+    """The least power of two >= x (1 for x <= 1)."""
+    return 1 << max(0, int(x) - 1).bit_length()
+
+
+def _block_b(budget_: int, tile: int, batch: int) -> int:
+    """The largest power of two b with b * tile <= budget (at least 1), capped by pow2(batch)."""
+    fit = max(1, budget_ // tile)
+    return min(1 << (fit.bit_length() - 1), pow2(max(batch, 1)))
+
+
+def _block_c(kernel: str, max_seq_len: int, compiled: bool) -> int:
+    return min(pow2(max(max_seq_len, BLOCK_C_MIN)), BLOCK_C_CAPS[kernel][0 if compiled else 1])
+
+
+def kv_blocks(num_seqs: int, topk: int, num_steps: int, max_seq_len: int, *, compiled: bool,
+              tile_budget: int | None = None) -> tuple[int, int, int, int]:
+    """(BLOCK_B, PAIRS, STEPS, BLOCK_C) of ``draft_kv_kernel`` for a batch.  It depends on
+    num_seqs only through pow2(num_seqs), on max_seq_len only through
+    pow2(max(max_seq_len, 16)), and on topk only through pow2(num_steps * topk)."""
+    pairs, steps = pow2(num_steps * topk), pow2(num_steps)
+    block_c = _block_c("kv", max_seq_len, compiled)
+    return _block_b(tile_budget or budget("kv", compiled), pairs * block_c, num_seqs), pairs, steps, block_c
+
+
+def tree_blocks(bs: int, n: int, *, compiled: bool, tile_budget: int | None = None) -> tuple[int, int]:
+    """(BLOCK_B, NODES) of ``build_tree_kernel``: NODES = pow2(n); BLOCK_B the largest power
+    of two with BLOCK_B * NODES^2 <= budget, capped by pow2(bs)."""
+    nodes = pow2(max(n, 1))
+    return _block_b(tile_budget or budget("tree", compiled), nodes * nodes, bs), nodes
+
+
+def fill_blocks(bs: int, nodes: int, max_seq_len: int, *, compiled: bool,
+                tile_budget: int | None = None) -> tuple[int, int]:
+    """(BLOCK_B, BLOCK_C) of ``fill_prefix_kernel`` (``nodes``: the tree build's NODES)."""
+    block_c = _block_c("fill", max_seq_len, compiled)
+    return _block_b(tile_budget or budget("fill", compiled), nodes * block_c, bs), block_c
+
+
+# --- specializations: the names the proofs give them ----------------------------------------------
+
+TREE_MODE_NAMES = {0: "FULL", 1: "QLEN", 2: "BITPACK"}   # spec.TreeMaskMode values
+KV_DTYPE_KEYS = ("INDICES", "INDPTR")                      # kv_indices / kv_indptr element types
+
+
+def specialization(kernel: str, constexprs: dict) -> tuple[str, str]:
+    """``(name, label)`` of a launch of ``kernel`` (its @triton.jit name) with ``constexprs``
+    (for ``draft_kv_kernel`` also the output dtype names under INDICES / INDPTR, which Triton
+    specializes on too): the kernel theorems' ids are ``KERNEL-<name>-<PROPERTY>[<label>]``."""
+    c = constexprs
+    try:
+        if kernel == "draft_kv_kernel":
+            return "KV", (f"BLOCK_B={c['BLOCK_B']},PAIRS={c['PAIRS']},STEPS={c['STEPS']},BLOCK_C={c['BLOCK_C']},"
+                          f"INDICES={c['INDICES']},INDPTR={c['INDPTR']}")
+        if kernel == "build_tree_kernel":
+            return (f"BUILD-TREE-{TREE_MODE_NAMES[int(c['MODE'])]}",
+                    f"NODES={c['NODES']},DEPTH={c['DEPTH']},BLOCK_B={c['BLOCK_B']}")
+        if kernel == "fill_prefix_kernel":
+            return "FILL-PREFIX", f"BLOCK_B={c['BLOCK_B']},NODES={c['NODES']},BLOCK_C={c['BLOCK_C']}"
+    except KeyError as exc:
+        raise KeyError(f"specialization: constexprs of {kernel} lack {exc.args[0]!r} (got {sorted(c)})") from None
+    raise KeyError(f"specialization: unknown kernel {kernel!r} (draft_kv_kernel, build_tree_kernel, "
+                   f"fill_prefix_kernel)")
+
+
+# --- the serving envelope -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Envelope:
+    """The batches serving launches, inclusive ranges.  ``num_steps`` is also the draft tree's
+    depth D; a tree's (topk, D, n) must satisfy ``spec.tree_shape_ok``, and BITPACKING holds
+    at most ``spec.BITPACK_MAX_DRAFT_TOKENS`` draft tokens.  ``page_size`` is part of the envelope but no chooser reads it.
+    The outputs' dtypes are the wrappers' (``spec.KV_DTYPES`` for kv_indices / kv_indptr, an
+    int32 kv_indices only beside an int32 req_to_token; the tree's are fixed by its mode)."""
+    batch: tuple = (1, 256)
+    topk: tuple = (1, 8)
+    num_steps: tuple = (1, 8)
+    max_seq_len: tuple = (0, 1 << 20)
+    page_size: tuple = (1, 64)
+    num_draft_tokens: tuple = (1, 64)
+
+
+ENVELOPE = Envelope()
+KERNELS = ("draft_kv_kernel", "build_tree_kernel", "fill_prefix_kernel")
+
+
+def pow2_buckets(lo: int, hi: int, floor: int = 1) -> list[int]:
+    """One representative per value of ``pow2(max(x, floor))`` over ``lo <= x <= hi``: that map
+    is monotone and takes exactly the powers of two from pow2(max(lo, floor)) to
+    pow2(max(hi, floor)), each attained at itself (or at lo for the first; at hi for the last)."""
+    first, last = pow2(max(lo, floor)), pow2(max(hi, floor))
+    reps, p = [], first
+    while p <= last:
+        reps.append(min(max(p, lo), hi))
+        p *= 2
+    return reps
+
+
+def _range(bounds: tuple) -> range:
+    return range(bounds[0], bounds[1] + 1)
+
+
+def envelope_specializations(kernel: str, *, compiled: bool, env: Envelope = ENVELOPE) -> dict:
+    """Every specialization the block choosers pick for ``kernel`` over ``env``:
+    ``{(name, label): {"constexprs": ..., "example": the first batch shape picking it}}``.
+
+    Exact, not sampled: each chooser reads the batch size and max_seq_len only through
+    ``pow2`` buckets (see the choosers), so one representative per bucket
+    (:func:`pow2_buckets`) reaches every value they return; topk, num_steps and n are
+    enumerated whole; BITPACKING only up to ``spec.BITPACK_MAX_DRAFT_TOKENS``.  The tests compare this against the choosers on every batch size."""
+    out: dict = {}
+    batches = pow2_buckets(*env.batch)
+    lens = pow2_buckets(*env.max_seq_len, floor=BLOCK_C_MIN)
+    steps_range, topk_range = _range(env.num_steps), _range(env.topk)
+
+    def add(constexprs, example):
+        out.setdefault(specialization(kernel, constexprs), {"constexprs": constexprs, "example": example})
+
+    if kernel == "draft_kv_kernel":
+        for d in steps_range:
+            for k in topk_range:
+                for bs in batches:
+                    for m in lens:
+                        bb, pairs, st, bc = kv_blocks(bs, k, d, m, compiled=compiled)
+                        for indices in spec.KV_DTYPES:
+                            for indptr in spec.KV_DTYPES:
+                                add({"BLOCK_B": bb, "PAIRS": pairs, "STEPS": st, "BLOCK_C": bc, "INDICES": indices,
+                                     "INDPTR": indptr}, {"batch": bs, "topk": k, "num_steps": d, "max_seq_len": m})
+        return out
+    if kernel not in KERNELS:
+        specialization(kernel, {})   # names the unknown kernel
+    for d in steps_range:
+        for n in _range(env.num_draft_tokens):
+            if not any(spec.conjunction(spec.tree_shape_ok(k, d, n)) for k in topk_range):
+                continue
+            for bs in batches:
+                bb, nodes = tree_blocks(bs, n, compiled=compiled)
+                example = {"batch": bs, "num_steps": d, "num_draft_tokens": n}
+                if kernel == "build_tree_kernel":
+                    for mode in TREE_MODE_NAMES:
+                        if mode != 2 or n <= spec.BITPACK_MAX_DRAFT_TOKENS:
+                            add({"MODE": mode, "DEPTH": spec.walk_max_steps(d), "BLOCK_B": bb, "NODES": nodes},
+                                {**example, "mode": TREE_MODE_NAMES[mode]})
+                    continue
+                for m in lens:   # the prefix fill (FULL_MASK)
+                    fb, fc = fill_blocks(bs, nodes, m, compiled=compiled)
+                    add({"BLOCK_B": fb, "NODES": nodes, "BLOCK_C": fc}, {**example, "max_seq_len": m})
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def envelope_cached(kernel: str, compiled: bool) -> dict:
+    """:func:`envelope_specializations` of :data:`ENVELOPE`, computed once (do not modify it)."""
+    return envelope_specializations(kernel, compiled=compiled)
+
+
+# Typical EAGLE configurations (topk, num_steps, num_draft_tokens): a chain, and the wider trees
+# sglang's documentation shows.  The proofs cover the GPU launches of these first.
+TYPICAL_CONFIGS = ((1, 3, 4), (4, 3, 16), (8, 5, 32))
+
+
+def proof_selection(kernel: str) -> dict:
+    """The envelope specializations ``specbound prove --kernels --all`` proves (as
+    :func:`envelope_specializations` returns them), chosen by proof cost: a kv
+    specialization takes about 6 s, a tree build about 1.3 s, a prefix fill about 0.7 s, and
+    the whole envelope about 7 hours.  So: every compiled (GPU) prefix fill; the compiled
+    tree builds of :data:`TYPICAL_CONFIGS` at every batch size; the compiled kv launches of
+    :data:`TYPICAL_CONFIGS` at every batch size and context, with int64 outputs (the
+    wrapper's own allocation) or int32 ones (sglang's buffers).  The rest is listed by
+    :func:`envelope_coverage`."""
+    chosen = envelope_cached(kernel, True)
+    if kernel == "fill_prefix_kernel":
+        return chosen
+    out = {}
+    for k, d, n in TYPICAL_CONFIGS:
+        env = Envelope(batch=ENVELOPE.batch, topk=(k, k), num_steps=(d, d), max_seq_len=ENVELOPE.max_seq_len,
+                       num_draft_tokens=(n, n))
+        for key, entry in envelope_specializations(kernel, compiled=True, env=env).items():
+            c = entry["constexprs"]
+            if kernel == "draft_kv_kernel" and c["INDICES"] != c["INDPTR"]:   # mixed widths: not yet
+                continue
+            out.setdefault(key, entry)
+    return out
+
+
+# --- which specializations are proved --------------------------------------------------------------
+
+def manifest_path() -> str:
+    """``proofs/manifest.json`` of the installed specbound, found without importing the proofs."""
+    import importlib.util
+    import os
+
+    found = importlib.util.find_spec("specbound.proofs")
+    if found is None or not found.submodule_search_locations:
+        raise FileNotFoundError("specbound.proofs is not installed: no proofs/manifest.json to read")
+    return os.path.join(list(found.submodule_search_locations)[0], "manifest.json")
+
+
+# Read by proved_specializations(); tests point it at a manifest of their own.
+MANIFEST_PATH: str | None = None
+_PROVED_CACHE: dict = {}
+
+
+def proved_in(manifest: dict) -> frozenset:
+    """``{(name, label)}`` of every kernel specialization whose theorems ``manifest`` records,
+    all ``proved`` (the manifest is regenerated only from a complete ``specbound prove
+    --kernels --all`` run, so an entry there was proved)."""
+    verdicts: dict = {}
+    for e in manifest.get("kernel_theorems", {}).values():
+        verdicts.setdefault((e["kernel"], e["specialization"]), set()).add(e["verdict"])
+    return frozenset(key for key, seen in verdicts.items() if seen == {"proved"})
+
+
+def proved_specializations(path: str | None = None) -> frozenset:
+    """:func:`proved_in` of the manifest at ``path`` (default :data:`MANIFEST_PATH`, else the
+    installed ``proofs/manifest.json``), read once per path."""
+    import json
+
+    path = path or MANIFEST_PATH or manifest_path()
+    if path not in _PROVED_CACHE:
+        with open(path, encoding="utf-8") as fh:
+            _PROVED_CACHE[path] = proved_in(json.load(fh))
+    return _PROVED_CACHE[path]
+
+
+def proved_specialization(kernel: str, constexprs: dict) -> bool:
+    """Whether the launch of ``kernel`` with ``constexprs`` (see :func:`specialization`) is one
+    whose kernel theorems are proved (:func:`proved_specializations`)."""
+    return specialization(kernel, constexprs) in proved_specializations()
+
+
+class UnprovedSpecialization(RuntimeError):
+    """``require_proved=True`` and the launch's specialization is not a proved one."""
+
+    def __init__(self, kernel: str, constexprs: dict, why: str):
+        name, label = specialization(kernel, constexprs)
+        self.kernel, self.constexprs = kernel, dict(constexprs)
+        super().__init__(
+            f"require_proved=True: {kernel} would launch the specialization {name}[{label}] ({why}), "
+            f"which is not among the proved specializations of proofs/manifest.json; nothing was "
+            f"written.  Prove it (add it to its verifier's all_specs, run `specbound prove --kernels --all`) "
+            f"or launch without require_proved")
+
+
+def require_proved(launches: list, why: str) -> None:
+    """Refuse (:class:`UnprovedSpecialization`) when any ``(kernel, constexprs)`` of a wrapper's
+    launches is not proved; checked before the first launch, so a refusal writes nothing."""
+    for kernel, constexprs in launches:
+        if not proved_specialization(kernel, constexprs):
+            raise UnprovedSpecialization(kernel, constexprs, why)
+
+
+def envelope_coverage(proved: frozenset | None = None) -> list[dict]:
+    """Per kernel and mode (compiled, then interpreted): the envelope's specializations, how many
+    are ``proved`` (default: :func:`proved_specializations`), and the ``unproved`` ones."""
+    proved = proved_specializations() if proved is None else proved
+    rows = []
+    for kernel in KERNELS:
+        for compiled in (True, False):
+            chosen = envelope_cached(kernel, compiled)
+            rows.append({"kernel": kernel, "compiled": compiled, "total": len(chosen),
+                         "proved": sum(key in proved for key in chosen),
+                         "unproved": sorted(key for key in chosen if key not in proved)})
+    return rows

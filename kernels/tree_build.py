@@ -183,42 +183,31 @@ def fill_prefix_kernel(
 # below the kernels, so that their line numbers (cited by the proofs and their reports) stay put
 from . import plan as launch_plans  # noqa: E402
 
-# Elements per (request x node x node) tile; BLOCK_B is derived from it.  Interpreted,
-# the cost is per program and per op, so tiles are large; compiled, a tile lives in
-# registers, so it stays small.
-TILE_BUDGET = 8192 if interpreter_active() else 2048
-# Elements per (request x row x column) tile of the prefix fill.
-FILL_BUDGET = (1 << 18) if interpreter_active() else 4096
+# Compiled or interpreted, as the kernels above were defined (the block choosers' budgets
+# differ: launch_plans.BUDGETS).
+COMPILED = not interpreter_active()
 
 
-def _pow2(x: int) -> int:
-    return 1 << max(0, int(x) - 1).bit_length()
+def tree_blocks(bs: int, n: int, tile_budget: int | None = None) -> tuple[int, int]:
+    """(BLOCK_B, NODES) this process launches (``launch_plans.tree_blocks`` in its mode)."""
+    return launch_plans.tree_blocks(bs, n, compiled=COMPILED, tile_budget=tile_budget)
 
 
-def tree_blocks(bs: int, n: int, budget: int = TILE_BUDGET) -> tuple[int, int]:
-    """(BLOCK_B, NODES) for a batch: NODES = next power of two >= n; BLOCK_B the largest
-    power of two with BLOCK_B * NODES^2 <= budget, capped by the batch."""
-    nodes = _pow2(max(n, 1))
-    block_b = max(1, budget // (nodes * nodes))
-    block_b = 1 << (block_b.bit_length() - 1)
-    return min(block_b, _pow2(max(bs, 1))), nodes
-
-
-def fill_blocks(bs: int, nodes: int, max_seq_len: int, budget: int | None = None) -> tuple[int, int]:
-    """(BLOCK_B, BLOCK_C) of the prefix fill."""
-    budget = budget or FILL_BUDGET
-    block_c = min(_pow2(max(max_seq_len, 16)), 1024 if interpreter_active() else 256)
-    block_b = max(1, budget // (nodes * block_c))
-    block_b = 1 << (block_b.bit_length() - 1)
-    return min(block_b, _pow2(max(bs, 1))), block_c
+def fill_blocks(bs: int, nodes: int, max_seq_len: int, tile_budget: int | None = None) -> tuple[int, int]:
+    """(BLOCK_B, BLOCK_C) of the prefix fill this process launches (``launch_plans.fill_blocks``)."""
+    return launch_plans.fill_blocks(bs, nodes, max_seq_len, compiled=COMPILED, tile_budget=tile_budget)
 
 
 def build_tree(parent_list, selected_index, seq_lens, *, topk, depth, num_draft_tokens, mode,
                tree_mask=None, positions=None, retrive_index=None, retrive_next_token=None,
                retrive_next_sibling=None, fill_prefix_mask=True, strict=False,
-               tile_budget: int | None = None) -> validation.TreeBuild:
+               tile_budget: int | None = None, require_proved: bool = False) -> validation.TreeBuild:
     """Triton tree build: same signature, validation, errors and results as
-    ``specbound.reference.build_tree`` (``tile_budget`` only tunes the launch)."""
+    ``specbound.reference.build_tree`` (``tile_budget`` only tunes the launch;
+    ``strict`` refuses a malformed tree, as the reference does).  ``require_proved=True``
+    refuses (``plan.UnprovedSpecialization``, before any write) a launch whose
+    specialization is not proved (``plan.proved_specialization``)."""
+    require_proved = validation.check_flag("require_proved", require_proved)
     args = validation.validate_build_tree_args(
         parent_list, selected_index, seq_lens, topk=topk, depth=depth,
         num_draft_tokens=num_draft_tokens, mode=mode, tree_mask=tree_mask, positions=positions,
@@ -239,18 +228,19 @@ def build_tree(parent_list, selected_index, seq_lens, *, topk, depth, num_draft_
                 args.retrive_index, args.retrive_next_token, args.retrive_next_sibling, topk=args.topk,
                 depth=args.depth, num_draft_tokens=args.num_draft_tokens, mode=args.mode,
                 fill_prefix_mask=args.fill_prefix_mask, seq_lens_list=args.seq_lens_list, prefix=args.prefix,
-                tile_budget=tile_budget)
+                tile_budget=tile_budget, require_proved=require_proved)
     return out
 
 
 def launch_tree(parent_list, selected_index, seq_lens, tree_mask, positions, retrive_index,
                 retrive_next_token, retrive_next_sibling, *, topk, depth, num_draft_tokens, mode,
                 fill_prefix_mask=True, seq_lens_list=None, prefix=None, tile_budget: int | None = None,
-                kernel=None):
+                kernel=None, require_proved: bool = False):
     """The launches alone (prefix fill, then tree build), with no check of any size:
     ``build_tree`` calls it after validation, and the fuzz's replays call it with a caller's
     own (possibly wrong) buffers.  ``kernel`` replaces ``build_tree_kernel`` (a planted-bug
-    variant); ``seq_lens_list`` / ``prefix`` (P[0..bs]) may be passed when already known."""
+    variant); ``seq_lens_list`` / ``prefix`` (P[0..bs]) may be passed when already known;
+    ``require_proved``: see ``build_tree``."""
     mode = spec.as_mode(mode)
     n = num_draft_tokens
     lens = seq_lens.tolist() if seq_lens_list is None else seq_lens_list
@@ -260,9 +250,17 @@ def launch_tree(parent_list, selected_index, seq_lens, tree_mask, positions, ret
     # P[b] once per batch on the host.
     prefix = spec.prefix_sums(lens) if prefix is None else prefix
     p = torch.tensor(prefix[:-1], dtype=torch.int64, device=seq_lens.device)
-    block_b, nodes = tree_blocks(bs, n, tile_budget or TILE_BUDGET)
-    if mode is spec.TreeMaskMode.FULL_MASK and fill_prefix_mask:
-        fill_b, fill_c = fill_blocks(bs, nodes, max(lens))
+    block_b, nodes = tree_blocks(bs, n, tile_budget)
+    fill = mode is spec.TreeMaskMode.FULL_MASK and fill_prefix_mask
+    fill_b, fill_c = fill_blocks(bs, nodes, max(lens)) if fill else (None, None)
+    if require_proved:   # both launches, before the first
+        launches = [("build_tree_kernel", {"MODE": int(mode), "DEPTH": spec.walk_max_steps(depth), "BLOCK_B": block_b,
+                                           "NODES": nodes})]
+        if fill:
+            launches.append(("fill_prefix_kernel", {"BLOCK_B": fill_b, "NODES": nodes, "BLOCK_C": fill_c}))
+        launch_plans.require_proved(launches, f"bs={bs}, num_draft_tokens={n}, depth={depth}, max_seq_len={max(lens)}, "
+                                              f"{'compiled' if COMPILED else 'interpreted'}, tile_budget={tile_budget}")
+    if fill:
         launch_plans.fill_plan({"tree_mask_ptr": tree_mask, "seq_lens_ptr": seq_lens, "prefix_ptr": p}, bs=bs,
                                n=n, block_b=fill_b, nodes=nodes, block_c=fill_c).launch(fill_prefix_kernel)
     tensors = {"parent_list_ptr": parent_list, "selected_index_ptr": selected_index, "seq_lens_ptr": seq_lens,

@@ -198,12 +198,15 @@ def test_a_stale_figure_block_or_verdict_is_named(tmp_path):
     assert manifest_docs.stale(EXPECTED, root=tmp_path) == []
     # a figure, a mutant's replay verdict and an expected verdict are
     readme = tmp_path / "README.md"
-    readme.write_text(readme.read_text().replace("<!-- figure:kernel-theorems -->364<", "<!-- figure:kernel-theorems -->365<"))
+    count = EXPECTED["totals"]["kernel_theorems"]
+    figure = "<!-- figure:kernel-theorems -->{}<"
+    assert figure.format(count) in readme.read_text()
+    readme.write_text(readme.read_text().replace(figure.format(count), figure.format(count + 1)))
     planted = copy.deepcopy(EXPECTED)
     tid = next(iter(planted["kernel_theorems"]))
     planted["kernel_theorems"][tid]["verdict"] = "unknown"
     problems = manifest_docs.stale(planted, root=tmp_path)
-    assert any("README.md: figure kernel-theorems reads '365'" in p for p in problems), problems
+    assert any(f"README.md: figure kernel-theorems reads '{count + 1}'" in p for p in problems), problems
     assert any("docs/kernel-proofs.md: block kernel-specializations is stale" in p for p in problems), problems
     doc.write_text(text.replace("| oob |", "| race |", 1))
     assert any("block kernel-mutants is stale" in p for p in manifest_docs.stale(EXPECTED, root=tmp_path))

@@ -325,7 +325,7 @@ class KernelVerifier:
     run: Callable              # (spec, *, transform=None, host=None) -> Run: the symbolic launch
     properties: tuple          # the properties proved (keys of theorems.PROPERTIES)
     default_specs: tuple       # the representative subset (its first carries the mutants)
-    all_specs: Callable        # () -> [spec]: every specialization serving uses
+    all_specs: Callable        # () -> [spec]: every covered one (incl. plan.proof_selection)
     limits: dict               # report name -> (lo, hi): the box a counterexample is replayed in
     replay: Callable           # (spec, concrete counterexample, plant, host) -> replay.Replay
     footprint: Callable        # run -> [Obligation]: soundness and coverage of every store

@@ -85,7 +85,8 @@ def default_specs():
 
 
 def all_specs():
-    """Every specialization serving uses (``--all`` / ``pytest --specbound-all``), each kernel's
+    """Every covered specialization (``--all`` / ``pytest --specbound-all``: the lane-bound grid and
+    the serving envelope's ``plan.proof_selection``), each kernel's
     default subset first: mutants run on the first specialization of each kernel, which must
     exercise the faults (e.g. K > 1 for the #27338 width mutant; PAIRS = 1 forces K = 1)."""
     out = {}

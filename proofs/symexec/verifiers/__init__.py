@@ -2,7 +2,8 @@
 
 Each module holds everything the verifier knows about its kernel and declares it as
 ``VERIFIER`` (a :class:`~specbound.proofs.symexec.models.KernelVerifier`): the constexpr
-specializations it covers (the default subset and every one serving uses), the host contract
+specializations it covers (the default subset and every covered one: a grid of lane bounds and
+the serving envelope's launches ``kernels/plan.py`` selects for proof), the host contract
 and tensor models (``symbolic_run``: the kernel's launch plan from ``kernels/plan.py`` evaluated
 on Z3 terms, sizes and preconditions from the spec), the store regions and lemmas, the
 footprint maps, the replay box, the mutants, and the concrete replay launch.  The theorem

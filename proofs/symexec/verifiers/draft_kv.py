@@ -41,13 +41,18 @@ class KvSpec:
     name = "KV"   # the kernel part of its theorem ids (KERNEL-<name>-<PROPERTY>[<label>])
 
     @property
+    def constexprs(self) -> dict:
+        return {"BLOCK_B": self.BLOCK_B, "PAIRS": self.PAIRS, "STEPS": self.STEPS, "BLOCK_C": self.BLOCK_C,
+                "INDICES": self.indices_dtype, "INDPTR": self.indptr_dtype}
+
+    @property
     def label(self):
-        return (f"BLOCK_B={self.BLOCK_B},PAIRS={self.PAIRS},STEPS={self.STEPS},BLOCK_C={self.BLOCK_C},"
-                f"INDICES={self.indices_dtype},INDPTR={self.indptr_dtype}")
+        return launch_plans().specialization(KERNEL[1], self.constexprs)[1]
 
 
 def all_specs() -> list:
-    """Each power-of-two lane bound up to 1024, both dtypes of the outputs, several tile sizes."""
+    """Each power-of-two lane bound up to 1024, both dtypes of the outputs, several tile sizes;
+    then the serving envelope's launches the proofs cover (``plan.proof_selection``)."""
     out = []
     for pairs in (1 << i for i in range(11)):
         steps = min(pairs, 8)
@@ -56,7 +61,13 @@ def all_specs() -> list:
         out.append(KvSpec(2, max(steps, 16), steps, 16, "int32", "int32"))
     for block_c in (16, 256, 1024):
         out.append(KvSpec(4, 8, 4, block_c, "int64", "int32"))
-    return out
+    chosen = [from_constexprs(e["constexprs"]) for e in launch_plans().proof_selection(KERNEL[1]).values()]
+    return out + [sp for sp in chosen if sp not in out]
+
+
+def from_constexprs(c: dict) -> KvSpec:
+    """The specialization of a launch's constexprs (``plan.specialization``'s keys)."""
+    return KvSpec(c["BLOCK_B"], c["PAIRS"], c["STEPS"], c["BLOCK_C"], c["INDICES"], c["INDPTR"])
 
 
 # the box a counterexample is replayed in

@@ -37,13 +37,17 @@ class FillSpec:
 
     @property
     def label(self):
-        return f"BLOCK_B={self.BLOCK_B},NODES={self.NODES},BLOCK_C={self.BLOCK_C}"
+        return launch_plans().specialization(KERNEL[1], {"BLOCK_B": self.BLOCK_B, "NODES": self.NODES,
+                                                         "BLOCK_C": self.BLOCK_C})[1]
 
 
 def all_specs() -> list:
-    """Several tile sizes, up to 1024 node lanes and 1024 columns."""
-    return [FillSpec(bb, nodes, bc) for bb, nodes, bc in
-            ((1, 1, 16), (2, 8, 16), (4, 16, 256), (1, 1024, 1024), (8, 64, 128))]
+    """Several tile sizes, up to 1024 node lanes and 1024 columns; then the serving envelope's
+    launches the proofs cover (``plan.proof_selection``: every compiled one)."""
+    out = [FillSpec(bb, nodes, bc) for bb, nodes, bc in
+           ((1, 1, 16), (2, 8, 16), (4, 16, 256), (1, 1024, 1024), (8, 64, 128))]
+    chosen = [FillSpec(**e["constexprs"]) for e in launch_plans().proof_selection(KERNEL[1]).values()]
+    return out + [sp for sp in chosen if sp not in out]
 
 
 # --- host contract and tensor models (the tree build's) --------------------------------------------

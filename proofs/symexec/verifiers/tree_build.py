@@ -32,7 +32,7 @@ KERNEL = ("tree_build", "build_tree_kernel")   # specbound.kernels.<module>, the
 
 # --- specializations --------------------------------------------------------------------------
 
-MODE_NAMES = {0: "FULL", 1: "QLEN", 2: "BITPACK"}
+MODE_NAMES = launch_plans().TREE_MODE_NAMES
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,12 @@ class TreeSpec:
     NODES: int
 
     @property
+    def constexprs(self) -> dict:
+        return {"MODE": self.MODE, "DEPTH": self.DEPTH, "BLOCK_B": self.BLOCK_B, "NODES": self.NODES}
+
+    @property
     def name(self):
-        return f"BUILD-TREE-{MODE_NAMES[self.MODE]}"
+        return launch_plans().specialization(KERNEL[1], self.constexprs)[0]
 
     @property
     def mask_dtype(self):
@@ -54,12 +58,13 @@ class TreeSpec:
 
     @property
     def label(self):
-        return f"NODES={self.NODES},DEPTH={self.DEPTH},BLOCK_B={self.BLOCK_B}"
+        return launch_plans().specialization(KERNEL[1], self.constexprs)[1]
 
 
 def all_specs() -> list:
     """Every power-of-two node lane bound up to 1024 in both unpacked layouts, every
-    BITPACKING item width, DEPTH 1..8, 16 and 32."""
+    BITPACKING item width, DEPTH 1..8, 16 and 32; then the serving envelope's launches the
+    proofs cover (``plan.proof_selection``)."""
     out = []
     for nodes in (1 << i for i in range(11)):
         for mode in (0, 1):
@@ -70,7 +75,9 @@ def all_specs() -> list:
     # show the walk's cost stays flat (one defined selection per step)
     for depth in (*range(1, 9), 16, 32):
         out.append(TreeSpec(1, depth, 2, 8))
-    return out + [TreeSpec(0, 8, 2, 8), TreeSpec(2, 8, 2, 32)]
+    out += [TreeSpec(0, 8, 2, 8), TreeSpec(2, 8, 2, 32)]
+    chosen = [TreeSpec(**e["constexprs"]) for e in launch_plans().proof_selection(KERNEL[1]).values()]
+    return out + [sp for sp in chosen if sp not in out]
 
 
 # the box a counterexample is replayed in (the prefix fill's too)

@@ -1,0 +1,76 @@
+"""sglang's kernel specializations over our serving envelope (``kernels/plan.py``'s
+``ENVELOPE``): which constexprs sglang's launch sites compute for those batches, and how many
+of them the manifest's sglang theorems prove.
+
+The draft kv kernel's constexprs (:mod:`specbound.proofs.symexec.sglang_draft_kv`):
+``NUM_STEPS`` 0 or ``num_steps``, ``page_size`` 1 or larger (one symbolic proof), and the lane
+bounds ``bs_upper = pow2(num_seqs)``, ``iter_upper = pow2(num_steps)``,
+``num_tokens_upper = pow2(num_seqs * topk)``: enumerated over every batch size.  The tree
+build's (:mod:`specbound.proofs.symexec.sglang_tree`) are the batch shape itself
+``(K, D, n, mode, batch_size)``, one compiled kernel per batch size: counted, not listed.
+"""
+
+from __future__ import annotations
+
+from specbound import spec
+
+
+def _plan():
+    from specbound.proofs.symexec.kernel_files import torch_free_module
+
+    return torch_free_module("plan")
+
+
+def _configs(env, configs):
+    """(K, D, n) of the envelope (n = None for the kv kernel's) or the given ``configs``."""
+    if configs is not None:
+        return list(configs)
+    ks, ds = range(env.topk[0], env.topk[1] + 1), range(env.num_steps[0], env.num_steps[1] + 1)
+    return [(k, d, n) for k in ks for d in ds for n in range(env.num_draft_tokens[0], env.num_draft_tokens[1] + 1)
+            if spec.conjunction(spec.tree_shape_ok(k, d, n))]
+
+
+def kv_labels(configs=None) -> set:
+    """The sglang draft kv specializations' labels over the envelope (or at ``configs``)."""
+    from specbound.proofs.symexec.sglang_draft_kv import KvSpec
+
+    plan = _plan()
+    env = plan.ENVELOPE
+    pairs = {(k, d) for k, d, _n in _configs(env, configs)}
+    out = set()
+    for k, d in pairs:
+        for bs in range(env.batch[0], env.batch[1] + 1):
+            for steps in (0, d):
+                for paged in (False, True):
+                    out.add(KvSpec(steps, paged, plan.pow2(bs), plan.pow2(d), plan.pow2(bs * k)).label)
+    return out
+
+
+def tree_in_envelope(label: str, configs=None) -> bool:
+    """Whether a sglang tree specialization's label (``K=..,D=..,n=..,mode=..,batch_size=..``)
+    is a batch of the envelope (or of ``configs``)."""
+    env = _plan().ENVELOPE
+    f = dict(part.split("=", 1) for part in label.split(","))
+    k, d, n, bs = int(f["K"]), int(f["D"]), int(f["n"]), int(f["batch_size"])
+    return (k, d, n) in set(_configs(env, configs)) and env.batch[0] <= bs <= env.batch[1]
+
+
+def coverage(manifest: dict) -> list[dict]:
+    """Per sglang kernel, over the whole envelope and at ``plan.TYPICAL_CONFIGS``: how many
+    specializations sglang launches and how many of them the manifest proves."""
+    plan = _plan()
+    proved: dict = {}
+    for e in manifest.get("sglang_theorems", {}).values():
+        proved.setdefault((e["kernel"], e["specialization"]), set()).add(e["verdict"])
+    ok = {key for key, seen in proved.items() if seen == {"proved"}}
+    kv_ok = {label for kernel, label in ok if kernel == "SGLANG-DRAFT-KV"}
+    tree_ok = [label for kernel, label in ok if kernel.startswith("SGLANG-TREE-")]
+    env = plan.ENVELOPE
+    rows = []
+    for scope, configs in (("envelope", None), ("typical configurations", plan.TYPICAL_CONFIGS)):
+        kv = kv_labels(configs)
+        rows.append({"kernel": "SGLANG-DRAFT-KV", "scope": scope, "total": len(kv), "proved": len(kv & kv_ok)})
+        batches = env.batch[1] - env.batch[0] + 1
+        rows.append({"kernel": "SGLANG-TREE", "scope": scope, "total": 2 * batches * len(_configs(env, configs)),
+                     "proved": sum(tree_in_envelope(label, configs) for label in tree_ok)})
+    return rows

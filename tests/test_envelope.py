@@ -1,0 +1,180 @@
+"""The serving envelope (``kernels/plan.py``): its enumeration of the specializations the block
+choosers pick is exact (checked against the choosers on every batch size and a dense sample of
+context lengths), and every specialization the proofs are meant to cover is proved in
+``proofs/manifest.json``.  No torch: the plan module is read by path."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from specbound.proofs.symexec.kernel_files import torch_free_module
+from specbound.proofs.symexec.verifiers import draft_kv, fill_prefix, tree_build
+
+plan = torch_free_module("plan")
+ENV = plan.ENVELOPE
+MODES = (True, False)   # compiled, interpreted
+
+
+def _lens_sample():
+    """Every max_seq_len up to 140, each power of two up to 2^20 and its neighbours, and a
+    random draw: a bucket enumeration that skips or merges a bucket misses one of them."""
+    lo, hi = ENV.max_seq_len
+    out = set(range(lo, 141))
+    for i in range(hi.bit_length() + 1):
+        out.update(x for x in ((1 << i) - 1, 1 << i, (1 << i) + 1) if lo <= x <= hi)
+    rng = random.Random(0)
+    out.update(rng.randint(lo, hi) for _ in range(50))
+    return sorted(out)
+
+
+def _brute(kernel, compiled, enumerate_=None):
+    """Chooser outputs over every batch size (at contexts on both sides of every BLOCK_C step)
+    and over the dense sample of contexts (at each batch bucket), for every topk, num_steps and
+    n of the envelope, that the enumeration lacks."""
+    enumerate_ = enumerate_ or plan.envelope_specializations
+    listed = set(enumerate_(kernel, compiled=compiled))
+    batch_reps = plan.pow2_buckets(*ENV.batch)
+    points = [(bs, m) for bs in range(ENV.batch[0], ENV.batch[1] + 1) for m in (0, 16, 17, 33, 65, 129, 257, 1025, 1 << 20)]
+    points += [(bs, m) for bs in batch_reps for m in _lens_sample()]
+    missing = set()
+    steps = range(ENV.num_steps[0], ENV.num_steps[1] + 1)
+    if kernel == "draft_kv_kernel":
+        for d in steps:
+            for k in range(ENV.topk[0], ENV.topk[1] + 1):
+                for bs, m in points:
+                    bb, pairs, st, bc = plan.kv_blocks(bs, k, d, m, compiled=compiled)
+                    key = plan.specialization(kernel, {"BLOCK_B": bb, "PAIRS": pairs, "STEPS": st,
+                                                       "BLOCK_C": bc, "INDICES": "int64", "INDPTR": "int32"})
+                    if key not in listed:
+                        missing.add(key)
+        return missing
+    for d in steps:
+        ns = [n for n in range(ENV.num_draft_tokens[0], ENV.num_draft_tokens[1] + 1)
+              if any(plan.spec.conjunction(plan.spec.tree_shape_ok(k, d, n)) for k in range(1, ENV.topk[1] + 1))]
+        if kernel == "build_tree_kernel":
+            for n in ns:
+                for bs in range(ENV.batch[0], ENV.batch[1] + 1):
+                    bb, nodes = plan.tree_blocks(bs, n, compiled=compiled)
+                    missing.update(key for mode in (0, 1, 2) if mode != 2 or n <= 32
+                                   for key in [plan.specialization(kernel, {"MODE": mode, "DEPTH": d, "BLOCK_B": bb,
+                                                                            "NODES": nodes})] if key not in listed)
+            continue
+        # the prefix fill sees n only through the tree build's NODES
+        for nodes in {plan.tree_blocks(1, n, compiled=compiled)[1] for n in ns}:
+            for bs, m in points:
+                fb, fc = plan.fill_blocks(bs, nodes, m, compiled=compiled)
+                key = plan.specialization(kernel, {"BLOCK_B": fb, "NODES": nodes, "BLOCK_C": fc})
+                if key not in listed:
+                    missing.add(key)
+    return missing
+
+
+@pytest.mark.parametrize("compiled", MODES)
+@pytest.mark.parametrize("kernel", plan.KERNELS)
+def test_bucket_enumeration_is_exact(kernel, compiled):
+    """Every specialization the choosers pick on the sampled envelope is enumerated, and every
+    enumerated one is picked by its own example batch (inside the envelope)."""
+    assert _brute(kernel, compiled) == set()
+    for key, entry in plan.envelope_specializations(kernel, compiled=compiled).items():
+        ex = entry["example"]
+        assert ENV.batch[0] <= ex["batch"] <= ENV.batch[1] and ENV.num_steps[0] <= ex["num_steps"] <= ENV.num_steps[1]
+        assert plan.specialization(kernel, entry["constexprs"]) == key
+
+
+def test_a_skipped_bucket_is_caught():
+    """Planted: the enumeration forgets the last context bucket (1M tokens: BLOCK_C 1024
+    interpreted) or the largest batch bucket; the brute force names what it misses."""
+    real = plan.pow2_buckets
+
+    def drop_last(lo, hi, floor=1):
+        return real(lo, hi, floor)[:-1]
+    try:
+        plan.pow2_buckets = drop_last
+        assert _brute("draft_kv_kernel", False, plan.envelope_specializations)
+        assert _brute("build_tree_kernel", True, plan.envelope_specializations)
+    finally:
+        plan.pow2_buckets = real
+
+
+def test_pow2_buckets_take_each_value_once():
+    assert plan.pow2_buckets(1, 256) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert plan.pow2_buckets(0, 100, floor=16) == [16, 32, 64, 100]
+    assert plan.pow2_buckets(3, 3) == [3]
+
+
+def test_verifiers_name_specializations_as_the_plan_does():
+    """One naming: a verifier's spec and the plan's specialization() agree, so the manifest's
+    entries are what proved_specialization looks up."""
+    kv = draft_kv.KvSpec(2, 16, 4, 128, "int64", "int32")
+    assert ("KV", kv.label) == plan.specialization("draft_kv_kernel", kv.constexprs)
+    tr = tree_build.TreeSpec(2, 3, 4, 16)
+    assert (tr.name, tr.label) == plan.specialization("build_tree_kernel", tr.constexprs)
+    assert tr.label == "NODES=16,DEPTH=3,BLOCK_B=4" and tr.name == "BUILD-TREE-BITPACK"
+    fi = fill_prefix.FillSpec(2, 8, 16)
+    assert plan.specialization("fill_prefix_kernel", {"BLOCK_B": 2, "NODES": 8, "BLOCK_C": 16}) == (fi.name, fi.label)
+    with pytest.raises(KeyError, match="lack 'INDPTR'"):
+        plan.specialization("draft_kv_kernel", {"BLOCK_B": 1, "PAIRS": 1, "STEPS": 1, "BLOCK_C": 16, "INDICES": "int64"})
+    with pytest.raises(KeyError, match="unknown kernel"):
+        plan.specialization("nope", {})
+
+
+def test_the_proof_selection_is_in_all_specs():
+    """``prove --kernels --all`` proves every specialization proof_selection names."""
+    from specbound.proofs.symexec import theorems
+
+    specs = theorems.all_specs()
+    for kind, kernel in (("kv", "draft_kv_kernel"), ("tree", "build_tree_kernel"), ("fill", "fill_prefix_kernel")):
+        named = {(sp.name, sp.label) for sp in specs[kind]}
+        assert set(plan.proof_selection(kernel)) <= named, kernel
+
+
+def test_the_manifest_proves_the_selection():
+    """Every specialization the proofs are meant to cover (the GPU launches of plan.proof_selection)
+    is proved in proofs/manifest.json; the compiled prefix fill, the whole of it."""
+    proved = plan.proved_specializations(plan.manifest_path())
+    for kernel in plan.KERNELS:
+        assert set(plan.proof_selection(kernel)) - proved == set(), kernel
+    assert set(plan.envelope_specializations("fill_prefix_kernel", compiled=True)) <= proved
+
+
+def test_coverage_counts_the_unproved(tmp_path):
+    """envelope_coverage reports what a manifest leaves out: one removed proof is one fewer."""
+    import json
+
+    manifest = json.loads(open(plan.manifest_path(), encoding="utf-8").read())
+    full = plan.envelope_coverage(plan.proved_specializations(plan.manifest_path()))
+    name, label = next(iter(plan.envelope_specializations("fill_prefix_kernel", compiled=True)))
+    manifest["kernel_theorems"] = {tid: e for tid, e in manifest["kernel_theorems"].items()
+                                   if (e["kernel"], e["specialization"]) != (name, label)}
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(manifest))
+    less = plan.envelope_coverage(plan.proved_specializations(str(path)))
+    row = lambda cov: next(r for r in cov if r["kernel"] == "fill_prefix_kernel" and r["compiled"])
+    assert row(less)["proved"] == row(full)["proved"] - 1
+    assert (name, label) in row(less)["unproved"]
+
+
+def test_sglang_envelope_names_what_sglang_launches():
+    """sglang's kv launch at K = 4, D = 3, 3 requests: lane bounds 4, 4, 16, NUM_STEPS 0 or 3;
+    a manifest without one proved sglang specialization covers one fewer."""
+    from specbound import manifest as manifest_mod
+    from specbound.audit import envelope
+
+    labels = envelope.kv_labels(((4, 3, 16),))
+    assert "NUM_STEPS=3,page>1,bs_upper=4,iter_upper=4,num_tokens_upper=16,seq_lens=int64" in labels
+    assert "NUM_STEPS=0,page=1,bs_upper=4,iter_upper=4,num_tokens_upper=16,seq_lens=int64" in labels
+    assert not any("iter_upper=8" in label for label in labels)
+    assert envelope.tree_in_envelope("K=1,D=3,n=4,mode=QLEN,batch_size=4")
+    assert not envelope.tree_in_envelope("K=1,D=3,n=4,mode=QLEN,batch_size=257")
+    assert not envelope.tree_in_envelope("K=1,D=3,n=9,mode=QLEN,batch_size=4")   # n - 1 > K + (D-1)K^2
+    manifest = manifest_mod.load()
+    full = {(r["kernel"], r["scope"]): r for r in envelope.coverage(manifest)}
+    tid = next(t for t, e in manifest["sglang_theorems"].items()
+               if e["kernel"] == "SGLANG-TREE-QLEN" and e["specialization"].startswith("K=1,D=3,n=4,"))
+    manifest["sglang_theorems"][tid] = {**manifest["sglang_theorems"][tid], "verdict": "failed"}
+    less = {(r["kernel"], r["scope"]): r for r in envelope.coverage(manifest)}
+    for scope in ("envelope", "typical configurations"):
+        assert less["SGLANG-TREE", scope]["proved"] == full["SGLANG-TREE", scope]["proved"] - 1
+        assert less["SGLANG-DRAFT-KV", scope] == full["SGLANG-DRAFT-KV", scope]
