@@ -310,8 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernels", action="store_true",
                    help="also prove the Triton kernels (bounds, no wrap, no truncation, races) by symbolic execution")
     p.add_argument("--all", action="store_true",
-                   help="with --kernels: every covered specialization, incl. the serving envelope's GPU launches "
-                        "at typical configurations (default: a representative subset)")
+                   help="with --kernels: every covered specialization, incl. every GPU launch of the serving "
+                        "envelope (default: a representative subset)")
     p.add_argument("--explain", action="append", metavar="ID",
                    help="say what theorem ID claims, in words, and what it rests on (repeatable); proves nothing")
     p.set_defaults(func=cmd_prove)

@@ -93,7 +93,7 @@ def test_a_skipped_bucket_is_caught():
     try:
         plan.pow2_buckets = drop_last
         assert _brute("draft_kv_kernel", False, plan.envelope_specializations)
-        assert _brute("build_tree_kernel", True, plan.envelope_specializations)
+        assert _brute("build_tree_kernel", False, plan.envelope_specializations)
     finally:
         plan.pow2_buckets = real
 
@@ -131,12 +131,24 @@ def test_the_proof_selection_is_in_all_specs():
 
 
 def test_the_manifest_proves_the_selection():
-    """Every specialization the proofs are meant to cover (the GPU launches of plan.proof_selection)
-    is proved in proofs/manifest.json; the compiled prefix fill, the whole of it."""
+    """Every specialization the proofs are meant to cover is proved in proofs/manifest.json:
+    the whole compiled (GPU) envelope, of every kernel."""
     proved = plan.proved_specializations(plan.manifest_path())
     for kernel in plan.KERNELS:
         assert set(plan.proof_selection(kernel)) - proved == set(), kernel
-    assert set(plan.envelope_specializations("fill_prefix_kernel", compiled=True)) <= proved
+        assert set(plan.envelope_specializations(kernel, compiled=True)) <= proved, kernel
+
+
+def test_a_compiled_launch_depends_on_neither_batch_nor_context():
+    """What keeps the GPU envelope small enough to prove whole: compiled, the choosers read
+    topk, num_steps and n only (a chooser that followed the batch again would multiply it)."""
+    for bs in (1, 3, 64, 256):
+        for m in (0, 17, 4096, 1 << 20):
+            assert plan.kv_blocks(bs, 4, 3, m, compiled=True) == plan.kv_blocks(1, 4, 3, 0, compiled=True)
+            assert plan.fill_blocks(bs, 16, m, compiled=True) == plan.fill_blocks(1, 16, 0, compiled=True)
+        assert plan.tree_blocks(bs, 16, compiled=True) == plan.tree_blocks(1, 16, compiled=True)
+    # interpreted, they still follow the batch (small tests stay fast)
+    assert plan.tree_blocks(1, 16, compiled=False) != plan.tree_blocks(256, 16, compiled=False)
 
 
 def test_coverage_counts_the_unproved(tmp_path):
