@@ -288,3 +288,15 @@ def test_footprint_obligations_need_the_kernels_maps():
         theorems.obligations(run, "FOOTPRINT")
     assert theorems.kernel_obligations(fill, run, "FOOTPRINT")
 
+
+
+def test_a_single_node_bitpacked_tree_is_proved():
+    """The GPU launch of a one-token BITPACKING tree (NODES = 1: ``1 << arange(0, 1)`` is the
+    constant shift ``1 << 0``).  The executor left constant shifts to its uninterpreted
+    ``shl``, whose model could put 256 in a uint8 item, so NO-WRAP failed on a kernel that
+    cannot wrap there; constant shifts now have their exact value."""
+    sp = next(s for s in theorems.all_specs()["tree"]
+              if s.name == "BUILD-TREE-BITPACK" and s.label.startswith("NODES=1,"))
+    results = {r.id.split("[")[0]: r for r in theorems.prove_kernel("tree", sp, mutants=False)}
+    assert results["KERNEL-BUILD-TREE-BITPACK-NO-WRAP"].status == "proved", results["KERNEL-BUILD-TREE-BITPACK-NO-WRAP"].detail
+    assert all(r.ok for r in results.values()), {k: r.detail for k, r in results.items() if not r.ok}

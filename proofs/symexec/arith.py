@@ -79,6 +79,10 @@ def binop(ex: RunState, op, a, b, line):
     if op is ast.LShift:
         ex.observe(bv2, line, "shift amount")
         ex.raise_ob("wrap", line, z3.And(y >= 0, y < dt.bits), shape, f"shift amount in [0, {dt.bits})")
+        if z3.is_int_value(x) and z3.is_int_value(y) and 0 <= y.as_long() < dt.bits:
+            # constants (``1 << arange(0, 1)`` is ``1 << 0``): the exact value, whose fit in
+            # its dtype is then observed like any arithmetic result; ``shl`` stays for the rest
+            return V(z3.IntVal(x.as_long() << y.as_long()), shape, dt, True)
         return V(shl(ex)(x, y), shape, dt)
     raise Unsupported(f"operator {op.__name__}", line)
 
