@@ -1,4 +1,5 @@
-"""Every verdict comes from the trusted core: no module but ``proofs/core.py`` makes a Z3 solver.
+"""Every verdict comes from the trusted core: no module but ``proofs/core_query.py`` (the core's
+one query, imported by ``proofs/core.py`` alone) makes a Z3 solver.
 
 A solver made elsewhere answers with its own settings and no Proof behind the answer, so a
 ``proved`` row resting on it would bypass the core's rules.  The check reads every module's
@@ -7,7 +8,7 @@ optimizer, a fixedpoint engine or a tactic (which turns into a solver), directly
 alias: ``z3.Solver()``, ``import z3 as q; q.SolverFor(..)``, ``from z3 import Solver``,
 ``from z3 import *``, ``z3.Then(..).solver()``, ``z3.solve``/``z3.prove``, the C API
 (``Z3_mk_solver``, ...), ``getattr(z3, "Solver")``, ``__import__("z3")``, and the core's
-private ``_solve``, which hands its solver back.
+private ``_solve`` and its query module ``core_query``, which hand their solver back.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FOLDERS = ("spec", "proofs", "reference", "kernels", "replay", "specbound", "tests", "bench")
 CORE = "proofs/core.py"
+CORE_QUERY = "proofs/core_query.py"
 # Modules allowed to make a solver, and why.  A test that needs its own solver to build an
 # attack on the core would be listed here with its reason; none does today.
-EXEMPT = {CORE: "the trusted core: every solver query of the project is made here"}
+EXEMPT = {CORE_QUERY: "the trusted core's one solver query: every solver of the project is made here",
+          CORE: "the trusted core's rules: the one importer of core_query"}
 
 # Names that make (or are) a solver whatever object they are read from.
 SOLVER_NAMES = {"Solver", "SolverFor", "SimpleSolver", "Optimize", "Fixedpoint", "Tactic", "AndThen", "OrElse",
@@ -33,7 +36,8 @@ SOLVER_NAMES = {"Solver", "SolverFor", "SimpleSolver", "Optimize", "Fixedpoint",
 Z3_SOLVER_NAMES = {"Then", "With", "Repeat", "Cond", "When", "FailIf", "solve", "prove"}
 C_API = re.compile(r"Z3_(mk_(simple_)?solver|mk_optimize|mk_fixedpoint|mk_tactic"
                    r"|solver_|optimize_|fixedpoint_|tactic_)")
-CORE_PRIVATE = {"_solve"}  # the core's query function: it returns the solver it made
+# The core's query function and module: they return the solver they made.
+CORE_PRIVATE = {"_solve", "core_query", "model_without"}
 Z3_SUBMODULES = {"z3", "z3core"}
 
 
@@ -92,6 +96,10 @@ def solver_uses(source: str, filename: str = "<source>") -> list[str]:
     out = []
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] in CORE_PRIVATE:
+            out.append(f"{line}: from {node.module} import ... (the core's solver query)")
+        elif isinstance(node, ast.Import) and any(a.name.split(".")[-1] in CORE_PRIVATE for a in node.names):
+            out.append(f"{line}: import {', '.join(a.name for a in node.names)} (the core's solver query)")
         if isinstance(node, ast.ImportFrom):
             from_z3 = _is_z3_module(node.module)
             for a in node.names:
@@ -176,6 +184,9 @@ PLANTED = [
     "import importlib\nimportlib.import_module('z3').solve(x)\n",
     "from specbound.proofs.core import _solve\n",
     "from specbound.proofs import core\ncore._solve({}, [], (), 1, 0)\n",
+    "from specbound.proofs.core_query import query\n",
+    "from specbound.proofs import core_query\n",
+    "import specbound.proofs.core_query as q\n",
 ]
 
 
@@ -201,9 +212,12 @@ def test_terms_and_the_cores_api_are_not_solvers(source):
 
 
 def test_the_cores_own_solver_is_seen():
-    """The scanner is not blind to the real code: it finds the core's solver."""
-    uses = solver_uses((ROOT / CORE).read_text(encoding="utf-8"), CORE)
+    """The scanner is not blind to the real code: it finds the core's solver, and the core's
+    import of the module that makes it."""
+    uses = solver_uses((ROOT / CORE_QUERY).read_text(encoding="utf-8"), CORE_QUERY)
     assert any("z3.Solver" in u for u in uses), uses
+    uses = solver_uses((ROOT / CORE).read_text(encoding="utf-8"), CORE)
+    assert any("core_query" in u for u in uses), uses
 
 
 def test_a_solver_planted_in_a_copy_of_the_project_is_named(tmp_path):
@@ -212,6 +226,7 @@ def test_a_solver_planted_in_a_copy_of_the_project_is_named(tmp_path):
     for folder in FOLDERS:
         (tmp_path / folder).mkdir()
     shutil.copy(ROOT / CORE, tmp_path / CORE)
+    shutil.copy(ROOT / CORE_QUERY, tmp_path / CORE_QUERY)
     explorer = (ROOT / "specbound" / "audit" / "helper_paths.py").read_text(encoding="utf-8")
     planted = explorer + "\n\ndef _solver(*facts):\n    s = z3.Solver()\n    s.add(*facts)\n    return s.check()\n"
     (tmp_path / "specbound" / "helper_paths.py").write_text(planted)
