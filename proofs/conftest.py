@@ -1,4 +1,5 @@
-"""Shared fixtures for the proof tests: every theorem is run once per session."""
+"""Shared fixtures for the proof tests: every theorem is run once per session; the installed
+sglang's root for the tests of its kernels."""
 
 from __future__ import annotations
 
@@ -11,3 +12,14 @@ def proof_results():
 
     results, _seconds = registry.run_all()
     return {r.id: r for r in results}
+
+
+@pytest.fixture(scope="module")
+def sglang_root():
+    """The installed sglang's package folder (read as source text, never imported); the test
+    skips without one."""
+    from specbound.audit.locate import NotInstalled, locate
+    try:
+        return locate().root
+    except NotInstalled:
+        pytest.skip("sglang is not installed (pip install --no-deps sglang==0.5.23)")

@@ -19,15 +19,6 @@ pytest.importorskip("specbound.kernels")  # before triton: it sets TRITON_INTERP
 torch = pytest.importorskip("torch")
 
 
-@pytest.fixture(scope="module")
-def sglang_root():
-    from specbound.audit.locate import NotInstalled, locate
-    try:
-        return locate().root
-    except NotInstalled:
-        pytest.skip("sglang is not installed (pip install --no-deps sglang==0.5.23)")
-
-
 def _source(root, module):
     path = root / module.SOURCE
     if not path.is_file():

@@ -134,15 +134,6 @@ def _spec(family):
     return {"SGLANG-DRAFT-KV": KV, "SGLANG-TREE-FULL": FULL, "SGLANG-TREE-QLEN": QLEN}[family.split("/")[0]]
 
 
-@pytest.fixture(scope="module")
-def sglang_root():
-    from specbound.audit.locate import NotInstalled, locate
-    try:
-        return locate().root
-    except NotInstalled:
-        pytest.skip("sglang is not installed (pip install --no-deps sglang==0.5.23)")
-
-
 def planted_tree(root, dest, module, old: str, new: str) -> str:
     """A small sglang-shaped tree under ``dest`` holding ``module``'s kernel file from the sglang
     at ``root`` with ``old`` replaced by ``new``; the path of the edited file."""
