@@ -52,8 +52,7 @@ def _tracked(solver, ctx, formulas, literals: list, tags: dict, mark: str) -> li
         literals.append(tag)
         out.append(formula.translate(ctx))
         solver.assert_and_track(out[-1], tag)
-        if what is not None:
-            tags[tag.get_id()] = what
+        tags[tag.get_id()] = what
     return out
 
 

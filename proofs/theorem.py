@@ -118,7 +118,8 @@ class NotTheClaim(Exception):
     """The proof offered for a theorem does not establish its claim under its preconditions."""
 
 
-def _plain_values(report: Mapping[str, z3.ExprRef], value_of: Callable) -> dict:
+def plain_values(report: Mapping[str, z3.ExprRef], value_of: Callable) -> dict:
+    """The integer (and boolean, as 0/1) values ``value_of`` gives the named terms of ``report``."""
     out = {}
     for name, term in report.items():
         value = value_of(term)
@@ -131,7 +132,7 @@ def _plain_values(report: Mapping[str, z3.ExprRef], value_of: Callable) -> dict:
 
 def evaluate_report(model: z3.ModelRef, report: Mapping[str, z3.ExprRef]) -> dict:
     """The integer (and boolean, as 0/1) values ``model`` gives the named terms of ``report``."""
-    return _plain_values(report, lambda term: model.eval(term, model_completion=True))
+    return plain_values(report, lambda term: model.eval(term, model_completion=True))
 
 
 def _box(report: Mapping[str, z3.ExprRef]):
@@ -274,7 +275,7 @@ def _closed_search(name, theorem, constraints, lemmas, axioms, extra, report, al
                                          shown=[*report.values(), *also])
     if found is None:
         return None, note, None
-    return _plain_values(report, interp.value), "", interp  # the values that were checked, not the raw model's
+    return plain_values(report, interp.value), "", interp  # the values that were checked, not the raw model's
 
 
 def false_on_witness(theorem_id: str, claim, interp) -> bool:

@@ -29,6 +29,7 @@ import z3
 
 from specbound.proofs import core, witness
 from specbound.proofs.model import DEFINITIONS, batch_completion, batch_indices
+from specbound.proofs.theorem import plain_values
 
 from .obligations import instantiate, int_constants, witness_key
 
@@ -118,15 +119,6 @@ class Closed:
     obligation: object
 
 
-def _values(report: dict, interp) -> dict:
-    out = {}
-    for name, term in report.items():
-        value = interp.value(term) if z3.is_expr(term) else term
-        out[name] = value.as_long() if z3.is_int_value(value) else (
-            z3.is_true(value) if z3.is_bool(value) else str(value))
-    return out
-
-
 def close(run, ob) -> tuple:
     """A closed witness of ``ob``'s hypotheses (activation included): ``(Closed, note)``,
     None and a note saying why when no model closes.  Cached per hypothesis set, like the
@@ -153,7 +145,7 @@ def close(run, ob) -> tuple:
         found, interp, note = witness.search(f"{run.name}/{ob.id}", find, formulas, batch_completion,
                                              batch_indices, shown=shown, rounds=3)
         if found is not None:
-            result = (Closed(_values(run.report, interp), interp, ob), "")
+            result = (Closed(plain_values(run.report, interp.value), interp, ob), "")
             break
         result = (None, note or f"none with at most {cap} requests and values in [-{box}, {box}]")
     _CLOSED[key] = (pinned, result)
