@@ -20,6 +20,7 @@ LAYERS = (  # (module prefix, layer), most specific first
     ("specbound.proofs.symexec", 5),
     ("specbound.proofs.test_", 6),
     ("specbound.proofs._checks", 6),   # the proof tests' shared assertions
+    ("specbound.proofs.conftest", 6),  # the proof tests' shared fixtures
     ("specbound.proofs", 1),
     ("specbound.reference", 2),
     ("specbound.kernels", 3),
