@@ -32,7 +32,7 @@ ROUNDS = 6          # searches before a model that will not close is reported as
 CHECK_RLIMIT = 2_000_000
 
 
-def _symbols(formulas) -> tuple[dict, dict]:
+def symbols(formulas) -> tuple[dict, dict]:
     """The uninterpreted constants and functions of ``formulas`` (by name)."""
     consts, funcs = {}, {}
     for term in subterms(*formulas):
@@ -64,7 +64,7 @@ class Interpretation:
     """A model made total: constants by value, functions by closed terms."""
 
     def __init__(self, model: z3.ModelRef, terms, complete: Callable):
-        consts, funcs = _symbols(terms)
+        consts, funcs = symbols(terms)
         self.consts = [(decl(), model.eval(decl(), model_completion=True)) for decl in consts.values()]
         defined = complete(model, terms)
         if defined is None:

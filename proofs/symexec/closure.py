@@ -117,6 +117,7 @@ class Closed:
     values: dict
     interp: witness.Interpretation
     obligation: object
+    model: object = None
 
 
 def close(run, ob) -> tuple:
@@ -145,7 +146,7 @@ def close(run, ob) -> tuple:
         found, interp, note = witness.search(f"{run.name}/{ob.id}", find, formulas, batch_completion,
                                              batch_indices, shown=shown, rounds=3)
         if found is not None:
-            result = (Closed(plain_values(run.report, interp.value), interp, ob), "")
+            result = (Closed(plain_values(run.report, interp.value), interp, ob, found.model), "")
             break
         result = (None, note or f"none with at most {cap} requests and values in [-{box}, {box}]")
     _CLOSED[key] = (pinned, result)

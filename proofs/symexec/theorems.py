@@ -16,7 +16,7 @@ from specbound.proofs import core
 from specbound.proofs.theorem import MutantResult, TheoremResult, axioms_of
 
 from . import mutants as kernel_mutants
-from . import verifiers
+from . import on_witness, verifiers
 from .closure import theorem_witness
 from .obligations import check
 
@@ -236,6 +236,9 @@ def theorem_result(run, prop: str, outcomes: list, seconds: float, mutants: list
             status, detail = "failed", f"vacuous: no closed witness ({why})"
         else:
             witness = dict(closed.values)
+            status, detail, seen = _last_line(run, closed, outcomes, status, detail)
+            # counted, not claimed: a proof whose premises fail on this witness was not checked here
+            witness["checked_on_witness"], witness["premises_off_witness"] = seen.checked, seen.off_witness
     witness["obligations"] = len(outcomes)
     witness["witnessed"] = sum(o.witness is not None for o in outcomes)
     witness["dead"] = sum(o.status == "dead" for o in outcomes)  # accesses no lane ever activates
@@ -249,6 +252,21 @@ def theorem_result(run, prop: str, outcomes: list, seconds: float, mutants: list
         mutants=mutants, detail=detail, axioms_used=axioms)
     res.outcomes = outcomes
     return res
+
+
+def _last_line(run, closed, outcomes, status: str, detail: str) -> tuple:
+    """Every proof evaluated on the closed witness (:mod:`.on_witness`): a goal False there
+    under premises that hold means the core is unsound; one with no truth value fails the
+    theorem.  ``(status, detail, the on_witness.Evaluation)``."""
+    seen = on_witness.evaluate(f"{run.name}[{run.label}]", closed, outcomes)
+    if seen.false:
+        return "unsound", ("UNSOUND: the trusted core issued a false proof: on the closed witness (every precondition "
+                           f"holds at every index) " + "; ".join(f"{ob} proves {goal}, which is False there"
+                                                                 for ob, goal in seen.false[:4])), seen
+    if seen.undecided:
+        return "failed", ("the last line of defence could not evaluate proofs on the closed witness: "
+                          + "; ".join(f"{ob}: {what} has no truth value" for ob, what in seen.undecided[:4])), seen
+    return status, detail, seen
 
 
 # Mutants are about the kernel source, not a specialization: they run on this many of the

@@ -1,0 +1,80 @@
+"""The kernel theorems' last line of defence (proofs/symexec/on_witness.py): every proof is
+evaluated on the theorem's closed witness, so a core that issued a false proof is caught and
+the theorem reported unsound; a goal with no truth value there fails the theorem; a real
+theorem passes, with the proofs it checked counted."""
+
+from __future__ import annotations
+
+import z3
+
+from specbound.proofs import core
+from specbound.proofs.symexec import theorems, verifiers
+from specbound.proofs.symexec.obligations import check
+
+PROP = "NO-TRUNCATION"   # the fill kernel's smallest property: a few obligations, quick
+
+
+def _forging(monkeypatch, target: str):
+    """A core whose check issues whatever it is asked for when the query is the obligation
+    ``target`` (the planted soundness bug, in a controlled place); every other check is real."""
+    real = core.check
+
+    def check_(name, goal, *, hyps=None, by=(), rlimit=core.DEFAULT_RLIMIT, seed=0):
+        if name == target or name.startswith(target + "/"):
+            return core._issue(name, dict(hyps or {}), goal, {}, (), "lemma", 0.0, 0)
+        return real(name, goal, hyps=hyps, by=by, rlimit=rlimit, seed=seed)
+    monkeypatch.setattr(core, "check", check_)
+
+
+def _fill_theorem(plant=None):
+    """The fill kernel's NO-TRUNCATION theorem; ``plant(obligations)`` edits the obligations
+    before they are checked."""
+    verifier = verifiers.get("fill")
+    run = verifier.run(verifier.default_specs[0])
+    obs = theorems.kernel_obligations(verifier, run, PROP)
+    if plant is not None:
+        plant(obs)
+    outcomes = [check(ob, run.functions) for ob in obs]
+    return outcomes, theorems.theorem_result(run, PROP, outcomes, 0.0, [])
+
+
+def test_a_real_theorem_passes_and_counts_the_proofs_it_checked():
+    outcomes, result = _fill_theorem()
+    assert result.status == "proved" and result.ok, result.detail
+    assert result.witness["checked_on_witness"] >= 1
+    proofs = sum(o.proof is not None for o in outcomes)
+    assert result.witness["checked_on_witness"] + result.witness["premises_off_witness"] == proofs
+
+
+def test_a_false_proof_from_the_core_makes_the_theorem_unsound(monkeypatch):
+    """The first obligation's goal is negated (false wherever its premises hold, since the
+    real goal is proved) and the core is made to prove it anyway: every obligation is
+    "proved" and witnessed, but the goal is False on the closed witness."""
+    target = {}
+
+    def plant(obs):
+        ob = obs[0]
+        ob.goal = z3.Not(ob.goal)
+        target["id"] = ob.id
+    verifier = verifiers.get("fill")
+    first = theorems.kernel_obligations(verifier, verifier.run(verifier.default_specs[0]), PROP)[0].id
+    _forging(monkeypatch, first)
+    outcomes, result = _fill_theorem(plant)
+    assert target["id"] == first
+    assert all(o.status == "proved" and o.witness is not None for o in outcomes)   # what would have passed
+    assert result.status == "unsound" and not result.ok, (result.status, result.detail)
+    assert result.detail.startswith("UNSOUND: the trusted core issued a false proof") and first in result.detail
+
+
+def test_a_proof_with_no_truth_value_on_the_witness_fails_the_theorem(monkeypatch):
+    """A goal whose value on the witness is a division by zero (which Z3 leaves uninterpreted)
+    cannot be evaluated: the theorem fails, saying so, rather than passing unchecked."""
+    verifier = verifiers.get("fill")
+    first = theorems.kernel_obligations(verifier, verifier.run(verifier.default_specs[0]), PROP)[0].id
+
+    def plant(obs):
+        obs[0].goal = z3.IntVal(7) / z3.IntVal(0) == 7
+    _forging(monkeypatch, first)
+    _outcomes, result = _fill_theorem(plant)
+    assert result.status == "failed" and not result.ok, (result.status, result.detail)
+    assert "could not evaluate" in result.detail and "no truth value" in result.detail, result.detail
