@@ -78,3 +78,34 @@ def test_a_proof_with_no_truth_value_on_the_witness_fails_the_theorem(monkeypatc
     _outcomes, result = _fill_theorem(plant)
     assert result.status == "failed" and not result.ok, (result.status, result.detail)
     assert "could not evaluate" in result.detail and "no truth value" in result.detail, result.detail
+
+
+def test_the_sglang_audit_row_of_an_unsound_theorem_is_an_error_naming_it(monkeypatch, sglang_root):
+    """``specbound audit sglang`` proves sglang's tree kernel through the same theorems: with
+    the core forging one false proof (the first RACE-FREE obligation's goal negated) the
+    kernel row is an error that says the core is unsound, not a proof and not a refutation
+    of sglang's kernel."""
+    from pathlib import Path
+
+    from specbound.audit import kernel_proofs
+    from specbound.audit.report import ERROR, AuditReport
+    from specbound.audit.extract import SourceIndex
+    from specbound.proofs.symexec import sglang_tree
+
+    real = sglang_tree.obligations
+    planted = {}
+
+    def obligations(run, prop):
+        obs = real(run, prop)
+        if prop == "RACE-FREE":
+            obs[0].goal = z3.Not(obs[0].goal)
+            planted["id"] = obs[0].id
+            _forging(monkeypatch, obs[0].id)
+        return obs
+    monkeypatch.setattr(sglang_tree, "obligations", obligations)
+    report = AuditReport(str(sglang_root), None, None)
+    kernel_proofs.check_tree(SourceIndex(Path(sglang_root)), report, full=False)
+    (row,) = [r for r in report.rows if r.id == kernel_proofs.TREE_ROW]
+    assert planted and row.status == ERROR, (row.status, row.detail)
+    assert "RACE-FREE" in row.detail and "unsound (UNSOUND: the trusted core issued a false proof" in row.detail, \
+        row.detail
