@@ -8,7 +8,7 @@ from __future__ import annotations
 import z3
 
 from specbound.proofs import core
-from specbound.proofs.symexec import theorems, verifiers
+from specbound.proofs.symexec import closure, on_witness, theorems, verifiers
 from specbound.proofs.symexec.obligations import check
 
 PROP = "NO-TRUNCATION"   # the fill kernel's smallest property: a few obligations, quick
@@ -109,3 +109,33 @@ def test_the_sglang_audit_row_of_an_unsound_theorem_is_an_error_naming_it(monkey
     assert planted and row.status == ERROR, (row.status, row.detail)
     assert "RACE-FREE" in row.detail and "unsound (UNSOUND: the trusted core issued a false proof" in row.detail, \
         row.detail
+
+
+def test_a_false_proof_about_another_program_of_the_witness_launch_is_caught(monkeypatch):
+    """The closed witness's model speaks of one program and lane; a proof about an access that
+    is inactive there is evaluated at a program of the same launch where its premises hold
+    (the kv kernel's NO-WRAP: most of its obligations are).  Negated and forged, it is caught
+    there too."""
+    verifier = verifiers.get("kv")
+    sp = verifier.default_specs[0]
+
+    def theorem(plant=None):
+        run = verifier.run(sp)
+        obs = theorems.kernel_obligations(verifier, run, "NO-WRAP")
+        if plant is not None:
+            plant(obs)
+        outcomes = [check(ob, run.functions) for ob in obs]
+        return run, outcomes, theorems.theorem_result(run, "NO-WRAP", outcomes, 0.0, [])
+
+    run, outcomes, result = theorem()
+    closed, _note = closure.theorem_witness(run, outcomes)
+    seen = on_witness.evaluate("test", run, closed, outcomes)
+    assert result.ok and seen.elsewhere and not seen.false, (result.detail, seen)
+    target = seen.elsewhere[0]
+
+    def plant(obs):
+        ob = next(ob for ob in obs if ob.id == target)
+        ob.goal = z3.Not(ob.goal)
+    _forging(monkeypatch, target)
+    _run, _outcomes, result = theorem(plant)
+    assert result.status == "unsound" and target in result.detail, (result.status, result.detail)

@@ -50,7 +50,7 @@ def _index_instances(formulas, indices) -> list:
     return out
 
 
-def _contents(run) -> list:
+def contents(run) -> list:
     """The per-index tensor contents of the run: one-argument integer functions the launch
     model declares (tensor contents, ``seq_len``, the prefix sums), not the executor's own."""
     out = []
@@ -75,7 +75,7 @@ def _axioms(lemmas) -> dict:
 def _finder(run, hyps: dict, lemmas: list, extra: list, cap: int, box: int):
     """``find(indices)`` for :func:`witness.search`: a model of the hypotheses in the box,
     every quantified hypothesis and content schema instantiated at ``0..cap`` and ``indices``."""
-    contents = _contents(run)
+    decls = contents(run)
     batch = run.result.batch
     base_box = [z3.And(c >= -box, c <= box) for c in int_constants(hyps, lemmas, extra)]
     if z3.is_expr(batch):
@@ -86,7 +86,7 @@ def _finder(run, hyps: dict, lemmas: list, extra: list, cap: int, box: int):
         at = sorted(set(range(cap + 1)) | set(indices))
         more, facts = list(base_box), list(lemmas)
         more += _index_instances(hyps.values(), at)
-        for decl in contents:
+        for decl in decls:
             schema = run.functions[decl.name()][1] if decl.name() in run.functions else None
             for i in at:
                 app = decl(z3.IntVal(i))
@@ -134,7 +134,7 @@ def close(run, ob) -> tuple:
     axioms = _axioms([*lemmas, *run.axioms])
     # the definitions of P and Q hold by construction of the closed batch; checked anyway
     # when the formulas use them
-    names = {d.name() for d in _contents(run)}
+    names = {d.name() for d in contents(run)}
     axioms.update({n: ax for n, ax in DEFINITIONS.items()
                    if ("P" if n.startswith("prefix") else "Q") in names})
     formulas.update({f"axiom {name}": ax.formula for name, ax in axioms.items()})

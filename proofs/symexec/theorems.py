@@ -258,7 +258,7 @@ def _last_line(run, closed, outcomes, status: str, detail: str) -> tuple:
     """Every proof evaluated on the closed witness (:mod:`.on_witness`): a goal False there
     under premises that hold means the core is unsound; one with no truth value fails the
     theorem.  ``(status, detail, the on_witness.Evaluation)``."""
-    seen = on_witness.evaluate(f"{run.name}[{run.label}]", closed, outcomes)
+    seen = on_witness.evaluate(f"{run.name}[{run.label}]", run, closed, outcomes)
     if seen.false:
         return "unsound", ("UNSOUND: the trusted core issued a false proof: on the closed witness (every precondition "
                            f"holds at every index) " + "; ".join(f"{ob} proves {goal}, which is False there"
