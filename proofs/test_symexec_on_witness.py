@@ -139,3 +139,25 @@ def test_a_false_proof_about_another_program_of_the_witness_launch_is_caught(mon
     _forging(monkeypatch, target)
     _run, _outcomes, result = theorem(plant)
     assert result.status == "unsound" and target in result.detail, (result.status, result.detail)
+
+
+def test_prove_exits_1_saying_the_core_is_unsound(monkeypatch, capsys):
+    """``specbound prove --kernels --only <a kernel theorem>`` with the core forging one false
+    proof: exit status 1, and stderr says the core issued a false proof."""
+    from specbound import cli
+
+    verifier = verifiers.get("fill")
+    sp = verifier.default_specs[0]
+    tid = f"KERNEL-{verifier.run(sp).name}-{PROP}[{sp.label}]"
+    real = theorems.kernel_obligations
+
+    def obligations(verifier_, run, prop):
+        obs = real(verifier_, run, prop)
+        if prop == PROP:
+            obs[0].goal = z3.Not(obs[0].goal)
+            _forging(monkeypatch, obs[0].id)
+        return obs
+    monkeypatch.setattr(theorems, "kernel_obligations", obligations)
+    assert cli.main(["prove", "--kernels", "--only", tid]) == 1
+    err = capsys.readouterr().err
+    assert f"FAILED {tid}: unsound UNSOUND: the trusted core issued a false proof" in err, err

@@ -50,10 +50,11 @@ class _Point:
     def __init__(self, fixed, model, formulas):
         fixed_consts, fixed_funcs = fixed
         consts, funcs = witness.symbols(formulas)
+        have_consts, have_funcs = _names(fixed_consts), _names(fixed_funcs)
         self.consts = fixed_consts + [(decl(), model.eval(decl(), model_completion=True))
-                                      for name, decl in consts.items() if name not in _names(fixed_consts)]
+                                      for name, decl in consts.items() if name not in have_consts]
         self.funcs = fixed_funcs + [(decl, witness.table(model, decl))
-                                    for name, decl in funcs.items() if name not in _names(fixed_funcs)]
+                                    for name, decl in funcs.items() if name not in have_funcs]
 
     def close(self, formula):
         return _substitute(formula, self.consts, self.funcs)
@@ -92,9 +93,9 @@ def _holds(name: str, closed_formula, memo: dict) -> bool | None:
     formula (a quantified one by the core at every index); None when neither says.  ``memo``:
     the values already decided (Z3 shares equal terms, so a precondition every proof rests
     on is decided once)."""
-    value = z3.simplify(closed_formula)
-    if z3.is_true(value) or z3.is_false(value):
-        return z3.is_true(value)
+    value = _value(closed_formula)
+    if value is not None:
+        return value
     hit = memo.get(closed_formula.get_id())
     if hit is not None:
         return hit[1]
@@ -106,6 +107,11 @@ def _holds(name: str, closed_formula, memo: dict) -> bool | None:
     return holds
 
 
+def _value(formula) -> bool | None:
+    value = z3.simplify(formula)
+    return z3.is_true(value) if z3.is_true(value) or z3.is_false(value) else None
+
+
 def _premises(said) -> dict:
     return {**said.hyps, **{f"axiom {n}": ax.formula for n, ax in said.axioms.items()}}
 
@@ -115,14 +121,17 @@ def _judge(out: Evaluation, name: str, ob_id: str, said, point: _Point, memo: di
     values = {label: _holds(f"{name}/{ob_id}/{label}", point.close(f), memo) for label, f in _premises(said).items()}
     if any(v is False for v in values.values()):
         return False
-    goal = z3.simplify(point.close(said.goal))
+    goal = point.close(said.goal)
+    # a quantified goal is decided like a quantified premise; any other residue (a division by
+    # zero Z3 leaves uninterpreted) has no truth value
+    holds = _holds(f"{name}/{ob_id}/goal", goal, memo) if z3.is_quantifier(goal) else _value(goal)
     open_premises = [label for label, v in values.items() if v is None]
     if open_premises:
         out.undecided.append((ob_id, f"premises {', '.join(open_premises)}"))
-    elif z3.is_false(goal):
+    elif holds is False:
         out.false.append((ob_id, _short(said.goal)))
-    elif not z3.is_true(goal):
-        out.undecided.append((ob_id, f"goal {_short(goal)}"))
+    elif holds is None:
+        out.undecided.append((ob_id, f"goal {_short(z3.simplify(goal))}"))
     else:
         out.checked += 1
     return True
