@@ -1,0 +1,194 @@
+"""vLLM's host contracts for its speculative-decoding Triton kernels, read from the launch
+sites of vLLM 0.33.0 (one data-driven table; every row cites ``file:function``).
+
+Runtime quantities are symbolic Z3 integers named as vLLM names them: ``batch`` (requests in
+the verify step, the grid), ``max_spec_len`` (``SpecDecodeMetadata.max_spec_len``),
+``num_tokens`` (draft tokens of the batch), ``vocab_size`` (the target model's vocabulary:
+``target_probs.shape[1]``) and ``num_spec`` (``num_speculative_tokens``).  Constexpr block
+sizes are the values vLLM's dispatchers pass.
+
+Facts are of two kinds: ``checked`` (vLLM asserts or constructs them; the citation says
+where) and ``relied`` (the kernel needs them and nothing in vLLM checks them: a finding,
+with why it holds in practice or does not).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+import z3
+
+REJ = "v1/sample/rejection_sampler.py"
+META = "v1/spec_decode/metadata.py"
+INT32_MAX = 2 ** 31
+
+
+@dataclass(frozen=True)
+class Buf:
+    arg: str            # the kernel's parameter
+    shape: str          # as the launch site allocates it
+    numel: str          # element count over the runtime quantities (a Python expression)
+    dtype: str
+    cite: str
+    written: bool = False
+    content: str = ""   # a content condition of CONTENTS (per cell)
+
+
+@dataclass(frozen=True)
+class Fact:
+    name: str
+    formula: str        # over the runtime quantities (And/Or/Implies available)
+    kind: str           # "checked" | "relied"
+    cite: str           # where vLLM checks or constructs it; for "relied": why it holds (or not)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    file: str
+    launch: str                      # file:function of the dispatcher that picks grid and constexprs
+    grid: tuple                      # axis sizes over the runtime quantities
+    scalars: tuple                   # (arg, quantity) runtime int32 scalars
+    buffers: tuple
+    specializations: tuple           # (label, constexprs, args passed as None)
+    facts: tuple = ()
+    abstract: tuple = ()             # loop-carried flags the model abstracts (flow.havoc)
+    properties: tuple = ("IN-BOUNDS", "NO-WRAP", "RACE-FREE")
+    quantities: tuple = ("batch", "max_spec_len", "num_tokens")
+
+
+# Per-cell content conditions: ``v`` the cell's value, ``i`` its index, ``f`` the tensor's
+# content function.
+CONTENTS = {
+    "cu": ("And(0 <= v - If(i == 0, 0, f(i - 1)), v - If(i == 0, 0, f(i - 1)) <= max_spec_len, v <= num_tokens)",
+           "checked", f"{META}:SpecDecodeMetadata.make_dummy / gpu_model_runner: np.cumsum(num_draft_tokens, "
+           "dtype=np.int32); max_spec_len = max(num_draft_tokens) (SpecDecodeMetadata.__post_init__)"),
+    "token": ("And(0 <= v, v < vocab_size)", "checked",
+              f"{REJ}:rejection_sample: target_argmax = target_logits.argmax(dim=-1); bonus ids are sampled "
+              "from [batch, vocab_size] logits"),
+    "draft_id": ("And(-1 <= v, v < vocab_size)", "relied",
+                 "draft token ids index the target's [num_tokens, vocab_size] rows; -1 pads (rejected in the "
+                 "kernel); that a drafter's id is < the target's vocab_size is never checked"),
+}
+
+COMMON = (
+    Fact("batch_ge_1", "batch >= 1", "checked", f"{REJ}:_rejection_greedy_sample: grid (output_token_ids.shape[0],)"),
+    Fact("max_spec_len_range", "And(0 <= max_spec_len, max_spec_len <= 128)", "checked",
+         f"{REJ}:RejectionSampler.forward: assert metadata.max_spec_len <= MAX_SPEC_LEN (128)"),
+    Fact("num_tokens_int32", f"And(0 <= num_tokens, num_tokens < {INT32_MAX})", "checked",
+         f"{META}: cu_num_draft_tokens is an np.int32 cumsum"),
+    Fact("output_rows_int32", f"batch * (max_spec_len + 1) < {INT32_MAX}", "relied",
+         "req_idx * (max_spec_len + 1) is int32; never checked, unreachable: needs > 16.6M requests in one step"),
+)
+VOCAB = (Fact("vocab_int32", f"And(1 <= vocab_size, vocab_size < {INT32_MAX})", "checked",
+              f"{REJ}:_rejection_random_sample: vocab_size=target_probs.shape[1] (an int32 kernel argument)"),)
+RATES = (Fact("rates_cover_drafts", "max_spec_len <= num_spec", "relied",
+              "synthetic_conditional_rates has num_speculative_tokens entries, read at pos < max_spec_len; "
+              "no draft step proposes more than num_speculative_tokens, not checked in rejection_sample"),)
+
+CU = Buf("cu_num_draft_tokens_ptr", "[batch]", "batch", "int32", f"{REJ}:rejection_sample (# [batch_size])",
+         content="cu")
+OUT = Buf("output_token_ids_ptr", "[batch, max_spec_len + 1]", "batch * (max_spec_len + 1)", "int32",
+          f"{REJ}:rejection_sample: torch.full((batch_size, max_spec_len + 1), PLACEHOLDER_TOKEN_ID, int32)",
+          written=True)
+DRAFT = Buf("draft_token_ids_ptr", "[num_tokens]", "num_tokens", "int32", f"{REJ}:rejection_sample: "
+            "assert draft_token_ids.ndim == 1; num_tokens = draft_token_ids.shape[0]")
+UNIFORM = Buf("uniform_probs_ptr", "[num_tokens]", "num_tokens", "float64",
+              f"{REJ}:generate_uniform_probs: torch.rand((num_tokens,), float64)")
+RATES_BUF = Buf("synthetic_conditional_rates_ptr", "[num_speculative_tokens]", "num_spec", "float32",
+                f"{REJ}:rejection_sample (synthetic_conditional_rates)")
+BONUS = Buf("bonus_token_ids_ptr", "[batch, 1]", "batch", "int64", f"{REJ}:RejectionSampler.forward: "
+            "bonus_sampler_output.sampled_token_ids", content="token")
+GREEDY = Buf("is_greedy_ptr", "[batch]", "batch", "int1", f"{REJ}:rejection_sample: is_greedy = "
+             "sampling_metadata.temperature == GREEDY_TEMPERATURE")
+PROBS = "[num_tokens, vocab_size]"
+
+KERNELS = (
+    Kernel("rejection_greedy_sample_kernel", REJ, f"{REJ}:_rejection_greedy_sample", ("batch",),
+           (("max_spec_len", "max_spec_len"),),
+           (OUT, CU, DRAFT,
+            Buf("target_argmax_ptr", "[num_tokens]", "num_tokens", "int64",
+                f"{REJ}:rejection_sample: target_logits.argmax(dim=-1)", content="token"),
+            BONUS, GREEDY, UNIFORM, RATES_BUF),
+           (("is_greedy", {"SYNTHETIC_MODE": False}, ("uniform_probs_ptr", "synthetic_conditional_rates_ptr")),
+            ("all_greedy", {"SYNTHETIC_MODE": False},
+             ("is_greedy_ptr", "uniform_probs_ptr", "synthetic_conditional_rates_ptr")),
+            ("synthetic", {"SYNTHETIC_MODE": True}, ())),
+           COMMON + VOCAB + RATES, abstract=("rejected",),
+           quantities=("batch", "max_spec_len", "num_tokens", "vocab_size", "num_spec")),
+    Kernel("expand_kernel", REJ, f"{REJ}:_expand", ("batch",), (("replace_from", ""), ("replace_to", "")),
+           (Buf("output_ptr", "[num_tokens]", "num_tokens", "{dtype}", f"{REJ}:expand_batch_to_tokens: "
+                "x.new_empty(num_tokens)", written=True),
+            Buf("input_ptr", "[batch]", "batch", "{dtype}", f"{REJ}:expand_batch_to_tokens: batch_size = x.shape[0]"),
+            Buf("cu_num_tokens_ptr", "[batch]", "batch", "int32", f"{REJ}:expand_batch_to_tokens: "
+                "assert cu_num_tokens.shape[0] == batch_size", content="cu")),
+           tuple((dt, {"MAX_NUM_TOKENS": 128, "dtype": dt}, ()) for dt in ("float32", "int32", "int64")),
+           COMMON, properties=("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT")),
+    Kernel("rejection_random_sample_kernel", REJ, f"{REJ}:_rejection_random_sample", ("batch",),
+           (("max_spec_len", "max_spec_len"), ("vocab_size", "vocab_size")),
+           (OUT, CU, Buf("draft_token_ids_ptr", "[num_tokens]", "num_tokens", "int32", DRAFT.cite, content="draft_id"),
+            Buf("draft_probs_ptr", PROBS, "num_tokens * vocab_size", "float32", f"{REJ}:rejection_sample: "
+                "assert draft_probs is None or draft_probs.is_contiguous()"),
+            Buf("target_probs_ptr", PROBS, "num_tokens * vocab_size", "float32", f"{REJ}:rejection_sample: "
+                "target_probs = target_logits.softmax(dim=-1, dtype=float32); assert target_logits.shape == "
+                "(num_tokens, vocab_size)"),
+            BONUS, Buf("recovered_token_ids_ptr", "[num_tokens]", "num_tokens", "int32",
+                       f"{REJ}:sample_recovered_tokens: torch.empty_like(draft_token_ids)"),
+            UNIFORM, GREEDY, RATES_BUF),
+           (("draft_probs", {"NO_DRAFT_PROBS": False, "SYNTHETIC_MODE": False}, ("synthetic_conditional_rates_ptr",)),
+            ("no_draft_probs", {"NO_DRAFT_PROBS": True, "SYNTHETIC_MODE": False},
+             ("draft_probs_ptr", "synthetic_conditional_rates_ptr")),
+            ("synthetic", {"NO_DRAFT_PROBS": True, "SYNTHETIC_MODE": True}, ("draft_probs_ptr",))),
+           COMMON + VOCAB + RATES, abstract=("rejected",),
+           quantities=("batch", "max_spec_len", "num_tokens", "vocab_size", "num_spec")),
+    Kernel("sample_recovered_tokens_kernel", REJ, f"{REJ}:_sample_recovered_tokens", ("batch", "max_spec_len"),
+           (("vocab_size", "vocab_size"),),
+           (Buf("output_token_ids_ptr", "[num_tokens]", "num_tokens", "int32",
+                f"{REJ}:sample_recovered_tokens: torch.empty_like(draft_token_ids)", written=True),
+            CU, Buf("draft_token_ids_ptr", "[num_tokens]", "num_tokens", "int32", DRAFT.cite, content="draft_id"),
+            Buf("draft_probs_ptr", PROBS, "num_tokens * vocab_size", "float32", f"{REJ}:rejection_sample"),
+            Buf("target_probs_ptr", PROBS, "num_tokens * vocab_size", "float32", f"{REJ}:rejection_sample"),
+            Buf("inv_q_ptr", "[batch, vocab_size]", "batch * vocab_size", "{q_dtype}",
+                f"{REJ}:sample_recovered_tokens: q = torch.empty((batch_size, vocab_size)); inv_q = q.reciprocal()")),
+           tuple((f"{'no_' if nd else ''}draft_probs{'_fp64' if fp else ''}",
+                  {"BLOCK_SIZE": 8192, "NO_DRAFT_PROBS": nd, "USE_FP64_GUMBEL": fp, "q_dtype": "float64" if fp else "float32"},
+                  ("draft_probs_ptr",) if nd else ()) for nd in (False, True) for fp in (False,)),
+           COMMON + VOCAB, abstract=("max_val", "recovered_id"),
+           quantities=("batch", "max_spec_len", "num_tokens", "vocab_size")),
+)
+
+BY_NAME = {k.name: k for k in KERNELS}
+
+
+def quantities(names) -> dict:
+    return {n: z3.Int(n) for n in names}
+
+
+def term(expr: str, q: dict, **more):
+    """A table formula as a Z3 term over the quantities ``q`` (and ``more``)."""
+    ns = {"And": z3.And, "Or": z3.Or, "Implies": z3.Implies, "If": z3.If, "__builtins__": {}}
+    return eval(expr, ns, {**q, **more})   # the table's own expressions, never user input
+
+
+def facts(kernel: Kernel) -> tuple:
+    """Every fact of the kernel's contract, the content conditions of its buffers included."""
+    used = {b.content for b in kernel.buffers if b.content}
+    return kernel.facts + tuple(Fact(f"content:{c}", CONTENTS[c][0], CONTENTS[c][1], CONTENTS[c][2])
+                                for c in sorted(used))
+
+
+def check_signature(kernel: Kernel, source: str) -> None:
+    """The kernel's parameters in the source are exactly the table's; a changed signature
+    (a vLLM release that added or renamed one) is an error naming the difference."""
+    tree = ast.parse(source)
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == kernel.name), None)
+    if fn is None:
+        raise ValueError(f"{kernel.file}: no kernel {kernel.name}")
+    params = {a.arg for a in fn.args.args}
+    known = {b.arg for b in kernel.buffers} | {a for a, _ in kernel.scalars}
+    for _label, constexprs, _none in kernel.specializations:
+        known |= {k for k in constexprs if k in params}
+    if params != known:
+        raise ValueError(f"{kernel.name}: parameters in the source {sorted(params - known)} not in the contract "
+                         f"table, table entries {sorted(known - params)} not in the source")

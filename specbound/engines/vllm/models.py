@@ -1,0 +1,74 @@
+"""The symbolic launch of one vLLM kernel specialization, built from the contract table
+(:mod:`.contract`): tensors sized by the launch sites' shapes, contents bound by the table's
+per-cell conditions (quantified hypotheses, instantiated at each read), runtime scalars as
+symbolic int32 values, constexprs as vLLM's dispatchers pick them."""
+
+from __future__ import annotations
+
+import pathlib
+
+import z3
+
+from specbound.proofs.symexec.interp import Executor
+from specbound.proofs.symexec.models import Run, content_preconditions, make_oracle
+from specbound.proofs.symexec.values import DTYPES, FLOATS, INT32, TensorModel, V
+
+from . import contract
+
+
+def dtype(name: str):
+    return DTYPES.get(name) or FLOATS[name]
+
+
+def _fmt(text: str, constexprs: dict) -> str:
+    return text.format(**constexprs) if "{" in text else text
+
+
+def run_kernel(root, kernel: contract.Kernel, spec: tuple, path: str | None = None, drop=()) -> Run:
+    """The kernel ``kernel`` under specialization ``spec`` (a row of its ``specializations``),
+    read from the vLLM tree at ``root`` (or the file ``path``: a planted copy); ``drop``
+    names facts left out (to refute what they guard)."""
+    label, constexprs, none_args = spec
+    path = path or str(pathlib.Path(root) / kernel.file)
+    q = contract.quantities(kernel.quantities)
+    functions: dict = {}
+    hyps = {f.name: contract.term(f.formula, q) for f in kernel.facts if f.name not in drop}
+    tensors = {}
+    for b in kernel.buffers:
+        if b.arg in none_args:
+            continue
+        dt = dtype(_fmt(b.dtype, constexprs))
+        numel = contract.term(b.numel, q)
+        content = None
+        if not b.written and not dt.is_float:
+            content = z3.Function(b.arg.removesuffix("_ptr"), z3.IntSort(), z3.IntSort())
+            conds = {f"{content.name()}_{dt}": lambda i, v, dt=dt: z3.Implies(
+                v == v, z3.And(v >= dt.lo(), v < dt.hi())) if not dt.is_bool else z3.BoolVal(True)}
+            if b.content and f"content:{b.content}" not in drop:
+                formula = contract.CONTENTS[b.content][0]
+                conds[f"content:{b.content}[{content.name()}]"] = (
+                    lambda i, v, f=content, n=numel, formula=formula:
+                    z3.Implies(z3.And(0 <= i, i < n), contract.term(formula, q, v=v, i=i, f=f)))
+            if dt.is_bool:
+                conds = {}
+            hyps.update(content_preconditions(functions, content, "", lambda i, v: z3.BoolVal(True), **conds)
+                        if conds else {})
+            hyps.pop("", None)
+        tensors[b.arg] = TensorModel(b.arg.removesuffix("_ptr"), numel, dt, content, written=b.written)
+    scalars = {a: None for a in none_args}
+    for arg, name in kernel.scalars:
+        scalars[arg] = V(q[name] if name else z3.Int(arg), (), INT32)
+        if not name:
+            hyps[f"{arg}_int32"] = z3.And(-2 ** 31 <= z3.Int(arg), z3.Int(arg) < 2 ** 31)
+    grid = [contract.term(g, q) for g in kernel.grid]
+    cx = {k: v for k, v in constexprs.items() if k.isupper()}
+    ex = Executor(path, kernel.name, constexprs=cx, scalars=scalars, tensors=tensors, grid=grid,
+                  oracle=make_oracle(hyps, functions, []), abstract_carried=kernel.abstract)
+    res = ex.run()
+    functions.update(res.functions)
+    report = {**q, **{f"pid{i}": p for i, p in enumerate(res.pid)}}
+    run = Run(f"VLLM-{kernel.name}", label, res, hyps, functions, tensors, {}, None, None, report,
+              list(res.side_proofs))
+    run.spec, run.kernel, run.q = spec, kernel, q
+    run.contract = tuple(f"{f.kind}: {f.name}: {f.cite}" for f in contract.facts(kernel))
+    return run
