@@ -61,7 +61,7 @@ class Kernel:
 # Per-cell content conditions: ``v`` the cell's value, ``i`` its index, ``f`` the tensor's
 # content function.
 CONTENTS = {
-    "cu": ("And(0 <= v - If(i == 0, 0, f(i - 1)), v - If(i == 0, 0, f(i - 1)) <= max_spec_len, v <= num_tokens)",
+    "cu": ("And(0 <= v - If(i == 0, 0, f(i - 1)), v - If(i == 0, 0, f(i - 1)) <= max_spec_len, 0 <= v, v <= num_tokens)",
            "checked", f"{META}:SpecDecodeMetadata.make_dummy / gpu_model_runner: np.cumsum(num_draft_tokens, "
            "dtype=np.int32); max_spec_len = max(num_draft_tokens) (SpecDecodeMetadata.__post_init__)"),
     "token": ("And(0 <= v, v < vocab_size)", "checked",

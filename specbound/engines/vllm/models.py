@@ -40,20 +40,17 @@ def run_kernel(root, kernel: contract.Kernel, spec: tuple, path: str | None = No
         dt = dtype(_fmt(b.dtype, constexprs))
         numel = contract.term(b.numel, q)
         content = None
-        if not b.written and not dt.is_float:
+        if not b.written and not dt.is_float and not dt.is_bool:
             content = z3.Function(b.arg.removesuffix("_ptr"), z3.IntSort(), z3.IntSort())
-            conds = {f"{content.name()}_{dt}": lambda i, v, dt=dt: z3.Implies(
-                v == v, z3.And(v >= dt.lo(), v < dt.hi())) if not dt.is_bool else z3.BoolVal(True)}
+            more = {}
             if b.content and f"content:{b.content}" not in drop:
                 formula = contract.CONTENTS[b.content][0]
-                conds[f"content:{b.content}[{content.name()}]"] = (
+                more[f"content:{b.content}[{content.name()}]"] = (
                     lambda i, v, f=content, n=numel, formula=formula:
                     z3.Implies(z3.And(0 <= i, i < n), contract.term(formula, q, v=v, i=i, f=f)))
-            if dt.is_bool:
-                conds = {}
-            hyps.update(content_preconditions(functions, content, "", lambda i, v: z3.BoolVal(True), **conds)
-                        if conds else {})
-            hyps.pop("", None)
+            # the caller's cells are values of the tensor's dtype
+            hyps.update(content_preconditions(functions, content, f"{content.name()}_{dt}",
+                                              lambda i, v, dt=dt: z3.And(v >= dt.lo(), v < dt.hi()), **more))
         tensors[b.arg] = TensorModel(b.arg.removesuffix("_ptr"), numel, dt, content, written=b.written)
     scalars = {a: None for a in none_args}
     for arg, name in kernel.scalars:
