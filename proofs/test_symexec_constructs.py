@@ -125,6 +125,18 @@ FIXTURES = textwrap.dedent('''
 ''')
 
 
+RUNTIME_IFEXP = textwrap.dedent('''
+
+
+    @triton.jit
+    def runtime_ifexp(out, vals):
+        p = tl.program_id(0)
+        prev = 0 if p == 0 else tl.load(vals + p - 1)
+        tl.store(out + p, prev * 10 + tl.load(vals + p))
+''')
+FIXTURES += RUNTIME_IFEXP
+
+
 @pytest.fixture(scope="module")
 def source(tmp_path_factory):
     path = tmp_path_factory.mktemp("constructs") / "constructs.py"
@@ -284,7 +296,7 @@ def test_the_check_sees_a_wrong_loop_model(source, monkeypatch):
     ("    for i in range(n):\n        if i > 3:\n            return\n        tl.store(out + i, 0)\n",
      "return inside a symbolic loop"),
     ("    if n > 0:\n        y = 1\n    tl.store(out, y)\n", "bound on one path"),
-    ("    tl.store(out, n if n > 0 else 0)\n", "conditional expression on a runtime value"),
+    ("    x = tl.arange(0, 4)\n    tl.store(out + x, x if x > 1 else 0)\n", "conditional expression on a block value"),
 ])
 def test_what_stays_unsupported_is_named(tmp_path, body, construct):
     src = tmp_path / "k.py"
@@ -293,3 +305,24 @@ def test_what_stays_unsupported_is_named(tmp_path, body, construct):
     with pytest.raises(Unsupported, match=construct):
         Executor(str(src), "k", constexprs={}, scalars={"n": V(z3.Int("n"), (), INT32)}, tensors={"out": out},
                  grid=[z3.IntVal(1)]).run()
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_conditional_expression_on_a_runtime_scalar(source, seed):
+    """``a if c else b`` on a program id: each side runs under its own condition (the load
+    of ``vals[p - 1]`` only where ``p > 0``)."""
+    rng = random.Random(seed)
+    _check(Launch(source, "runtime_ifexp", (5,), inputs={"vals": [rng.randint(0, 9) for _ in range(5)]}, out_size=5))
+
+
+def test_the_check_sees_a_wrong_conditional_expression(source, monkeypatch):
+    """Planted in the executor: the two sides of a runtime ``a if c else b`` swapped."""
+    import ast
+
+    real = flow.if_exp
+
+    def swapped(ex, node, test, env):
+        return real(ex, ast.copy_location(ast.IfExp(node.test, node.orelse, node.body), node), test, env)
+    monkeypatch.setattr(flow, "if_exp", swapped)
+    symbolic, interpreted = Launch(source, "runtime_ifexp", (5,), inputs={"vals": [1, 2, 3, 4, 5]}, out_size=5).compare()
+    assert symbolic != interpreted
