@@ -83,6 +83,9 @@ COMMON = (
 )
 VOCAB = (Fact("vocab_int32", f"And(1 <= vocab_size, vocab_size < {INT32_MAX})", "checked",
               f"{REJ}:_rejection_random_sample: vocab_size=target_probs.shape[1] (an int32 kernel argument)"),)
+VOCAB_LOOP = (Fact("vocab_loop_int32", f"vocab_size <= {INT32_MAX} - 8192", "relied",
+                   "the vocabulary loop's next index v + BLOCK_SIZE (8192) is int32; never checked, no real "
+                   "vocabulary comes near 2^31"),)
 RATES = (Fact("rates_cover_drafts", "max_spec_len <= num_spec", "relied",
               "synthetic_conditional_rates has num_speculative_tokens entries, read at pos < max_spec_len; "
               "no draft step proposes more than num_speculative_tokens, not checked in rejection_sample"),)
@@ -154,7 +157,7 @@ KERNELS = (
            tuple((f"{'no_' if nd else ''}draft_probs{'_fp64' if fp else ''}",
                   {"BLOCK_SIZE": 8192, "NO_DRAFT_PROBS": nd, "USE_FP64_GUMBEL": fp, "q_dtype": "float64" if fp else "float32"},
                   ("draft_probs_ptr",) if nd else ()) for nd in (False, True) for fp in (False,)),
-           COMMON + VOCAB, abstract=("max_val", "recovered_id"),
+           COMMON + VOCAB + VOCAB_LOOP, abstract=("max_val", "recovered_id"),
            quantities=("batch", "max_spec_len", "num_tokens", "vocab_size")),
 )
 

@@ -1,0 +1,182 @@
+"""The vLLM engine on small vLLM-shaped kernels of our own (below):
+the correct forms prove, each planted bug turns its property red; the contract table
+matches the kernels' signatures; the audit's exit codes.  The real release is tested only
+when asked (``SPECBOUND_VLLM_PATH`` set, or the cache filled): no 336 MB download here."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import pytest
+
+from specbound.engines.vllm import audit, contract, locate, prove
+
+# Small kernels shaped like vLLM's (same names and parameters, so the contract table applies),
+# written for these tests: the correct forms, and the planted bugs the proofs must catch.
+GOOD = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def rejection_random_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr, draft_token_ids_ptr,
+                                   draft_probs_ptr, target_probs_ptr, bonus_token_ids_ptr, recovered_token_ids_ptr,
+                                   uniform_probs_ptr, is_greedy_ptr, max_spec_len, vocab_size,
+                                   synthetic_conditional_rates_ptr, NO_DRAFT_PROBS: tl.constexpr,
+                                   SYNTHETIC_MODE: tl.constexpr):
+    req = tl.program_id(0)
+    if tl.load(is_greedy_ptr + req):
+        return
+    first = 0 if req == 0 else tl.load(cu_num_draft_tokens_ptr + req - 1)
+    last = tl.load(cu_num_draft_tokens_ptr + req)
+    rejected = False
+    for k in range(last - first):
+        if not rejected:
+            tok = tl.load(draft_token_ids_ptr + first + k)
+            u = tl.load(uniform_probs_ptr + first + k)
+            ok = False
+            if tok >= 0:
+                row = (first + k).to(tl.int64) * vocab_size
+                p = tl.load(target_probs_ptr + row + tok)
+                q = 1.0 if NO_DRAFT_PROBS else tl.load(draft_probs_ptr + row + tok)
+                ok = p >= u * q
+            if not ok:
+                rejected = True
+                tok = tl.load(recovered_token_ids_ptr + first + k)
+            tl.store(output_token_ids_ptr + req * (max_spec_len + 1) + k, tok)
+    if not rejected:
+        tl.store(output_token_ids_ptr + req * (max_spec_len + 1) + last - first, tl.load(bonus_token_ids_ptr + req))
+
+
+@triton.jit
+def expand_kernel(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to, MAX_NUM_TOKENS: tl.constexpr):
+    req = tl.program_id(0)
+    first = 0 if req == 0 else tl.load(cu_num_tokens_ptr + req - 1)
+    count = tl.load(cu_num_tokens_ptr + req) - first
+    value = tl.load(input_ptr + req)
+    value = tl.where(value == replace_from, replace_to, value)
+    lanes = tl.arange(0, MAX_NUM_TOKENS)
+    tl.store(output_ptr + first + lanes, value, mask=lanes < count)
+
+
+@triton.jit
+def sample_recovered_tokens_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr, draft_token_ids_ptr,
+                                   draft_probs_ptr, target_probs_ptr, inv_q_ptr, vocab_size,
+                                   BLOCK_SIZE: tl.constexpr, NO_DRAFT_PROBS: tl.constexpr,
+                                   USE_FP64_GUMBEL: tl.constexpr):
+    req = tl.program_id(0)
+    first = 0 if req == 0 else tl.load(cu_num_draft_tokens_ptr + req - 1)
+    pos = tl.program_id(1)
+    if pos >= tl.load(cu_num_draft_tokens_ptr + req) - first:
+        return
+    tok = first + pos
+    max_val = tl.full((), float("-inf"), tl.float32)
+    recovered_id = 0
+    for v in range(0, vocab_size, BLOCK_SIZE):
+        cols = v + tl.arange(0, BLOCK_SIZE)
+        inside = cols < vocab_size
+        prob = tl.load(target_probs_ptr + tok.to(tl.int64) * vocab_size + cols, mask=inside, other=0.0)
+        noise = tl.load(inv_q_ptr + req.to(tl.int64) * vocab_size + cols, mask=inside, other=0.0)
+        score = tl.where(inside, prob * noise, float("-inf"))
+        top, at = tl.max(score, axis=0, return_indices=True)
+        if top > max_val:
+            max_val = top
+            recovered_id = v + at
+    tl.store(output_token_ids_ptr + tok, tl.minimum(recovered_id, vocab_size - 1))
+'''
+
+# (name, kernel, what is planted, the text replaced, its replacement, the property that must fail)
+PLANTS = (
+    ("int32-product", "rejection_random_sample_kernel", "the token row offset computed in int32",
+     "row = (first + k).to(tl.int64) * vocab_size", "row = (first + k) * vocab_size", "NO-WRAP"),
+    ("unmasked-row", "expand_kernel", "the segment store without its mask",
+     "tl.store(output_ptr + first + lanes, value, mask=lanes < count)", "tl.store(output_ptr + first + lanes, value)",
+     "IN-BOUNDS"),
+    ("off-by-one-stride", "rejection_random_sample_kernel", "output rows max_spec_len wide, not max_spec_len + 1",
+     "tl.store(output_token_ids_ptr + req * (max_spec_len + 1) + k, tok)",
+     "tl.store(output_token_ids_ptr + req * max_spec_len + k, tok)", "RACE-FREE"),
+    ("int32-product-recovered", "sample_recovered_tokens_kernel", "the token row offset computed in int32",
+     "tok.to(tl.int64) * vocab_size", "tok * vocab_size", "NO-WRAP"),
+    ("store-past-token", "sample_recovered_tokens_kernel", "the recovered token stored one cell late",
+     "tl.store(output_token_ids_ptr + tok,", "tl.store(output_token_ids_ptr + tok + 1,", "IN-BOUNDS"),
+)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    """A fake vLLM package: the good kernels at the rejection sampler's path."""
+    root = tmp_path_factory.mktemp("vllm") / "vllm"
+    (root / "v1" / "sample").mkdir(parents=True)
+    (root / "v1" / "sample" / "rejection_sampler.py").write_text(GOOD)
+    return root
+
+
+def _verdicts(root, name, path=None, specs=1):
+    k = contract.BY_NAME[name]
+    k = type(k)(**{**k.__dict__, "specializations": k.specializations[-specs:]})
+    return {prop: r.status for r in prove.prove_kernel(root, k, path) for prop in k.properties if f"-{prop}[" in r.id}
+
+
+@pytest.mark.parametrize("name", ["rejection_random_sample_kernel", "expand_kernel", "sample_recovered_tokens_kernel"])
+def test_the_correct_kernels_prove(tree, name):
+    got = _verdicts(tree, name)
+    assert got and all(s == "proved" for s in got.values()), got
+
+
+@pytest.mark.parametrize("plant", PLANTS, ids=[p[0] for p in PLANTS])
+def test_each_planted_bug_turns_its_property_red(tree, tmp_path, plant):
+    _id, name, _what, old, new, prop = plant
+    assert GOOD.count(old) == 1
+    path = tmp_path / "planted.py"
+    path.write_text(GOOD.replace(old, new))
+    got = _verdicts(tree, name, str(path))
+    assert got[prop] != "proved", got
+
+
+def test_the_contract_table_names_every_parameter(tree):
+    for name in ("rejection_random_sample_kernel", "expand_kernel", "sample_recovered_tokens_kernel"):
+        contract.check_signature(contract.BY_NAME[name], GOOD)
+    with pytest.raises(ValueError, match="not in the contract table"):
+        contract.check_signature(contract.BY_NAME["expand_kernel"],
+                                 GOOD.replace("replace_to, MAX_NUM_TOKENS", "replace_to, extra, MAX_NUM_TOKENS"))
+
+
+def test_locate_names_the_argument(tmp_path, monkeypatch):
+    monkeypatch.delenv(locate.ENV, raising=False)
+    with pytest.raises(locate.NotFound, match="--vllm-path"):
+        locate.locate(tmp_path)
+
+
+def test_audit_exit_codes(tree, tmp_path, monkeypatch):
+    monkeypatch.delenv(locate.ENV, raising=False)
+    rep = audit.run_audit(tmp_path / "nowhere")
+    assert rep.exit_code() == 3 and rep.fatal
+    rep = audit.run_audit(tree.parent, kernels=["expand_kernel"])
+    assert rep.exit_code() == 0 and rep.rows and all(r.status == "proved" for r in rep.rows)
+    bad = tmp_path / "bad" / "vllm" / "v1" / "sample"
+    bad.mkdir(parents=True)
+    (bad / "rejection_sampler.py").write_text(GOOD.replace(PLANTS[1][3], PLANTS[1][4]))
+    rep = audit.run_audit(bad.parent.parent, kernels=["expand_kernel"])
+    assert rep.exit_code() == 1
+
+
+def _real_tree():
+    path = os.environ.get(locate.ENV)
+    if path:
+        return locate.package_root(path)
+    cached = locate.cache_dir(locate.DEFAULT_VERSION)
+    return locate.package_root(cached) if cached.is_dir() else None
+
+
+@pytest.mark.skipif(_real_tree() is None, reason=f"opt-in: set ${locate.ENV} to a vLLM tree (or fill the cache)")
+def test_the_real_release():
+    """vLLM 0.33.0: greedy, expand and the random sampler's other properties proved; the
+    random sampler's int32 token row product refuted and replayed on vLLM's own kernel."""
+    rep = audit.run_audit(_real_tree(), kernels=["rejection_greedy_sample_kernel", "expand_kernel",
+                                                 "rejection_random_sample_kernel"])
+    status = {r.id: r.status for r in rep.rows}
+    assert all(s == "proved" for i, s in status.items() if "random" not in i or "NO-WRAP" not in i), status
+    assert status["vllm.KERNEL-VLLM-rejection_random_sample_kernel-NO-WRAP[no_draft_probs]"] == "refuted"
+    f = next(f for f in rep.findings if f.specialization == "no_draft_probs")
+    assert f.min_num_tokens == 8390 and f.verdict == "wrap"
