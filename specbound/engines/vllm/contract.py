@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import z3
 
 REJ = "v1/sample/rejection_sampler.py"
+UT = "v1/spec_decode/utils.py"
 META = "v1/spec_decode/metadata.py"
 INT32_MAX = 2 ** 31
 
@@ -56,6 +57,7 @@ class Kernel:
     abstract: tuple = ()             # loop-carried flags the model abstracts (flow.havoc)
     properties: tuple = ("IN-BOUNDS", "NO-WRAP", "RACE-FREE")
     quantities: tuple = ("batch", "max_spec_len", "num_tokens")
+    region: str = "row"              # what one program owns (prove.py): row | segment | token | cell
 
 
 # Per-cell content conditions: ``v`` the cell's value, ``i`` its index, ``f`` the tensor's
@@ -70,6 +72,16 @@ CONTENTS = {
     "draft_id": ("And(-1 <= v, v < vocab_size)", "relied",
                  "draft token ids index the target's [num_tokens, vocab_size] rows; -1 pads (rejected in the "
                  "kernel); that a drafter's id is < the target's vocab_size is never checked"),
+    "valid_count": ("And(0 <= v, v <= max_spec_len + 1)", "checked",
+                    f"{UT}:eagle_prepare_next_token_padded_kernel: tl.sum of a mask over num_spec_tokens + 1 lanes"),
+    "qsl": (f"And(0 <= v, v < {INT32_MAX} - 256)", "relied",
+            "query_start_loc is a cumsum of query lengths (<= max_num_batched_tokens); the int32 index arithmetic "
+            "needs it below 2^31 - max_spec_len - 1; never checked, unreachable"),
+    "position": ("And(0 <= v, v <= max_model_len)", "relied",
+                 "positions of the previous step are < max_model_len or clamped to 0 by this kernel; not checked"),
+    "block_id": ("And(0 <= v, v < num_kv_blocks)", "relied", "block ids name KV-cache blocks; not checked"),
+    "seq_len": ("And(0 <= v, v <= max_model_len)", "checked",
+                "seq_lens never exceed max_model_len (the scheduler's limit; this kernel clamps its update)"),
 }
 
 COMMON = (
@@ -107,6 +119,83 @@ GREEDY = Buf("is_greedy_ptr", "[batch]", "batch", "int1", f"{REJ}:rejection_samp
              "sampling_metadata.temperature == GREEDY_TEMPERATURE")
 PROBS = "[num_tokens, vocab_size]"
 
+# --- the EAGLE input kernels (v1/spec_decode/utils.py, launched from llm_base_proposer.py) ------------
+
+UT = "v1/spec_decode/utils.py"
+PROP = "v1/spec_decode/llm_base_proposer.py"
+STEP_SPECS = tuple((f"block_size={b},max_model_len={m}", {"block_size": b, "max_model_len": m,
+                    "n_blocks_per_req": -(-m // b), "PAD_ID": -1}, ())
+                   for b, m in ((16, 4096), (1, 2048), (256, 131072)))
+EAGLE = (
+    Kernel("eagle_prepare_inputs_padded_kernel", UT, f"{PROP}:SpecDecodeBaseProposer.prepare_inputs_padded "
+           f"({UT}:_eagle_prepare_inputs_padded)", ("batch",), (("num_reqs", "batch"),),
+           (Buf("cu_num_draft_tokens_ptr", "[num_reqs]", "batch", "int32",
+                f"{PROP}:prepare_inputs_padded: spec_decode_metadata.cu_num_draft_tokens", content="cu"),
+            Buf("valid_sampled_tokens_count_ptr", "[num_reqs]", "batch", "int32",
+                f"{PROP}:prepare_next_token_ids_padded (the next-token kernel's count)", content="valid_count"),
+            Buf("query_start_loc_gpu_ptr", "[num_reqs + 1]", "batch + 1", "int32",
+                f"{PROP}:prepare_inputs_padded: common_attn_metadata.query_start_loc", content="qsl"),
+            Buf("token_indices_to_sample_ptr", "[num_reqs]", "batch", "int32",
+                f"{PROP}:prepare_inputs_padded: torch.empty((num_reqs,), int32)", written=True),
+            Buf("num_rejected_tokens_gpu_ptr", "[num_reqs]", "batch", "int32",
+                f"{PROP}:prepare_inputs_padded: torch.empty((num_reqs,), int32)", written=True)),
+           (("plain", {}, ()),), COMMON[:3], region="cell"),
+    Kernel("eagle_step_slot_mapping_metadata_kernel", UT, f"{PROP}:_update_positions_dependent_metadata "
+           f"({UT}:eagle_step_update_slot_mapping_and_metadata)", ("input_batch",),
+           (("block_table_stride", "bt_stride"), ("batch_size", "batch")),
+           (Buf("positions_ptr", "[batch_size]", "batch", "int64", f"{UT}:eagle_step_update_slot_mapping_and_metadata: "
+                "batch_size = positions_1d.shape[0]", content="position"),
+            Buf("block_table_ptr", "[batch_size, n_blocks_per_req] (row stride block_table_stride)",
+                "batch * bt_stride", "int32", f"{UT}:eagle_step_update_slot_mapping_and_metadata: "
+                "block_table_tensor.stride(0), n_blocks_per_req = block_table_tensor.shape[1]", content="block_id"),
+            Buf("seq_lens_ptr", "[batch_size]", "batch", "int32", f"{PROP}:_update_positions_dependent_metadata: "
+                "common_attn_metadata.seq_lens (updated in place)", written=True, content="seq_len"),
+            Buf("out_clamped_positions_ptr", "[batch_size]", "batch", "int64",
+                f"{PROP}:_update_positions_dependent_metadata: self.positions[:batch_size]", written=True),
+            Buf("out_slot_mapping_ptr", "[input_batch_size]", "input_batch", "int64",
+                f"{PROP}:_update_positions_dependent_metadata: self._slot_mapping_buffer[:input_batch_size]",
+                written=True)),
+           STEP_SPECS,
+           (Fact("batches", f"And(1 <= batch, batch <= input_batch, input_batch < {INT32_MAX})", "checked",
+                 f"{UT}:eagle_step_update_slot_mapping_and_metadata: input_batch_size defaults to batch_size; "
+                 "cudagraph padding only adds programs"),
+            Fact("block_table_rows", "bt_stride >= n_blocks_per_req", "checked",
+                 f"{UT}:eagle_step_update_slot_mapping_and_metadata: stride(0) of a [batch, n_blocks_per_req] view"),
+            Fact("block_table_int32", f"batch * bt_stride < {INT32_MAX}", "relied",
+                 "req_idx * block_table_stride is int32; never checked; needs max_num_seqs * blocks per request >= "
+                 "2^31 (e.g. 1024 requests of 2M blocks)"),
+            Fact("kv_slots_int32", f"And(1 <= num_kv_blocks, num_kv_blocks * block_size < {INT32_MAX})", "relied",
+                 "block_id * block_size is int32; never checked; needs >= 2^31 KV token slots on one GPU")),
+           quantities=("batch", "input_batch", "bt_stride", "num_kv_blocks"), region="cell"),
+    Kernel("eagle_prepare_next_token_padded_kernel", UT, f"{PROP}:SpecDecodeBaseProposer.prepare_next_token_ids_padded "
+           f"({UT}:_eagle_prepare_next_token_padded)", ("batch",),
+           (("vocab_size", "vocab_size"), ("num_sampled_tokens_per_req", "width"), ("num_reqs", "batch"),
+            ("stride_sampled_token_ids", "st_stride")),
+           (Buf("sampled_token_ids_ptr", "[num_reqs, num_sampled_tokens_per_req] (row stride stride(0))",
+                "batch * st_stride", "int32", f"{PROP}:prepare_next_token_ids_padded: batch_size, num_tokens = "
+                "sampled_token_ids.shape"),
+            Buf("discard_request_mask_ptr", "[num_reqs]", "batch", "int1",
+                f"{PROP}:prepare_next_token_ids_padded: assert discard_request_mask.dtype == torch.bool"),
+            Buf("backup_next_token_ids_ptr", "[num_reqs]", "batch", "int32",
+                f"{PROP}:prepare_next_token_ids_padded: assert backup_tokens_gpu.dtype == torch.int32"),
+            Buf("next_token_ids_ptr", "[num_reqs]", "batch", "int32",
+                f"{PROP}:prepare_next_token_ids_padded: torch.empty(batch_size, int32)", written=True),
+            Buf("valid_sampled_tokens_count_ptr", "[num_reqs]", "batch", "int32",
+                f"{PROP}:prepare_next_token_ids_padded: next_token_ids.new_empty(batch_size)", written=True)),
+           tuple((f"BLOCK_SIZE_TOKENS={b}", {"BLOCK_SIZE_TOKENS": b}, ()) for b in (2, 4, 8, 16)),
+           (Fact("batch_ge_1", "batch >= 1", "checked", f"{UT}:_eagle_prepare_next_token_padded: grid (num_reqs,)"),
+            Fact("block_covers_row", "And(1 <= width, width <= BLOCK_SIZE_TOKENS, 2 * width > BLOCK_SIZE_TOKENS)",
+                 "checked", f"{PROP}:prepare_next_token_ids_padded: BLOCK_SIZE_TOKENS = next_power_of_2(num_tokens)"),
+            Fact("row_stride", "st_stride >= width", "checked",
+                 f"{PROP}:prepare_next_token_ids_padded: sampled_token_ids.stride(0) of a [batch, num_tokens] tensor"),
+            Fact("sampled_int32", f"batch * st_stride < {INT32_MAX}", "relied",
+                 "req_idx * stride_sampled_token_ids is int32; never checked, unreachable: batch * (k + 1) < 2^31"),
+            VOCAB[0]),
+           properties=("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE"),
+           quantities=("batch", "width", "st_stride", "vocab_size"), region="cell"),
+)
+
+
 KERNELS = (
     Kernel("rejection_greedy_sample_kernel", REJ, f"{REJ}:_rejection_greedy_sample", ("batch",),
            (("max_spec_len", "max_spec_len"),),
@@ -127,7 +216,7 @@ KERNELS = (
             Buf("cu_num_tokens_ptr", "[batch]", "batch", "int32", f"{REJ}:expand_batch_to_tokens: "
                 "assert cu_num_tokens.shape[0] == batch_size", content="cu")),
            tuple((dt, {"MAX_NUM_TOKENS": 128, "dtype": dt}, ()) for dt in ("float32", "int32", "int64")),
-           COMMON, properties=("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT")),
+           COMMON, properties=("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT"), region="segment"),
     Kernel("rejection_random_sample_kernel", REJ, f"{REJ}:_rejection_random_sample", ("batch",),
            (("max_spec_len", "max_spec_len"), ("vocab_size", "vocab_size")),
            (OUT, CU, Buf("draft_token_ids_ptr", "[num_tokens]", "num_tokens", "int32", DRAFT.cite, content="draft_id"),
@@ -158,8 +247,8 @@ KERNELS = (
                   {"BLOCK_SIZE": 8192, "NO_DRAFT_PROBS": nd, "USE_FP64_GUMBEL": fp, "q_dtype": "float64" if fp else "float32"},
                   ("draft_probs_ptr",) if nd else ()) for nd in (False, True) for fp in (False,)),
            COMMON + VOCAB + VOCAB_LOOP, abstract=("max_val", "recovered_id"),
-           quantities=("batch", "max_spec_len", "num_tokens", "vocab_size")),
-)
+           quantities=("batch", "max_spec_len", "num_tokens", "vocab_size"), region="token"),
+) + EAGLE
 
 BY_NAME = {k.name: k for k in KERNELS}
 

@@ -32,7 +32,8 @@ def run_kernel(root, kernel: contract.Kernel, spec: tuple, path: str | None = No
     path = path or str(pathlib.Path(root) / kernel.file)
     q = contract.quantities(kernel.quantities)
     functions: dict = {}
-    hyps = {f.name: contract.term(f.formula, q) for f in kernel.facts if f.name not in drop}
+    cx = {k: v for k, v in constexprs.items() if k[:1].isalpha() and isinstance(v, int)}
+    hyps = {f.name: contract.term(f.formula, q, **cx) for f in kernel.facts if f.name not in drop}
     tensors = {}
     for b in kernel.buffers:
         if b.arg in none_args:
@@ -47,25 +48,43 @@ def run_kernel(root, kernel: contract.Kernel, spec: tuple, path: str | None = No
                 formula = contract.CONTENTS[b.content][0]
                 more[f"content:{b.content}[{content.name()}]"] = (
                     lambda i, v, f=content, n=numel, formula=formula:
-                    z3.Implies(z3.And(0 <= i, i < n), contract.term(formula, q, v=v, i=i, f=f)))
+                    z3.Implies(z3.And(0 <= i, i < n), contract.term(formula, q, v=v, i=i, f=f, **cx)))
             # the caller's cells are values of the tensor's dtype
-            hyps.update(content_preconditions(functions, content, f"{content.name()}_{dt}",
+            hyps.update(content_preconditions(functions, content, f"{content.name()}_in_{dt}",
                                               lambda i, v, dt=dt: z3.And(v >= dt.lo(), v < dt.hi()), **more))
         tensors[b.arg] = TensorModel(b.arg.removesuffix("_ptr"), numel, dt, content, written=b.written)
     scalars = {a: None for a in none_args}
-    for arg, name in kernel.scalars:
-        scalars[arg] = V(q[name] if name else z3.Int(arg), (), INT32)
-        if not name:
-            hyps[f"{arg}_int32"] = z3.And(-2 ** 31 <= z3.Int(arg), z3.Int(arg) < 2 ** 31)
+    for arg, name in kernel.scalars:   # Triton passes a Python int that fits int32 as int32
+        v = q[name] if name else z3.Int(arg)
+        scalars[arg] = V(v, (), INT32)
+        hyps[f"{arg}_int32"] = z3.And(-2 ** 31 <= v, v < 2 ** 31)
     grid = [contract.term(g, q) for g in kernel.grid]
-    cx = {k: v for k, v in constexprs.items() if k.isupper()}
-    ex = Executor(path, kernel.name, constexprs=cx, scalars=scalars, tensors=tensors, grid=grid,
+    params = {a.arg for a in kernel_params(path, kernel.name)}
+    ex = Executor(path, kernel.name, constexprs={k: v for k, v in constexprs.items() if k in params}, scalars=scalars, tensors=tensors, grid=grid,
                   oracle=make_oracle(hyps, functions, []), abstract_carried=kernel.abstract)
     res = ex.run()
     functions.update(res.functions)
+    for b in kernel.buffers:   # a tensor the kernel reads back: the caller's contents obey the table too
+        init = ex.initial_contents.get(b.arg.removesuffix("_ptr"))
+        if b.written and b.content and init is not None and f"content:{b.content}" not in drop:
+            dt, formula, numel = tensors[b.arg].dtype, contract.CONTENTS[b.content][0], tensors[b.arg].numel
+            hyps.update(content_preconditions(
+                functions, init, f"{init.name()}_in_dtype", lambda i, v, dt=dt: z3.And(v >= dt.lo(), v < dt.hi()),
+                **{f"content:{b.content}[{init.name()}]": lambda i, v, f=init, n=numel, formula=formula: z3.Implies(
+                    z3.And(0 <= i, i < n), contract.term(formula, q, v=v, i=i, f=f, **cx))}))
     report = {**q, **{f"pid{i}": p for i, p in enumerate(res.pid)}}
     run = Run(f"VLLM-{kernel.name}", label, res, hyps, functions, tensors, {}, None, None, report,
               list(res.side_proofs))
     run.spec, run.kernel, run.q = spec, kernel, q
     run.contract = tuple(f"{f.kind}: {f.name}: {f.cite}" for f in contract.facts(kernel))
     return run
+
+
+def kernel_params(path: str, name: str) -> list:
+    import ast
+
+    tree = ast.parse(pathlib.Path(path).read_text())
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    if fn is None:
+        raise ValueError(f"{path}: no kernel {name}")
+    return fn.args.args

@@ -23,8 +23,6 @@ from specbound.proofs.symexec.values import LANES
 
 from . import contract, models
 
-ROWS = ("rejection_greedy_sample_kernel", "rejection_random_sample_kernel")
-
 
 def _cu(run):
     decl = run.tensors[next(a for a in ("cu_num_draft_tokens_ptr", "cu_num_tokens_ptr") if a in run.tensors)].content
@@ -33,13 +31,15 @@ def _cu(run):
 
 
 def _region(run, r, p1):
-    """[lo, hi) of the cells program (r, p1) may store."""
-    name = run.kernel.name
-    if name in ROWS:
+    """[lo, hi) of the cells program (r, p1) may store (the table's ``region``)."""
+    kind = run.kernel.region
+    if kind == "row":
         w = run.q["max_spec_len"] + 1
         return r * w, (r + 1) * w
+    if kind == "cell":
+        return r, r + 1
     cu, prev = _cu(run)
-    if name == "expand_kernel":
+    if kind == "segment":
         return prev(r), cu(r)
     return prev(r) + p1, prev(r) + p1 + 1
 
@@ -53,12 +53,13 @@ def race_obligations(run) -> list:
     out = []
     r, p1 = _pids(run)
     for i, a in enumerate(run.result.accesses):
-        if a.kind != "store":
+        if not (a.kind == "store" or (a.kind == "load" and a.tensor.written)):
             continue
         lo, hi = _region(run, r, p1)
         off = a.off.e
+        what = "stores" if a.kind == "store" else "reads (a tensor programs write)"
         out.append(Obligation(f"own-region-{a.tensor.name}@{a.line}#{i}", "region", a.line,
-                              f"every active lane stores inside its own program's region of {a.tensor.name}",
+                              f"every active lane {what} inside its own program's region of {a.tensor.name}",
                               run.base_hyps(a.path, a.shape, a.mask), z3.And(lo <= off, off < hi), list(run.lemmas)))
     out += _disjoint(run)
     return out
@@ -69,16 +70,16 @@ def _disjoint(run) -> list:
     if not any(a.kind == "store" for a in run.result.accesses):
         return []
     ra, rb, pa, pb = z3.Ints("rA rB pA pB")
-    B = run.q["batch"]
+    B = run.result.grid[0]
     hyps = dict(run.hyps)
-    name = run.kernel.name
-    if name == "sample_recovered_tokens_kernel":
+    kind = run.kernel.region
+    if kind == "token":
         cu, prev = _cu(run)
         hyps["programs_ordered"] = z3.And(0 <= ra, ra <= rb, rb < B, z3.Or(ra < rb, pa < pb), 0 <= pa, 0 <= pb)
         hyps["programs_active"] = z3.And(pa < cu(ra) - prev(ra), pb < cu(rb) - prev(rb))
     else:
         hyps["programs_ordered"] = z3.And(0 <= ra, ra < rb, rb < B)
-    if name not in ROWS:
+    if kind in ("segment", "token"):
         cu, _prev = _cu(run)
         # cu is a cumsum of non-negative counts: non-decreasing (what the per-cell facts give by induction)
         hyps["cu_nondecreasing"] = z3.Implies(ra < rb, cu(ra) <= cu(rb - 1))
