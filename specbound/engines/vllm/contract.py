@@ -21,6 +21,7 @@ import z3
 
 REJ = "v1/sample/rejection_sampler.py"
 UT = "v1/spec_decode/utils.py"
+PROP = "v1/spec_decode/llm_base_proposer.py"
 META = "v1/spec_decode/metadata.py"
 INT32_MAX = 2 ** 31
 
@@ -80,6 +81,14 @@ CONTENTS = {
     "position": ("And(0 <= v, v <= max_model_len)", "relied",
                  "positions of the previous step are < max_model_len or clamped to 0 by this kernel; not checked"),
     "block_id": ("And(0 <= v, v < num_kv_blocks)", "relied", "block ids name KV-cache blocks; not checked"),
+    "position_any": ("And(0 <= v, v < 2 ** 62)", "checked", "token positions are non-negative and far below 2^62"),
+    "query_start": ("And(0 <= v, If(i == 0, v == 0, And(1 <= v - f(i - 1), v - f(i - 1) <= max_query_len)), v <= total_in, "
+                    "Implies(i < batch, v < total_in), Implies(i == batch, v == total_in))", "checked",
+                    f"{PROP}:set_inputs_first_pass: cad.query_start_loc (cumsum of query lengths >= 1, <= "
+                    "max_query_len; last = total_num_input_tokens)"),
+    "query_end": ("And(0 <= v, v < total_in, query_start_loc(i) <= v, v <= query_start_loc(i + 1) - 1)", "checked",
+                  f"{PROP}:set_inputs_first_pass: query_start_loc[1:] - 1 - num_rejected_tokens "
+                  "(0 <= num_rejected < query length)"),
     "seq_len": ("And(0 <= v, v <= max_model_len)", "checked",
                 "seq_lens never exceed max_model_len (the scheduler's limit; this kernel clamps its update)"),
 }
@@ -121,8 +130,6 @@ PROBS = "[num_tokens, vocab_size]"
 
 # --- the EAGLE input kernels (v1/spec_decode/utils.py, launched from llm_base_proposer.py) ------------
 
-UT = "v1/spec_decode/utils.py"
-PROP = "v1/spec_decode/llm_base_proposer.py"
 STEP_SPECS = tuple((f"block_size={b},max_model_len={m}", {"block_size": b, "max_model_len": m,
                     "n_blocks_per_req": -(-m // b), "PAD_ID": -1}, ())
                    for b, m in ((16, 4096), (1, 2048), (256, 131072)))
@@ -193,6 +200,57 @@ EAGLE = (
             VOCAB[0]),
            properties=("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE"),
            quantities=("batch", "width", "st_stride", "vocab_size"), region="cell"),
+    Kernel("copy_and_expand_eagle_inputs_kernel", UT, f"{PROP}:SpecDecodeBaseProposer.set_inputs_first_pass "
+           f"({UT}:_copy_and_expand_eagle_inputs)", ("batch", "num_blocks"),
+           (("padding_token_id", ""), ("parallel_drafting_token_id", ""), ("total_input_tokens", "total_in"),
+            ("num_padding_slots_per_request", "P")),
+           (Buf("target_token_ids_ptr", "[total_input_tokens]", "total_in", "int32",
+                f"{PROP}:set_inputs_first_pass: total_num_input_tokens = target_token_ids.shape[0]"),
+            Buf("target_positions_ptr", "[total_input_tokens]", "total_in", "int64",
+                f"{PROP}:set_inputs_first_pass (target_positions)", content="position_any"),
+            Buf("next_token_ids_ptr", "[batch]", "batch", "int32", f"{PROP}:set_inputs_first_pass (one per request)"),
+            Buf("out_input_ids_ptr", "[max_num_tokens]", "max_num_tokens", "int32",
+                f"{PROP}:__init__: self.input_ids = torch.zeros(self.max_num_tokens) (max_num_batched_tokens)",
+                written=True),
+            Buf("out_positions_ptr", "[max_num_tokens]", "max_num_tokens", "int64",
+                f"{PROP}:__init__: self.positions = torch.zeros(self.max_positions)", written=True),
+            Buf("out_is_rejected_token_mask_ptr", "[max_num_tokens]", "max_num_tokens", "int1",
+                f"{PROP}:__init__: self.is_rejected_token_mask = torch.zeros((self.max_num_tokens,), bool)",
+                written=True),
+            Buf("out_is_masked_token_mask_ptr", "[max_num_tokens]", "max_num_tokens", "int1",
+                f"{PROP}:__init__: self.is_masked_token_mask = torch.zeros((self.max_num_tokens,), bool)",
+                written=True),
+            Buf("out_new_token_indices_ptr", "[batch * extra_slots_per_request]", "batch * P", "int32",
+                f"{PROP}:set_inputs_first_pass: torch.empty(batch_size * self.extra_slots_per_request)",
+                written=True),
+            Buf("out_hidden_state_mapping_ptr", "[total_input_tokens]", "total_in", "int32",
+                f"{PROP}:set_inputs_first_pass: torch.empty(total_num_input_tokens)", written=True),
+            Buf("query_start_loc_ptr", "[batch + 1]", "batch + 1", "int32",
+                f"{PROP}:set_inputs_first_pass: cad.query_start_loc", content="query_start"),
+            Buf("query_end_loc_ptr", "[batch]", "batch", "int32", f"{PROP}:set_inputs_first_pass: query_end_loc = "
+                "cad.query_start_loc[1:] - 1 (- num_rejected_tokens_gpu)", content="query_end")),
+           tuple((f"shift={sh},BLOCK_SIZE_TOKENS={b}", {"shift_input_ids": sh, "BLOCK_SIZE_TOKENS": b}, ())
+                 for sh, b in ((False, 4), (True, 8), (False, 256), (True, 256))),
+           (Fact("batch_ge_1", "batch >= 1", "checked", f"{UT}:_copy_and_expand_eagle_inputs: grid (batch_size, num_blocks)"),
+            Fact("slots", "And(P >= 1, P <= 128, max_query_len >= 1)", "checked",
+                 f"{PROP}:__init__: extra_slots_per_request = 1 or num_speculative_tokens"),
+            Fact("blocks", "And(num_blocks >= 1, num_blocks * BLOCK_SIZE_TOKENS >= max_query_len + P - "
+                 "(1 if shift_input_ids else 0), (num_blocks - 1) * BLOCK_SIZE_TOKENS < max_query_len + P, "
+                 "max_query_len <= total_in)", "checked", f"{PROP}:set_inputs_first_pass: num_blocks = "
+                 "cdiv(cad.max_query_len + net_num_new_slots_per_request, BLOCK_SIZE_TOKENS)"),
+            Fact("input_budget", f"And(batch <= total_in, total_in + batch * (P - (1 if shift_input_ids else 0)) "
+                 f"<= max_num_tokens, max_num_tokens < {INT32_MAX})", "checked",
+                 "v1/core/sched/scheduler.py:Scheduler.schedule: the input budget (max_num_batched_tokens) counts "
+                 "max_num_new_slots_for_drafting per request (config/speculative.py); "
+                 "net_num_new_slots_per_request = P - shift"),
+            Fact("token_budget", "max_num_tokens < 2 ** 30 - 512", "relied",
+                 "every lane of a block computes qsl[r] + j (up to about twice the batch's tokens) in int32, masked "
+                 "lanes included; never checked, unreachable: max_num_batched_tokens is far below 2^30"),
+            Fact("positions_buffer", "True", "relied",
+                 f"{PROP}:__init__: self.positions has max_positions cells, taken here as >= max_num_tokens")),
+           properties=("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE"),
+           quantities=("batch", "num_blocks", "total_in", "P", "max_num_tokens", "max_query_len"),
+           region="eagle_expand"),
 )
 
 

@@ -33,16 +33,20 @@ def run_kernel(root, kernel: contract.Kernel, spec: tuple, path: str | None = No
     q = contract.quantities(kernel.quantities)
     functions: dict = {}
     cx = {k: v for k, v in constexprs.items() if k[:1].isalpha() and isinstance(v, int)}
+    # the read-only integer tensors' contents, by name: a table formula may name another tensor's
+    decls = {b.arg.removesuffix("_ptr"): z3.Function(b.arg.removesuffix("_ptr"), z3.IntSort(), z3.IntSort())
+             for b in kernel.buffers if b.arg not in none_args and not b.written
+             and not (dt := dtype(_fmt(b.dtype, constexprs))).is_float and not dt.is_bool}
+    cx.update(decls)
     hyps = {f.name: contract.term(f.formula, q, **cx) for f in kernel.facts if f.name not in drop}
     tensors = {}
     for b in kernel.buffers:
         if b.arg in none_args:
             continue
         dt = dtype(_fmt(b.dtype, constexprs))
-        numel = contract.term(b.numel, q)
-        content = None
-        if not b.written and not dt.is_float and not dt.is_bool:
-            content = z3.Function(b.arg.removesuffix("_ptr"), z3.IntSort(), z3.IntSort())
+        numel = contract.term(b.numel, q, **cx)
+        content = decls.get(b.arg.removesuffix("_ptr"))
+        if content is not None:
             more = {}
             if b.content and f"content:{b.content}" not in drop:
                 formula = contract.CONTENTS[b.content][0]

@@ -30,9 +30,38 @@ def _cu(run):
     return decl, prev
 
 
-def _region(run, r, p1):
+def _min(a, b):
+    return z3.If(a <= b, a, b)
+
+
+def _max(a, b):
+    return z3.If(a >= b, a, b)
+
+
+def _expand_region(run, tensor, r, b):
+    """copy_and_expand_eagle_inputs: program (r, b) handles positions j in [b*BLOCK, (b+1)*BLOCK)
+    of request r's output segment [qsl[r] + r*net, qsl[r+1] + (r+1)*net) (net = P - shift),
+    of its new-token slots [r*P, (r+1)*P) (j - num_valid), and of its input tokens for the
+    hidden-state map [qsl[r], qsl[r+1])."""
+    sp = dict(run.spec[1])
+    blk, shift = sp["BLOCK_SIZE_TOKENS"], 1 if sp["shift_input_ids"] else 0
+    qs, qe, P = run.tensors["query_start_loc_ptr"].content, run.tensors["query_end_loc_ptr"].content, run.q["P"]
+    net = P - shift
+    j0, j1 = b * blk, (b + 1) * blk
+    if tensor == "out_new_token_indices":
+        nv = qe(r) - qs(r) + (1 - shift)
+        return r * P + _max(j0 - nv, 0), r * P + _min(j1 - nv, P)
+    if tensor == "out_hidden_state_mapping":
+        return qs(r) + j0, _min(qs(r) + j1, qs(r + 1))
+    start = qs(r) + r * net
+    return start + j0, _min(start + j1, qs(r + 1) + (r + 1) * net)
+
+
+def _region(run, r, p1, tensor=None):
     """[lo, hi) of the cells program (r, p1) may store (the table's ``region``)."""
     kind = run.kernel.region
+    if kind == "eagle_expand":
+        return _expand_region(run, tensor, r, p1)
     if kind == "row":
         w = run.q["max_spec_len"] + 1
         return r * w, (r + 1) * w
@@ -55,13 +84,34 @@ def race_obligations(run) -> list:
     for i, a in enumerate(run.result.accesses):
         if not (a.kind == "store" or (a.kind == "load" and a.tensor.written)):
             continue
-        lo, hi = _region(run, r, p1)
+        lo, hi = _region(run, r, p1, a.tensor.name)
         off = a.off.e
         what = "stores" if a.kind == "store" else "reads (a tensor programs write)"
         out.append(Obligation(f"own-region-{a.tensor.name}@{a.line}#{i}", "region", a.line,
                               f"every active lane {what} inside its own program's region of {a.tensor.name}",
                               run.base_hyps(a.path, a.shape, a.mask), z3.And(lo <= off, off < hi), list(run.lemmas)))
-    out += _disjoint(run)
+    if run.kernel.region == "eagle_expand":
+        out += _disjoint_expand(run)
+    else:
+        out += _disjoint(run)
+    return out
+
+
+def _disjoint_expand(run) -> list:
+    """Programs (rA, bA) < (rB, bB) in grid order: A's region of each output ends before B's."""
+    ra, rb, ba, bb = z3.Ints("rA rB bA bB")
+    qs = run.tensors["query_start_loc_ptr"].content
+    hyps = dict(run.hyps)
+    hyps["programs_ordered"] = z3.And(0 <= ra, ra <= rb, rb < run.result.grid[0], 0 <= ba, 0 <= bb,
+                                      z3.Or(ra < rb, ba < bb))
+    # query_start_loc is a cumsum of positive lengths: non-decreasing (what the per-cell facts give by induction)
+    hyps["query_start_nondecreasing"] = z3.Implies(ra < rb, qs(ra + 1) <= qs(rb))
+    out = []
+    for name in sorted({a.tensor.name for a in run.result.accesses if a.kind == "store"}):
+        _lo, hi_a = _expand_region(run, name, ra, ba)
+        lo_b, _hi = _expand_region(run, name, rb, bb)
+        out.append(Obligation(f"regions-disjoint-{name}", "race", 0, f"the region of {name} of a program ends "
+                              "before a later program's begins", hyps, hi_a <= lo_b, list(run.lemmas)))
     return out
 
 
