@@ -180,3 +180,38 @@ def test_the_real_release():
     assert status["vllm.KERNEL-VLLM-rejection_random_sample_kernel-NO-WRAP[no_draft_probs]"] == "refuted"
     f = next(f for f in rep.findings if f.specialization == "no_draft_probs")
     assert f.min_num_tokens == 8390 and f.verdict == "wrap"
+
+
+# Planted in a copy of vLLM's own kernels (opt-in: the real tree): (kernel, file, text, replacement, property)
+REAL_PLANTS = (
+    ("rejection_greedy_sample_kernel", "v1/sample/rejection_sampler.py", "req_idx * (max_spec_len + 1) + pos,\n",
+     "req_idx * max_spec_len + pos,\n", "RACE-FREE"),
+    ("rejection_random_sample_kernel", "v1/sample/rejection_sampler.py", "(max_spec_len + 1) + pos, token_id",
+     "(max_spec_len + 1) + pos + 2, token_id", "IN-BOUNDS"),
+    ("expand_kernel", "v1/sample/rejection_sampler.py", "src_val, mask=offset < num_tokens)", "src_val)", "IN-BOUNDS"),
+    ("sample_recovered_tokens_kernel", "v1/sample/rejection_sampler.py", "if pos >= num_draft_tokens:",
+     "if pos > num_draft_tokens:", "IN-BOUNDS"),
+    ("eagle_prepare_inputs_padded_kernel", "v1/spec_decode/utils.py", "query_start_loc_gpu_ptr + req_idx + 1)",
+     "query_start_loc_gpu_ptr + req_idx + 2)", "IN-BOUNDS"),
+    ("eagle_step_slot_mapping_metadata_kernel", "v1/spec_decode/utils.py",
+     "req_idx * block_table_stride + block_number)", "req_idx * block_table_stride + block_number + 1)", "IN-BOUNDS"),
+    ("eagle_prepare_next_token_padded_kernel", "v1/spec_decode/utils.py",
+     "token_mask = token_offs < num_sampled_tokens_per_req", "token_mask = token_offs <= num_sampled_tokens_per_req",
+     "IN-BOUNDS"),
+    ("copy_and_expand_eagle_inputs_kernel", "v1/spec_decode/utils.py",
+     "tl.store(out_input_ids_ptr + out_idx, token_ids, mask=in_bounds)", "tl.store(out_input_ids_ptr + out_idx, token_ids)",
+     "IN-BOUNDS"),
+)
+
+
+@pytest.mark.skipif(_real_tree() is None, reason=f"opt-in: set ${locate.ENV} to a vLLM tree (or fill the cache)")
+@pytest.mark.parametrize("plant", REAL_PLANTS, ids=[p[0] for p in REAL_PLANTS])
+def test_a_bug_planted_in_a_copy_of_each_real_kernel_turns_red(tmp_path, plant):
+    name, rel, old, new, prop = plant
+    root = _real_tree()
+    text = (root / rel).read_text()
+    assert text.count(old) == 1, old
+    path = tmp_path / pathlib.Path(rel).name
+    path.write_text(text.replace(old, new))
+    assert _verdicts(root, name)[prop] == "proved"
+    assert _verdicts(root, name, str(path))[prop] != "proved"
