@@ -70,9 +70,11 @@ CONTENTS = {
     "token": ("And(0 <= v, v < vocab_size)", "checked",
               f"{REJ}:rejection_sample: target_argmax = target_logits.argmax(dim=-1); bonus ids are sampled "
               "from [batch, vocab_size] logits"),
-    "draft_id": ("And(-1 <= v, v < vocab_size)", "relied",
-                 "draft token ids index the target's [num_tokens, vocab_size] rows; -1 pads (rejected in the "
-                 "kernel); that a drafter's id is < the target's vocab_size is never checked"),
+    "draft_id": ("And(-1 <= v, v < vocab_size)", "checked",
+                 "config/speculative.py:SpeculativeConfig.verify_equal_vocab_size_if_draft_model raises on a draft "
+                 "model of another vocabulary size (heterogeneous vocabularies go through a vocab mapping); EAGLE/MTP "
+                 "heads and n-gram drafts propose the target's ids; -1 pads are rejected in the kernel (draft ids "
+                 "index the target's [num_tokens, vocab_size] rows)"),
     "valid_count": ("And(0 <= v, v <= max_spec_len + 1)", "checked",
                     f"{UT}:eagle_prepare_next_token_padded_kernel: tl.sum of a mask over num_spec_tokens + 1 lanes"),
     "qsl": (f"And(0 <= v, v < {INT32_MAX} - 256)", "relied",
@@ -213,7 +215,8 @@ EAGLE = (
                 f"{PROP}:__init__: self.input_ids = torch.zeros(self.max_num_tokens) (max_num_batched_tokens)",
                 written=True),
             Buf("out_positions_ptr", "[max_num_tokens]", "max_num_tokens", "int64",
-                f"{PROP}:__init__: self.positions = torch.zeros(self.max_positions)", written=True),
+                f"{PROP}:__init__: self.positions = torch.zeros(self.max_positions); max_positions = max_num_tokens",
+                written=True),
             Buf("out_is_rejected_token_mask_ptr", "[max_num_tokens]", "max_num_tokens", "int1",
                 f"{PROP}:__init__: self.is_rejected_token_mask = torch.zeros((self.max_num_tokens,), bool)",
                 written=True),
@@ -245,9 +248,7 @@ EAGLE = (
                  "net_num_new_slots_per_request = P - shift"),
             Fact("token_budget", "max_num_tokens < 2 ** 30 - 512", "relied",
                  "every lane of a block computes qsl[r] + j (up to about twice the batch's tokens) in int32, masked "
-                 "lanes included; never checked, unreachable: max_num_batched_tokens is far below 2^30"),
-            Fact("positions_buffer", "True", "relied",
-                 f"{PROP}:__init__: self.positions has max_positions cells, taken here as >= max_num_tokens")),
+                 "lanes included; never checked, unreachable: max_num_batched_tokens is far below 2^30")),
            properties=("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE"),
            quantities=("batch", "num_blocks", "total_in", "P", "max_num_tokens", "max_query_len"),
            region="eagle_expand"),
