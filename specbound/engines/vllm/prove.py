@@ -14,8 +14,6 @@ Regions (what RACE-FREE means per kernel):
 
 from __future__ import annotations
 
-import time
-
 import z3
 
 from specbound.proofs.symexec.obligations import Obligation
@@ -170,11 +168,5 @@ def prove_kernel(root, kernel: contract.Kernel, path: str | None = None, progres
 
     out = []
     for sp in kernel.specializations:
-        start = time.perf_counter()
-        run = models.run_kernel(root, kernel, sp, path)
-        res = prove(run, obligations, kernel.properties, progress)
-        for r in res:
-            r.seconds += 0.0
-        out.extend(res)
-        _ = time.perf_counter() - start
+        out.extend(prove(models.run_kernel(root, kernel, sp, path), obligations, kernel.properties, progress))
     return out
