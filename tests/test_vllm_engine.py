@@ -215,3 +215,30 @@ def test_a_bug_planted_in_a_copy_of_each_real_kernel_turns_red(tmp_path, plant):
     path.write_text(text.replace(old, new))
     assert _verdicts(root, name)[prop] == "proved"
     assert _verdicts(root, name, str(path))[prop] != "proved"
+
+
+def test_unpack_takes_only_the_packages_python_files(tmp_path):
+    import zipfile
+
+    wheel = tmp_path / "vllm-0.0.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("vllm/v1/sample/rejection_sampler.py", GOOD)
+        z.writestr("vllm/_C.abi3.so", b"\0")
+        z.writestr("vllm-0.0.0.dist-info/METADATA", "Name: vllm")
+    root = locate.unpack_py(str(wheel), tmp_path / "out")
+    files = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert root.name == "vllm" and files == ["vllm/v1/sample/rejection_sampler.py"]
+
+
+def test_the_cli_runs_audit_vllm(tree, tmp_path, capsys, monkeypatch):
+    from specbound.cli import main
+
+    monkeypatch.delenv(locate.ENV, raising=False)
+    monkeypatch.setattr(contract, "KERNELS", (contract.BY_NAME["expand_kernel"],))
+    out = tmp_path / "r.json"
+    assert main(["audit", "vllm", "--vllm-path", str(tree.parent), "--json", str(out)]) == 0
+    import json
+
+    report = json.loads(out.read_text())
+    assert report["summary"]["exit"] == 0 and report["rows"] and report["contract"]
+    assert main(["audit", "vllm", "--vllm-path", str(tmp_path / "missing")]) == 3
