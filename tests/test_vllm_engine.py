@@ -242,3 +242,16 @@ def test_the_cli_runs_audit_vllm(tree, tmp_path, capsys, monkeypatch):
     report = json.loads(out.read_text())
     assert report["summary"]["exit"] == 0 and report["rows"] and report["contract"]
     assert main(["audit", "vllm", "--vllm-path", str(tmp_path / "missing")]) == 3
+
+
+def test_the_release_matrix_reports_since_and_until(tree, tmp_path, monkeypatch):
+    from specbound.engines.vllm import matrix
+
+    monkeypatch.setattr(contract, "KERNELS", (contract.BY_NAME["expand_kernel"],))
+    bad = tmp_path / "bad" / "vllm" / "v1" / "sample"
+    bad.mkdir(parents=True)
+    (bad / "rejection_sampler.py").write_text(GOOD.replace(PLANTS[1][3], PLANTS[1][4]))
+    table = matrix.matrix({"1.0": tree.parent, "1.1": bad.parent.parent, "1.2": tree.parent})
+    spans = matrix.spans(table, ["1.0", "1.1", "1.2"])
+    row = next(v for k, v in spans.items() if "IN-BOUNDS[int32]" in k)
+    assert row == {"proved": [("1.0", "1.0"), ("1.2", "1.2")], "holds only if": [("1.1", "1.1")]}, row
