@@ -125,6 +125,18 @@ FIXTURES = textwrap.dedent('''
 ''')
 
 
+RUNTIME_IFEXP = textwrap.dedent('''
+
+
+    @triton.jit
+    def runtime_ifexp(out, vals):
+        p = tl.program_id(0)
+        prev = 0 if p == 0 else tl.load(vals + p - 1)
+        tl.store(out + p, prev * 10 + tl.load(vals + p))
+''')
+FIXTURES += RUNTIME_IFEXP
+
+
 @pytest.fixture(scope="module")
 def source(tmp_path_factory):
     path = tmp_path_factory.mktemp("constructs") / "constructs.py"
@@ -284,7 +296,7 @@ def test_the_check_sees_a_wrong_loop_model(source, monkeypatch):
     ("    for i in range(n):\n        if i > 3:\n            return\n        tl.store(out + i, 0)\n",
      "return inside a symbolic loop"),
     ("    if n > 0:\n        y = 1\n    tl.store(out, y)\n", "bound on one path"),
-    ("    tl.store(out, n if n > 0 else 0)\n", "conditional expression on a runtime value"),
+    ("    x = tl.arange(0, 4)\n    tl.store(out + x, x if x > 1 else 0)\n", "conditional expression on a block value"),
 ])
 def test_what_stays_unsupported_is_named(tmp_path, body, construct):
     src = tmp_path / "k.py"
@@ -293,3 +305,96 @@ def test_what_stays_unsupported_is_named(tmp_path, body, construct):
     with pytest.raises(Unsupported, match=construct):
         Executor(str(src), "k", constexprs={}, scalars={"n": V(z3.Int("n"), (), INT32)}, tensors={"out": out},
                  grid=[z3.IntVal(1)]).run()
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_conditional_expression_on_a_runtime_scalar(source, seed):
+    """``a if c else b`` on a program id: each side runs under its own condition (the load
+    of ``vals[p - 1]`` only where ``p > 0``)."""
+    rng = random.Random(seed)
+    _check(Launch(source, "runtime_ifexp", (5,), inputs={"vals": [rng.randint(0, 9) for _ in range(5)]}, out_size=5))
+
+
+def test_the_check_sees_a_wrong_conditional_expression(source, monkeypatch):
+    """Planted in the executor: the two sides of a runtime ``a if c else b`` swapped."""
+    import ast
+
+    real = flow.if_exp
+
+    def swapped(ex, node, test, env):
+        return real(ex, ast.copy_location(ast.IfExp(node.test, node.orelse, node.body), node), test, env)
+    monkeypatch.setattr(flow, "if_exp", swapped)
+    symbolic, interpreted = Launch(source, "runtime_ifexp", (5,), inputs={"vals": [1, 2, 3, 4, 5]}, out_size=5).compare()
+    assert symbolic != interpreted
+
+
+FLAG_AND_FLOATS = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def flagged(out, vals, n):
+    rejected = False
+    for i in range(n):
+        if not rejected:
+            v = tl.load(vals + i)
+            tl.store(out + i, v)
+            rejected = v == 3
+
+
+@triton.jit
+def argmax_index(out, probs, BLOCK: tl.constexpr):
+    lanes = tl.arange(0, BLOCK)
+    p = tl.load(probs + lanes)
+    score = tl.where(lanes < BLOCK, p * 2.0, float("-inf"))
+    best, at = tl.max(score, axis=0, return_indices=True)
+    if best > 0.5:
+        tl.store(out + at, 1)
+'''
+
+
+def _run_small(tmp_path, name, tensors, scalars=None, constexprs=None, **kw):
+    src = tmp_path / "k.py"
+    src.write_text(FLAG_AND_FLOATS)
+    return Executor(str(src), name, constexprs=constexprs or {}, scalars=scalars or {}, tensors=tensors,
+                    grid=[z3.IntVal(1)], **kw).run()
+
+
+def _provable(run, goal):
+    from specbound.proofs import core
+
+    hyps = {label: c for label, c in run.accesses[-1].path}
+    try:
+        core.check("construct-test", goal, hyps=hyps)
+        return True
+    except (core.Refuted, core.Unknown):
+        return False
+
+
+def test_an_abstracted_loop_carried_flag(tmp_path):
+    """A flag the model names is any value at an arbitrary iteration (flow.havoc); without the
+    opt-in it stays unsupported.  The store at ``out + i`` keeps its loop bound ``i < n``."""
+    n = z3.Int("n")
+    tensors = {"out": TensorModel("out", n, INT64, written=True), "vals": TensorModel("vals", n, INT64)}
+    scalars = {"n": V(n, (), INT32)}
+    with pytest.raises(Unsupported, match="not an induction variable"):
+        _run_small(tmp_path, "flagged", tensors, scalars)
+    run = _run_small(tmp_path, "flagged", tensors, scalars, abstract_carried=("rejected",))
+    store = run.accesses[-1]
+    assert store.kind == "store" and any(label.startswith("if@") for label, _ in store.path)
+    assert _provable(run, z3.And(store.off.e >= 0, store.off.e < n))
+    assert not _provable(run, store.off.e < n - 1)   # non-vacuous: the last cell is reached
+
+
+def test_opaque_floats_and_the_argmax_index(tmp_path):
+    """Float loads, literals, arithmetic, where, comparison and ``tl.max(..., return_indices=True)``
+    run as opaque values; the index is some lane: ``out + at`` stays inside ``BLOCK`` cells, and
+    not inside ``BLOCK - 1``."""
+    from specbound.proofs.symexec.values import FLOATS
+
+    tensors = {"out": TensorModel("out", 8, INT64, written=True), "probs": TensorModel("probs", 8, FLOATS["float32"])}
+    run = _run_small(tmp_path, "argmax_index", tensors, constexprs={"BLOCK": 8})
+    store = run.accesses[-1]
+    assert store.kind == "store"
+    assert _provable(run, z3.And(store.off.e >= 0, store.off.e < 8))
+    assert not _provable(run, store.off.e < 7)

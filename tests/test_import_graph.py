@@ -3,7 +3,7 @@
 
 Layers, bottom up: ``spec``; the proof core and spec theorems (``proofs/`` outside
 ``symexec/``: they import ``spec`` only); ``reference``; ``kernels``; ``replay``; the kernel
-verifier ``proofs/symexec/``; then the CLI, fuzz, audit, manifest, docs and every test.
+verifier ``proofs/symexec/``; then the CLI, fuzz, audit, the engines (specbound.engines.*), manifest, docs and every test.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ LAYERS = (  # (module prefix, layer), most specific first
     ("specbound.reference", 2),
     ("specbound.kernels", 3),
     ("specbound.replay", 4),
+    ("specbound.engines", 6),   # a second engine's adapter (vLLM): beside the audit
 )
 TOP = 6
 

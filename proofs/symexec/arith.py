@@ -15,7 +15,7 @@ import ast
 
 import z3
 
-from . import truncation
+from . import floats, truncation
 from .run_state import RunState
 from .values import INT1, INT32, DType, Ptr, Unsupported, V, as_bool, as_int, broadcast, lane_range, lift, lift_pair, promote
 
@@ -54,6 +54,8 @@ def binop(ex: RunState, op, a, b, line):
                 raise Unsupported("pointer + boolean", line)
             return Ptr(p.tensor, binop(ex, op, p.off, o, line))
         raise Unsupported(f"pointer arithmetic {op.__name__}", line)
+    if floats.involved(a, b):
+        return floats.arith(a, b)
     av, bv = lift_pair(a, b)
     (av2, bv2), shape = broadcast(av, bv)
     x, y = av2.e, bv2.e
@@ -91,6 +93,8 @@ def compare(ex: RunState, op, a, b, line):
     """``a op b`` for an ``ast`` comparison class (a boolean block)."""
     if isinstance(a, (int, bool)) and isinstance(b, (int, bool)):
         return _PY_CMPS[op](a, b)
+    if floats.involved(a, b):
+        return floats.compare(a, b)
     av, bv = lift_pair(a, b)
     (av2, bv2), shape = broadcast(av, bv)
     ex.observe(av2, line, "comparison operand")

@@ -249,6 +249,10 @@ def symbolic_loop(ex, st, env, start, stop, step):
     ex.raise_ob("wrap", line, z3.Implies(z3.And(k >= 0, idx < stop_e), idx + step_e < stop_dt.hi()), (),
                 f"the loop index plus its step fits {stop_dt} (no wrap in the loop's own increment)")
     increments = {}
+    abstract = sorted(a for a in assigned if a in env and a in ex.abstract_carried)
+    carried = [name for name in carried if name not in abstract]
+    for name in abstract:
+        env[name] = havoc(ex, env[name], name, line)
     for name in carried:
         node = _increment(st.body, name)
         if node is None:
@@ -258,6 +262,7 @@ def symbolic_loop(ex, st, env, start, stop, step):
             raise Unsupported(f"increment of {name!r} is not loop invariant", line)
         increments[name] = ex.eval(node, env)
     x0 = {name: env[name] for name in carried}
+    x0_abstract = {name: env[name] for name in abstract}
     for name in carried:
         env[name] = _closed_form(ex, x0[name], increments[name], k, line)
     target = st.target.id
@@ -279,6 +284,44 @@ def symbolic_loop(ex, st, env, start, stop, step):
             ex.mem[name] = MemState(state.writes, True)
     for name in assigned | {target}:
         env.pop(name, None)  # values of "the last iteration" are not modelled
+    for name in abstract:
+        env[name] = havoc(ex, x0_abstract[name], name, line)
+
+
+def havoc(ex, x, name, line):
+    """A fresh value of ``x``'s kind (any value of its dtype): what an abstracted loop-carried
+    variable holds at an arbitrary iteration and after the loop.  Sound for every property
+    that holds whatever the variable's value (its uses only guard or pick stored values)."""
+    if isinstance(x, bool) or (isinstance(x, V) and x.shape == () and (x.dtype.is_bool or z3.is_bool(x.e))):
+        return V(z3.Bool(fresh_name(f"{name}@{line}")), (), INT1)
+    if isinstance(x, V) and x.shape == () and x.dtype.is_float:
+        return V(z3.Int(fresh_name(f"{name}@{line}")), (), x.dtype)   # an opaque float (floats.py)
+    if isinstance(x, int) or (isinstance(x, V) and x.shape == ()):
+        dt = INT32 if isinstance(x, int) else x.dtype
+        v = z3.Int(fresh_name(f"{name}@{line}"))
+        ex.local_consts.append(v)
+        ex.path_cond.append((f"havoc_{name}@{line}#{v}", z3.And(v >= dt.lo(), v < dt.hi())))
+        return V(v, (), dt)
+    raise Unsupported(f"loop-carried variable {name!r} of a kind that cannot be abstracted", line)
+
+
+def if_exp(ex, node, test, env):
+    """``a if c else b`` on a runtime scalar ``c``: each side is evaluated under its own path
+    condition (a load on one side is an access only there) and the two are merged."""
+    if not isinstance(test, V) or test.shape not in ((), (1,)):
+        raise Unsupported("conditional expression on a block value", node.lineno)
+    cond = as_bool(test.e)
+    sides = []
+    for expr, c in ((node.body, cond), (node.orelse, z3.Not(cond))):
+        entry = ex.push_path(f"if@{node.lineno}", c)
+        try:
+            sides.append(ex.eval(expr, env))
+        finally:
+            ex.drop_path(entry)
+    value = merge(cond, sides[0], sides[1], None)
+    if value is DROPPED:
+        raise Unsupported("conditional expression whose sides cannot be merged", node.lineno)
+    return value
 
 
 def _closed_form(ex, x0, c, k, line):

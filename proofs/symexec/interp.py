@@ -19,12 +19,12 @@ from typing import Callable
 
 import z3
 
-from . import arith, flow, truncation
+from . import arith, floats, flow, truncation
 from .kernel_files import torch_free_module
 from .run_state import ExecResult, RunState
 from .tl_builtins import BUILTINS, store
 from .values import (
-    DTYPES, INT1, INT64, LaneTag, Ptr, PtrDType, Unsupported, V, as_int, fresh_name, reshape,
+    DTYPES, FLOATS, INT1, INT64, LaneTag, Ptr, PtrDType, Unsupported, V, as_int, fresh_name, reshape,
 )
 
 
@@ -38,11 +38,11 @@ class TritonMod:
 
 class Executor(RunState):
     __slots__ = ("path", "func_name", "constexprs", "scalars", "tensors", "transform", "max_unroll",
-                 "globals", "dropped", "helper_depth")
+                 "globals", "dropped", "helper_depth", "abstract_carried")
 
     def __init__(self, path: str, func_name: str, *, constexprs: dict, scalars: dict,
                  tensors: dict, grid: list, transform: Callable | None = None,
-                 max_unroll: int = 64, oracle: Callable | None = None):
+                 max_unroll: int = 64, oracle: Callable | None = None, abstract_carried=()):
         super().__init__(grid, oracle)
         self.path = path
         self.func_name = func_name
@@ -54,6 +54,7 @@ class Executor(RunState):
         self.globals: dict = {}          # module-level names: tl, triton, constexprs, jit helpers
         self.dropped: dict = {}          # name -> line of the fork after which it is unbound
         self.helper_depth = 0            # depth of inlined @triton.jit helpers (flow.py)
+        self.abstract_carried = frozenset(abstract_carried)   # loop-carried names havocked (flow.havoc)
 
     # --- source -----------------------------------------------------------------------------
     def load_module(self):
@@ -252,6 +253,8 @@ class Executor(RunState):
         if isinstance(node, ast.Constant):
             if node.value is None or isinstance(node.value, (bool, int, str)):
                 return node.value
+            if isinstance(node.value, float):
+                return floats.constant(node.value)
             raise Unsupported(f"constant {node.value!r}", line)
         if isinstance(node, ast.Name):
             return self.lookup(node.id, env, line)
@@ -290,13 +293,15 @@ class Executor(RunState):
             test = self.eval(node.test, env)
             if isinstance(test, (bool, int)) or test is None:
                 return self.eval(node.body if test else node.orelse, env)
-            raise Unsupported("conditional expression on a runtime value", line)
+            return flow.if_exp(self, node, test, env)
         raise Unsupported(f"expression {type(node).__name__}", line)
 
     def attribute(self, obj, attr, line):
         if isinstance(obj, TL):
             if attr in DTYPES:
                 return DTYPES[attr]
+            if attr in FLOATS:
+                return FLOATS[attr]
             if attr in BUILTINS:
                 return ("tl", attr)
             raise Unsupported(f"tl.{attr}", line)
@@ -321,6 +326,8 @@ class Executor(RunState):
             if isinstance(v, int):
                 return int(v)
             raise Unsupported("int() of a symbolic value", line)
+        if _is_name(node.func, "float"):   # float("-inf") and the like: an opaque float (floats.py)
+            return floats.constant(0.0)
         fn = self.eval(node.func, env)
         if fn == ("tl", "store"):
             # The mask first: casts inside the stored value are checked only on active lanes

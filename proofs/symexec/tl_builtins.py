@@ -12,7 +12,7 @@ import ast
 
 import z3
 
-from . import arith, memory, truncation
+from . import arith, floats, memory, truncation
 from .reductions import reduce_axis
 from .run_state import RunState
 from .values import (
@@ -63,6 +63,8 @@ def zeros(ex: RunState, line, shape, dtype=None):
 
 
 def full(ex: RunState, line, shape, value, dtype=None):
+    if floats.is_float(value) or (dtype is not None and dtype.is_float):
+        return floats.full(_shape_arg(shape, line), dtype)
     if not isinstance(value, (int, bool)):
         raise Unsupported("tl.full with a symbolic value", line)
     e = z3.BoolVal(bool(value)) if dtype.is_bool else z3.IntVal(int(value))
@@ -79,6 +81,8 @@ def broadcast_to(ex: RunState, line, v, shape):
 
 
 def where(ex: RunState, line, c, a, b):
+    if floats.involved(a, b):
+        return floats.pick(c, a, b)
     cv = lift(c)
     av, bv = lift_pair(a, b)
     (cv2, av2, bv2), shape = broadcast(cv, av, bv)
@@ -150,7 +154,8 @@ def store(ex: RunState, line, ptr, value, mask=None, **kw):
     ex.observe(vals[1], line, "stored value", active=mask_e)
     t = ptr.tensor
     val = vals[1]
-    if not t.dtype.is_bool and not val.dtype.is_bool and (val.dtype.bits > t.dtype.bits
+    if not t.dtype.is_bool and not val.dtype.is_bool and not t.dtype.is_float and not val.dtype.is_float \
+            and (val.dtype.bits > t.dtype.bits
                                                           or val.dtype.signed != t.dtype.signed):
         e = as_int(val.e)
         ex.raise_ob("cast", line, z3.And(e >= t.dtype.lo(), e < t.dtype.hi()), shape,
@@ -163,6 +168,12 @@ def store(ex: RunState, line, ptr, value, mask=None, **kw):
 
 def _reduction(kind):
     def f(ex: RunState, line, x, axis=None, **kw):
+        if floats.is_float(x):
+            if set(kw) - {"return_indices"}:
+                raise Unsupported(f"tl.{kind} options {sorted(kw)}", line)
+            return floats.reduce(ex, line, x, axis, bool(kw.get("return_indices")))
+        if kw.get("return_indices"):
+            raise Unsupported(f"tl.{kind}(..., return_indices=True) of an integer block", line)
         return reduce_axis(ex, line, kind, x, axis)
     return f
 
@@ -181,6 +192,8 @@ def _elementwise_pick(kind):
             raise Unsupported(f"tl.{kind}imum options {sorted(kw)}", line)
         if isinstance(a, (int, bool)) and isinstance(b, (int, bool)):
             return min(a, b) if kind == "min" else max(a, b)
+        if floats.involved(a, b):
+            return floats.arith(a, b)
         av, bv = lift_pair(a, b)
         (av2, bv2), shape = broadcast(av, bv)
         ex.observe(av2, line, f"{kind}imum operand")

@@ -66,11 +66,16 @@ UINT16 = DType("uint16", 16, False)
 UINT32 = DType("uint32", 32, False)
 UINT64 = DType("uint64", 64, False)
 DTYPES = {d.name: d for d in (INT1, INT8, INT16, INT32, INT64, UINT8, UINT16, UINT32, UINT64)}
+# floating point values are opaque (floats.py): never an index, so any value is sound for bounds
+FLOATS = {d.name: d for d in (DType("float16", 16, True, True), DType("bfloat16", 16, True, True),
+                              DType("float32", 32, True, True), DType("float64", 64, True, True))}
 
 
 def promote(a: DType, b: DType) -> DType:
     """Integer promotion of two tensor dtypes (Triton: the wider wins; same width, signed
     wins unless one side is unsigned of that width... we only need the kernels' cases)."""
+    if a == b:   # e.g. two opaque floats of one dtype merged after a fork (floats.py)
+        return a
     if a.is_float or b.is_float:
         raise Unsupported(f"floating point arithmetic ({a}, {b})")
     if a.is_bool and b.is_bool:

@@ -66,3 +66,6 @@ def register(subparsers) -> None:
                        help="prove sglang's Triton kernels symbolically for every listed specialization "
                        "(kernel.symbolic_proof rows; about 6 minutes more on 2 cores) instead of one per kernel")
     p.set_defaults(func=cmd_audit_sglang)
+    from specbound.engines.vllm.audit import register as register_vllm
+
+    register_vllm(targets)

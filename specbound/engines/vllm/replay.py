@@ -1,0 +1,57 @@
+"""vLLM's kernels launched from the release's source text (never imported) on a concrete
+batch, under the checked interpreter, with the arguments its dispatchers pass.  Buffers
+the contract sizes at ``num_tokens * vocab_size`` are allocated with ``torch.empty`` and
+never written here: only the cells the kernel reads get pages."""
+
+from __future__ import annotations
+
+import pathlib
+
+from specbound.replay.outcome import Replay
+
+
+def _inputs(counts, vocab, max_spec_len):
+    import numpy as np
+    import torch
+
+    batch, n = len(counts), sum(counts)
+    greedy = torch.ones(batch, dtype=torch.bool)
+    greedy[-1] = False   # only the last request samples: every other program exits at once
+    return {
+        "output_token_ids": torch.full((batch, max_spec_len + 1), -1, dtype=torch.int32),
+        "cu_num_draft_tokens": torch.tensor(np.cumsum(counts), dtype=torch.int32),
+        "draft_token_ids": torch.zeros(n, dtype=torch.int32),
+        "target_probs": torch.empty((n, vocab), dtype=torch.float32),
+        "bonus_token_ids": torch.zeros((batch, 1), dtype=torch.int64),
+        "recovered_token_ids": torch.zeros(n, dtype=torch.int32),
+        "uniform_probs": torch.zeros(n, dtype=torch.float64),
+        "is_greedy": greedy,
+    }
+
+
+def random_sample(root, kernel, spec, vocab: int, counts: list) -> Replay:
+    """``rejection_random_sample_kernel`` as ``_rejection_random_sample`` launches it (grid
+    ``(batch,)``, ``vocab_size = target_probs.shape[1]``), NO_DRAFT_PROBS as ngram / EAGLE
+    verification runs it; the draft probabilities, when the specialization has them, are a
+    second ``[num_tokens, vocab_size]`` buffer."""
+    from specbound.replay.checked import checked_launch
+    from specbound.replay.sglang import load_kernel
+
+    label, constexprs, _none = spec
+    k = load_kernel(str(pathlib.Path(root) / kernel.file), kernel.name)
+    max_spec_len = max(counts)
+    t = _inputs(counts, vocab, max_spec_len)
+    import torch
+
+    draft_probs = None if constexprs["NO_DRAFT_PROBS"] else torch.empty_like(t["target_probs"])
+    shown = {"counts": f"{len(counts)} requests, num_draft_tokens {counts[0]} ... {counts[-1]}",
+             "num_tokens": sum(counts), "vocab_size": vocab, "max_spec_len": max_spec_len, "spec": label}
+
+    def launch():
+        k[(len(counts),)](t["output_token_ids"], t["cu_num_draft_tokens"], t["draft_token_ids"], draft_probs,
+                          t["target_probs"], t["bonus_token_ids"], t["recovered_token_ids"], t["uniform_probs"],
+                          t["is_greedy"], max_spec_len, vocab, None,
+                          NO_DRAFT_PROBS=constexprs["NO_DRAFT_PROBS"], SYNTHETIC_MODE=False)
+
+    fault = checked_launch(launch, shown, kernel=kernel.name)
+    return fault or Replay("none", "ran clean", shown, kernel.name)
