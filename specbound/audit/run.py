@@ -34,7 +34,8 @@ def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, 
     from .extract import SourceIndex
 
     index = SourceIndex(inst.root)
-    stages = [("helpers", lambda: _helpers(index, rep)), ("buffers", lambda: _buffers(index, rep, kernels))]
+    stages = [("helpers", lambda: _helpers(index, rep)), ("buffers", lambda: _buffers(index, rep, kernels)),
+              ("consumers", lambda: _consumers(index, rep))]
     if kernels:
         stages.append(("kernels", lambda: _kernels(index, rep, examples, seed, symbolic_all)))
     for name, stage in stages:
@@ -56,6 +57,12 @@ def _buffers(index, rep, replay):
     from .buffers import check_buffers
 
     check_buffers(index, rep, replay=replay)
+
+
+def _consumers(index, rep):
+    from .consumers import check_consumers
+
+    check_consumers(index, rep)
 
 
 def _kernels(index, rep, examples, seed, symbolic_all):
