@@ -302,7 +302,35 @@ def _custom_mask_row(owner, where, a: Alloc, path: Path, mode, seconds) -> Row:
     else:
         status = REFUTED_STATUS["custom_mask_copy"] if j.verdict == judge.OVERRUN else VERDICT.get(j.verdict, ERROR)
         detail = (f"holds only if {j.condition}: " if j.condition else "") + j.detail
-        if status == CRASH:
-            detail += "; torch raises on the slice copy (a shorter destination than the mask)"
-    return Row(row_id, subject, check, "z3", status, detail, j.counterexample, seconds=seconds,
-               allocation=f"{a.site} {a.text}", size=j.size, required=j.required)
+    row = Row(row_id, subject, check, "z3", status, detail, j.counterexample, seconds=seconds,
+              allocation=f"{a.site} {a.text}", size=j.size, required=j.required)
+    if status in (CRASH, HOLDS_ONLY_IF) and j.counterexample:
+        _replay_copy(row, a, mode, j.counterexample)
+    return row
+
+
+def _replay_copy(row: Row, a: Alloc, mode, values: dict) -> None:
+    """The copy at the counterexample, run with torch on the CPU: a buffer of the allocation's
+    size, the tree build's mask of the batch's size (spec), sglang's slice assignment."""
+    import torch
+
+    dims = [judge.evaluate(d, values) for d in a.dims]
+    if any(d is None for d in dims):
+        row.detail += "; no replay: the allocation's size is not concrete at the counterexample"
+        return
+    numel = 1
+    for d in dims:
+        numel *= d
+    cells = judge.evaluate(judge.custom_mask_need(mode), values)
+    buf, src = torch.zeros(numel, dtype=torch.uint8), torch.ones(cells, dtype=torch.uint8)
+    row.replay = {"buffer_numel": numel, "mask_numel": cells, **values}
+    row.method = "z3 + torch"
+    try:
+        buf[: src.shape[0]] = src
+    except RuntimeError as e:
+        row.detail += f"; replayed with torch: buf[:{cells}] = mask into {numel} cells raises RuntimeError: " \
+                      f"{str(e).splitlines()[0]}"
+        return
+    row.detail += f"; the torch replay did not raise (buffer {numel} >= mask {cells} cells)"
+    if row.status == CRASH:
+        row.status = ERROR   # the model says it raises, torch does not: the audit's own model is off

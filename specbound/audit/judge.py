@@ -94,13 +94,19 @@ def mask_goal(numel, mode):
     return numel >= need, f"{z3.simplify(need)} ({mode.name}, spec.mask_batch_numel)"
 
 
-def custom_mask_goal(numel, mode):
-    """The mask copied in is the tree build's, in its layout; FULL_MASK is what the attention
-    kernels read through ``mask_indptr``."""
+def custom_mask_need(mode):
+    """Cells of the mask copied into a backend's buffer: the tree build's, in its layout
+    (FULL_MASK is what the attention kernels read through ``mask_indptr``)."""
     if mode is None or mode is spec.TreeMaskMode.FULL_MASK:
-        need = spec.custom_mask_batch_read(bs, n, S)
-        return numel >= need, f"{z3.simplify(need)} (mask_indptr[bs], spec.custom_mask_batch_read)"
-    return mask_goal(numel, mode)
+        return spec.custom_mask_batch_read(bs, n, S)
+    return spec.mask_batch_numel(mode, bs, n, S)
+
+
+def custom_mask_goal(numel, mode):
+    need = custom_mask_need(mode)
+    source = "mask_indptr[bs], spec.custom_mask_batch_read" if mode in (None, spec.TreeMaskMode.FULL_MASK) \
+        else f"{mode.name}, spec.mask_batch_numel"
+    return numel >= need, f"{z3.simplify(need)} ({source})"
 
 
 def contract(kind: str, mode=None) -> tuple[dict, list]:
