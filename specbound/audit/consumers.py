@@ -45,8 +45,9 @@ REFUTED_STATUS = {"page_table": OVERREAD, "custom_mask_copy": CRASH}
 VERDICT = {judge.MATCHED: MATCHED, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF, judge.ERROR: ERROR}
 
 
-def check_consumers(index: SourceIndex, report: AuditReport) -> None:
-    program = Program(index)
+def check_consumers(index: SourceIndex, report: AuditReport, program: Program | None = None) -> None:
+    """``program``: the buffer stage's, so the package is read and parsed once."""
+    program = program or Program(index)
     for rows in (_page_table_rows(program), _custom_mask_rows(program)):
         for row in rows:
             report.add(row)
@@ -95,8 +96,8 @@ def _page_table_rows(program: Program) -> list[Row]:
         for site in program.calls_to(fill.name):
             if site.caller.key == fill.key:
                 continue
-            t0 = time.perf_counter()
             for self_val in _selves(program, site.caller):
+                t0 = time.perf_counter()
                 try:
                     row = _page_table_row(program, fill, params, site, self_val)
                 except Exception as e:  # noqa: BLE001 - the audit's own failure is an error row
