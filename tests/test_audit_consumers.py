@@ -83,15 +83,6 @@ PAGE = "consumer.page_table[ToyPagedBackend@"
 
 # --- page tables read with seq_len + num_draft_tokens ---------------------------------------------
 
-@pytest.mark.parametrize("width", [WITH_DRAFT,
-                                   # the same bound, written another way
-                                   "(self.max_context_len + self.speculative_num_draft_tokens - 1) "
-                                   "// self.page_size + 1"])
-def test_page_table_with_draft_room_is_matched(tmp_path, width):
-    row = only(consumer_rows(page_package(tmp_path, width)), PAGE)
-    assert row.status == MATCHED, row.detail
-
-
 def test_context_only_page_table_holds_only_with_room_for_the_draft_tokens(tmp_path):
     """sglang 0.5.23's FlashAttention graph table: ceil(C / P) pages, read with seq_len + n."""
     row = only(consumer_rows(page_package(tmp_path, CONTEXT_ONLY)), PAGE)
@@ -146,11 +137,17 @@ def mask_package(root: Path, size: str) -> Path:
     return _package(root, {"srt/layers/attention/toy_backend.py": MASK_BACKEND.replace("{size}", size)})
 
 
-@pytest.mark.parametrize("size", ["max_num_tokens * (self.max_context_len + self.num_draft_tokens)",
-                                  "max_bs * self.num_draft_tokens * self.max_context_len"
-                                  " + max_num_tokens * self.num_draft_tokens"])
-def test_custom_mask_with_draft_columns_is_matched(tmp_path, size):
-    row = only(consumer_rows(mask_package(tmp_path, size)), MASK)
+@pytest.mark.parametrize("build, size, prefix", [
+    # page tables with room for the draft tokens; the same bound written another way
+    (page_package, WITH_DRAFT, PAGE),
+    (page_package, "(self.max_context_len + self.speculative_num_draft_tokens - 1) // self.page_size + 1", PAGE),
+    # custom masks with the draft columns; the same size written another way
+    (mask_package, "max_num_tokens * (self.max_context_len + self.num_draft_tokens)", MASK),
+    (mask_package, "max_bs * self.num_draft_tokens * self.max_context_len + max_num_tokens * self.num_draft_tokens",
+     MASK),
+])
+def test_correct_sizes_are_matched(tmp_path, build, size, prefix):
+    row = only(consumer_rows(build(tmp_path, size)), prefix)
     assert row.status == MATCHED, row.detail
 
 
