@@ -92,6 +92,7 @@ def test_context_only_page_table_holds_only_with_room_for_the_draft_tokens(tmp_p
     s, n, p, c = cex["seq_len"], cex["num_draft_tokens"], cex["page_size"], cex["max_context_len"]
     assert s <= c - 1                                # an admitted request
     assert spec.page_table_columns_read(s, n, p) > spec.cdiv(c, p)   # reads past the row
+    assert "IndexError" in row.detail and row.replay["columns_read"] > row.replay["width"]   # the stand-in read
 
 
 def test_rounded_down_page_table_is_an_overread(tmp_path):
@@ -101,6 +102,7 @@ def test_rounded_down_page_table_is_an_overread(tmp_path):
     cex = row.counterexample
     assert spec.page_table_columns_read(cex["seq_len"], cex["num_draft_tokens"], cex["page_size"]) > \
         cex["max_context_len"] // cex["page_size"]
+    assert "IndexError" in row.detail
     assert rep.failed and rep.exit_code() == 1
 
 

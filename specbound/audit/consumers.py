@@ -137,7 +137,7 @@ def _page_table_row(program, fill, params, site, self_val) -> Row:
                 seen.add(ident)
                 j = judge_page_table(dv.term, limit, list(wp.conds), row_id)
                 if j.verdict != judge.INFEASIBLE:
-                    judged.append((j, (dv.term, wv.term, note)))
+                    judged.append((j, (dv.term, wv.term, note, limit)))
     if not judged:
         return Row(row_id, subject, check, "ast", UNKNOWN, "no path to the call is consistent with the preconditions")
     # A path not traced outranks a proof on the others: the row is then not `matched`.
@@ -147,7 +147,7 @@ def _page_table_row(program, fill, params, site, self_val) -> Row:
     if j.verdict == "unknown":
         return Row(row_id, subject, check, "ast", UNKNOWN, j.detail)
     status = REFUTED_STATUS["page_table"] if j.verdict == OVERREAD else VERDICT.get(j.verdict, ERROR)
-    delta, clamp, note = info
+    delta, clamp, note, limit = info
     detail = j.detail
     if j.condition:
         detail = f"holds only if {j.condition}: {detail}"
@@ -157,7 +157,44 @@ def _page_table_row(program, fill, params, site, self_val) -> Row:
                      for e in judged[1:]})
     if others:
         detail += " | other paths: " + "; ".join(others)
-    return Row(row_id, subject, check, "z3", status, detail, j.counterexample, size=j.size, required=j.required)
+    row = Row(row_id, subject, check, "z3", status, detail, j.counterexample, size=j.size, required=j.required)
+    if status in (OVERREAD, HOLDS_ONLY_IF) and j.counterexample:
+        _replay_read(row, delta, limit, j.counterexample)
+    return row
+
+
+def _at(term, values: dict):
+    if not z3.is_expr(term):
+        return term
+    subs = [(var, z3.IntVal(values[name])) for name, var in PAGE_TABLE_REPORTED if name in values]
+    r = z3.simplify(z3.substitute(term, *subs))
+    return r.as_long() if z3.is_int_value(r) else None
+
+
+def _replay_read(row: Row, delta, width, values: dict) -> None:
+    """A stand-in for the attention kernel (FlashAttention cannot run here): a table of the
+    counterexample's ``bs`` rows of ``width`` columns, read the way the kernel is told to,
+    ``page_table[b, 0:ceil((seq_len + delta) / page_size)]`` as flat offsets; the last row's
+    read past its end is past the table, and torch's indexing says so."""
+    import torch
+
+    d, w = _at(delta, values), _at(width, values)
+    if d is None or w is None:
+        row.detail += "; no replay: the width or delta is not concrete at the counterexample"
+        return
+    cols = spec.page_table_columns_read(values["seq_len"], d, values["page_size"])
+    table = torch.zeros(values["bs"], w, dtype=torch.int32)
+    last = values["bs"] - 1
+    row.replay = {**values, "delta": d, "width": w, "columns_read": cols}
+    row.method = "z3 + stand-in read"
+    try:
+        table.view(-1)[last * w + torch.arange(cols)]
+    except IndexError as e:
+        row.detail += (f"; stand-in read of {cols} column(s) of row {last} in a {values['bs']} x {w} table: "
+                       f"IndexError: {e}")
+        return
+    row.detail += f"; the stand-in read of {cols} column(s) stayed in a {values['bs']} x {w} table"
+    row.status = ERROR   # the model says it reads past the row, the stand-in does not: the audit's model is off
 
 
 def _table_widths(tracer, expr, frame) -> list:
