@@ -17,6 +17,10 @@ from .conditions import (
     output_not_input_ok, output_row_count_ok, output_rows_ok, pool_index_ok, rank_ok, req_to_token_row_ok,
     require, seq_len_nonneg_ok, seq_len_ok, table_shape_ok, tree_shape_ok,
 )
+from .consumers import (
+    custom_mask_batch_read, custom_mask_read_len, custom_mask_read_start, page_table_columns_read,
+    verify_page_table_width,
+)
 from .draft_kv import (
     draft_branches, draft_kv_capacity_ok, draft_kv_capacity_steps, draft_kv_indices_buffer_width,
     draft_kv_indices_used_len, kv_copy_lossless, kv_extension_read, kv_extension_start, kv_indices_cell,

@@ -137,3 +137,18 @@ def test_walk_stops_at_missing_parent_and_out_of_range_slot():
     assert spec.bounded_walk(1, [40], [0, 0, 0], 2, 3, 2) == [1]       # slot 20 >= width 5
     assert spec.bounded_walk(1, [-3], [0, 0, 0], 2, 3, 2) == [1]       # negative entry
     assert spec.parents([-3], [0, 0, 0], 2, 3, 2) == [None, None]
+
+
+def test_consumer_contracts_on_ints():
+    """What target-verify attention reads: page-table columns for seq_len + n keys, and the
+    verify mask's cells from mask_indptr[b] (spec/consumers.py)."""
+    assert spec.page_table_columns_read(4093, 4, 1) == 4097     # past a ceil(C / P) = 4096-wide row
+    assert spec.page_table_columns_read(5, 3, 4) == 2
+    assert spec.verify_page_table_width(4096, 4, 16) == 257
+    assert spec.custom_mask_read_start(4, 1, 10) == 4 * 10 + 16
+    assert spec.custom_mask_read_len(4, 10) == 4 * (10 + 4)
+    assert spec.custom_mask_batch_read(2, 4, 30) == spec.custom_mask_read_start(4, 2, 30)
+    with pytest.raises(spec.SpecArgumentError, match="page_size"):
+        spec.page_table_columns_read(1, 1, 0)
+    with pytest.raises(spec.SpecArgumentError, match="num_draft_tokens"):
+        spec.verify_page_table_width(16, 0, 1)

@@ -32,9 +32,10 @@ SEVERITY = [judge.OVERRUN, judge.ERROR, judge.HOLDS_ONLY_IF, judge.MATCHED]
 KERNEL_TEXT = {"draft_kv_indices": "the draft kv kernel's kv_indices", "tree_mask": "the tree build's mask"}
 
 
-def check_buffers(index: SourceIndex, report: AuditReport, replay: bool = True) -> None:
+def check_buffers(index: SourceIndex, report: AuditReport, replay: bool = True,
+                  program: Program | None = None) -> None:
     t0 = time.perf_counter()
-    program = Program(index)
+    program = program or Program(index)
     sites = find_sites(program)
     traced: list[TracedBuffer] = []
     for site in sites:

@@ -48,6 +48,8 @@ REPORTED = (("bs", bs), ("max_bs", max_bs), ("topk", K), ("num_steps", D), ("num
 REPORTED_BY_KIND = {"draft_kv_indices": ("bs", "max_bs", "topk", "num_steps", "max_context_len", "seq_lens_sum"),
                     "tree_mask": ("bs", "max_bs", "topk", "num_steps", "num_draft_tokens", "max_context_len",
                                   "seq_lens_sum")}
+# A verify mask copied into a backend's custom-mask buffer (and read through mask_indptr).
+REPORTED_BY_KIND["custom_mask_copy"] = REPORTED_BY_KIND["tree_mask"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ EXTRA_CONDITIONS = {
     "tree_mask": (ExtraCondition("mask_draft_room", n, "seq_len[b] + num_draft_tokens <= max_context_len"),),
     "draft_kv_indices": (),
 }
+EXTRA_CONDITIONS["custom_mask_copy"] = EXTRA_CONDITIONS["tree_mask"]
 
 
 @dataclass
@@ -89,6 +92,21 @@ def kv_goal(numel, stride):
 def mask_goal(numel, mode):
     need = spec.mask_batch_numel(mode, bs, n, S)
     return numel >= need, f"{z3.simplify(need)} ({mode.name}, spec.mask_batch_numel)"
+
+
+def custom_mask_need(mode):
+    """Cells of the mask copied into a backend's buffer: the tree build's, in its layout
+    (FULL_MASK is what the attention kernels read through ``mask_indptr``)."""
+    if mode is None or mode is spec.TreeMaskMode.FULL_MASK:
+        return spec.custom_mask_batch_read(bs, n, S)
+    return spec.mask_batch_numel(mode, bs, n, S)
+
+
+def custom_mask_goal(numel, mode):
+    need = custom_mask_need(mode)
+    source = "mask_indptr[bs], spec.custom_mask_batch_read" if mode in (None, spec.TreeMaskMode.FULL_MASK) \
+        else f"{mode.name}, spec.mask_batch_numel"
+    return numel >= need, f"{z3.simplify(need)} ({source})"
 
 
 def contract(kind: str, mode=None) -> tuple[dict, list]:
@@ -121,6 +139,8 @@ def judge(kind: str, dims, conds, *, stride=None, mode=None, name="buffer") -> J
         numel = numel * d
     if kind == "draft_kv_indices":
         goal, required = kv_goal(numel, stride if stride is not None else dims[-1])
+    elif kind == "custom_mask_copy":
+        goal, required = custom_mask_goal(numel, mode)
     else:
         goal, required = mask_goal(numel, mode)
     size = _extent_text(dims)
@@ -170,9 +190,9 @@ def _weakest(extra: ExtraCondition, hyps, lemmas, goal, name, names) -> str:
 
 # --- counterexamples ---------------------------------------------------------------------
 
-def _values(model, names=None) -> dict:
+def _values(model, names=None, reported=REPORTED) -> dict:
     out = {}
-    for name, var in REPORTED:
+    for name, var in reported:
         if names is not None and name not in names:
             continue
         v = model.eval(var, model_completion=True)
@@ -181,19 +201,20 @@ def _values(model, names=None) -> dict:
     return out
 
 
-def shrink(hyps: dict, lemmas: list, goal, names, budget: int = 48) -> dict | None:
+def shrink(hyps: dict, lemmas: list, goal, names, budget: int = 48, reported=REPORTED,
+           prefs=None) -> dict | None:
     """A small counterexample: every reported value pushed down in turn by bisection, the
     ones already fixed kept.  Shapes a replay can launch are asked for first (a real tree:
     ``n >= 2``; at least one request)."""
     base = {**hyps, "negated_goal": z3.Not(goal)}
-    prefs = [bs >= 1, n >= 2]
+    prefs = [bs >= 1, n >= 2] if prefs is None else prefs
     fixed: list = []
 
     def attempt(extra):
         nonlocal budget
         budget -= 1
         m = core.satisfy("counterexample", base, by=lemmas, extra=[*prefs, *fixed, *extra])
-        return _values(m.model, names) if m is not None else None
+        return _values(m.model, names, reported) if m is not None else None
 
     first = attempt([])
     if first is None:
@@ -202,7 +223,7 @@ def shrink(hyps: dict, lemmas: list, goal, names, budget: int = 48) -> dict | No
         if first is None:
             return None
     model = first
-    for name, var in REPORTED:
+    for name, var in reported:
         cur = model.get(name)
         if cur is None:
             continue

@@ -35,10 +35,15 @@ Buffer rows (``buffer.*``: an allocation that reaches a kernel, judged against t
 * ``unknown``: the size (or the buffer's origin) could not be traced: the detail says
   which name is unbound or where the trail ended.
 
+Consumer rows (``consumer.*``: a buffer judged against what a reader or a torch copy touches,
+per the spec's consumer contracts, ``spec/consumers.py``): ``matched``, ``holds only if``,
+``overread`` (an attention kernel reads past its row or the buffer) and ``crash`` (a torch
+copy into a too-short slice raises).
+
 Exit status of ``specbound audit sglang``:
 
-* 1, a finding: a row is ``diverged``, ``oob``, ``hang``, ``overrun``, ``refuted`` or ``holds
-  only if`` (a buffer refuted under the spec's contract, safe only under a condition sglang
+* 1, a finding: a row is ``diverged``, ``oob``, ``hang``, ``overrun``, ``overread``, ``crash``,
+  ``refuted`` or ``holds only if`` (a buffer refuted under the spec's contract, safe only under a condition sglang
   does not check: sglang #29450's FULL_MASK custom mask, shipped in 0.5.3.post2 to 0.5.16);
 * 3, incomplete: no finding, but the audit did not check everything it should: an explicit
   ``--sglang-path`` that holds no sglang (nothing audited), or a row ``error`` (a check
@@ -69,11 +74,15 @@ HOLDS_ONLY_IF = "holds only if"
 UNKNOWN = "unknown"
 PROVED = "proved"
 REFUTED = "refuted"
+# Consumer rows (`consumer.*`): what a reader or a torch copy of a buffer does past its end.
+OVERREAD = "overread"    # an attention kernel reads past its row or the buffer: wrong results or a fault
+CRASH = "crash"          # a torch copy raises at this size: the server dies instead of corrupting
+CONSUMER_FINDINGS = (OVERREAD, CRASH)
 
-FAILING = (DIVERGED, OOB, HANG, OVERRUN, REFUTED, HOLDS_ONLY_IF)
+FAILING = (DIVERGED, OOB, HANG, OVERRUN, REFUTED, HOLDS_ONLY_IF, *CONSUMER_FINDINGS)
 INCOMPLETE = (ERROR, UNKNOWN, UNKNOWN_SIGNATURE, UNAVAILABLE)   # a check that did not run, or a buffer not judged
 EXIT_FINDING, EXIT_INCOMPLETE = 1, 3
-STATUSES = (MATCHED, PROVED, DIVERGED, OOB, HANG, OVERRUN, REFUTED, HOLDS_ONLY_IF, UNCHECKED, NOT_PRESENT,
+STATUSES = (MATCHED, PROVED, DIVERGED, OOB, HANG, OVERRUN, *CONSUMER_FINDINGS, REFUTED, HOLDS_ONLY_IF, UNCHECKED, NOT_PRESENT,
             UNKNOWN_SIGNATURE, UNAVAILABLE, UNKNOWN, ERROR)
 
 

@@ -33,8 +33,12 @@ def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, 
     rep = AuditReport(str(inst.root), inst.version, inst.located_by, examples=examples, seed=seed)
     from .extract import SourceIndex
 
+    from .program import Program
+
     index = SourceIndex(inst.root)
-    stages = [("helpers", lambda: _helpers(index, rep)), ("buffers", lambda: _buffers(index, rep, kernels))]
+    program = Program(index)   # one parse of the package for the buffer and consumer stages
+    stages = [("helpers", lambda: _helpers(index, rep)), ("buffers", lambda: _buffers(index, rep, kernels, program)),
+              ("consumers", lambda: _consumers(index, rep, program))]
     if kernels:
         stages.append(("kernels", lambda: _kernels(index, rep, examples, seed, symbolic_all)))
     for name, stage in stages:
@@ -52,10 +56,16 @@ def _helpers(index, rep):
     helpers.run_all(index, rep)
 
 
-def _buffers(index, rep, replay):
+def _buffers(index, rep, replay, program):
     from .buffers import check_buffers
 
-    check_buffers(index, rep, replay=replay)
+    check_buffers(index, rep, replay=replay, program=program)
+
+
+def _consumers(index, rep, program):
+    from .consumers import check_consumers
+
+    check_consumers(index, rep, program)
 
 
 def _kernels(index, rep, examples, seed, symbolic_all):

@@ -236,7 +236,7 @@ class Tracer(CallsMixin, ParametersMixin, AttributesMixin):
             for v, p in self._param(name, frame, path, receiver):
                 out.append((v, self._pin(p, key, v)))
         for stmt, idx, value in assigned:
-            where = f"{frame.func.rel}:{stmt.lineno}"
+            where = f"{frame.func.rel}:{_line(stmt)}"
             if value is None:
                 out.append((Opaque(f"{name} ({type(stmt).__name__.lower()} target at {where})"), path))
                 continue
@@ -260,7 +260,8 @@ class Tracer(CallsMixin, ParametersMixin, AttributesMixin):
         at = stmt_of.get(id(use))
         if at is None:
             return assigned, True
-        before = [a for a in assigned if a[0] is not at and a[0].lineno <= use.lineno
+        # A comprehension has no line of its own: its target's stands for it.
+        before = [a for a in assigned if a[0] is not at and _line(a[0]) <= use.lineno
                   and not any(n is use for n in ast.walk(a[0]))]
         if not before:
             return assigned, True
@@ -269,7 +270,7 @@ class Tracer(CallsMixin, ParametersMixin, AttributesMixin):
                    and not isinstance(a[0], (ast.For, ast.AsyncFor, ast.comprehension))]
         if not killers:
             return before, True
-        last = max(killers, key=lambda a: (a[0].lineno, a[0].col_offset))
+        last = max(killers, key=lambda a: (a[0].lineno, a[0].col_offset))  # comprehensions never kill
         return [a for a in before if (a[0].lineno, a[0].col_offset) >= (last[0].lineno, last[0].col_offset)], False
 
     def _statements(self, func: FuncInfo):
@@ -388,3 +389,7 @@ class Tracer(CallsMixin, ParametersMixin, AttributesMixin):
             for b, q in self.resolve(e.comparators[0], frame, p):
                 out.append((compare_values(op, a, b, self._as_int), q))
         return out or [(None, path)]
+
+
+def _line(node) -> int:
+    return node.target.lineno if isinstance(node, ast.comprehension) else node.lineno

@@ -1,0 +1,83 @@
+"""Theorems about what the attention kernels read in target verify (CT-*): the spec's sizes
+cover the extents of the consumer contracts (``spec/consumers.py``).
+
+Each theorem reads its formulas through ``d`` (the spec, or a mutant's view of it).
+"""
+
+from __future__ import annotations
+
+import z3
+
+from specbound import spec
+from specbound.spec import TreeMaskMode
+
+from . import core, lemmas
+from .model import C, P, b, bs, in_batch, labelled, max_bs, n, page, per_request, prefix_at, seq_len, seq_len_conds
+from .model import tree_params
+from .theorem import Mutant, Theorem
+
+FAMILY = "consumers"
+FULL = TreeMaskMode.FULL_MASK
+
+
+def _request() -> dict:
+    hyps = {**tree_params(), "request_in_batch[b]": in_batch(b), "page_size_positive": page >= 1}
+    hyps.update(per_request(seq_len_conds))
+    return hyps
+
+
+def ct_page_table_read() -> Theorem:
+    def claim(d):
+        return d.page_table_columns_read(seq_len(b), n, page) <= d.verify_page_table_width(C, n, page)
+    return Theorem(
+        id="CT-PAGE-TABLE-VERIFY-READ", family=FAMILY,
+        statement=("every seq_len[b] <= C => the page-table columns a target-verify attention reads "
+                   "(cache_seqlens = seq_len[b] + n) fit a row of verify_page_table_width(C, n, page_size)"),
+        hyps=lambda d: _request(), claim=claim, at=(b,),
+        report=lambda: {"bs": bs, "n": n, "C": C, "page_size": page, "b": b, "seq_len[b]": seq_len(b)},
+        mutants=(
+            Mutant("MUT-PAGE-TABLE-CONTEXT-ONLY",
+                   "row of ceil(C / page_size) pages, without the draft tokens (sglang 0.5.23's "
+                   "FlashAttention graph page table)",
+                   overrides={"verify_page_table_width": lambda c, nn, p: spec.cdiv(c, p)}),
+            Mutant("MUT-PAGE-TABLE-FLOOR", "row of (C + n) // page_size pages (rounded down)",
+                   overrides={"verify_page_table_width": lambda c, nn, p: spec.floordiv(c + nn, p)}),
+        ),
+    )
+
+
+def ct_custom_mask_read() -> Theorem:
+    def claim(d):
+        start = d.custom_mask_read_start(n, b, P(b))
+        end = start + d.custom_mask_read_len(n, seq_len(b))
+        return z3.And(0 <= start, end <= d.tree_mask_numel(FULL, max_bs, n, C))
+
+    def hyps(d):
+        h = {**_request(), **labelled(spec.max_bs_ok(max_bs)), "captured_batch_fits": bs <= max_bs}
+        h.pop("page_size_positive")
+        return h
+    return Theorem(
+        id="CT-CUSTOM-MASK-READ", family=FAMILY,
+        statement=("bs <= max_bs and every seq_len[b] <= C => the cells an attention kernel reads through "
+                   "mask_indptr for request b, n*(seq_len[b] + n) from mask_indptr[b], lie in "
+                   "tree_mask_numel(FULL_MASK, max_bs)"),
+        hyps=hyps, claim=claim, at=(b,),
+        report=lambda: {"bs": bs, "max_bs": max_bs, "n": n, "C": C, "b": b, "seq_len[b]": seq_len(b),
+                        "P[b]": P(b)},
+        lemmas=lambda: [prefix_at(b), core.instantiate(lemmas.prefix_bound(), b),
+                        core.instantiate(lemmas.mul_le_mono(), P(b), b * C, n),
+                        core.instantiate(lemmas.mul_le_mono(), b + 1, max_bs, n * (C + n)),
+                        core.instantiate(lemmas.mul_le_mono(), seq_len(b) + n, C + n, n)],
+        mutants=(
+            Mutant("MUT-CUSTOM-MASK-TOKENS-TIMES-CONTEXT",
+                   "custom mask of max_num_tokens * C = max_bs*n*C cells, without the draft columns "
+                   "(sglang 0.5.23's aiter graph buffer, #29450's shape)",
+                   overrides={"tree_mask_numel": lambda mode, mb, nn, cc: mb * nn * cc}),
+            Mutant("MUT-CUSTOM-MASK-BS-TIMES-CONTEXT",
+                   "custom mask of max_bs * C cells (sglang 0.5.23's wave graph buffer)",
+                   overrides={"tree_mask_numel": lambda mode, mb, nn, cc: mb * cc}),
+        ),
+    )
+
+
+THEOREMS = (ct_page_table_read, ct_custom_mask_read)

@@ -1,0 +1,43 @@
+"""CT-*: the spec's sizes cover what target-verify attention reads; each historical sizing is
+refuted by a counterexample that really reads past it."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from specbound import spec
+
+# Each theorem's verdict and the mutants it must refute are in proofs/manifest.json
+# (proofs/test_manifest.py::test_spec_theorem_as_the_manifest_expects).
+
+
+@cache
+def results():
+    from specbound.proofs import registry
+    got, _ = registry.run_all(["CT-PAGE-TABLE-VERIFY-READ", "CT-CUSTOM-MASK-READ"])
+    return {r.id: r for r in got}
+
+
+def _mutant(theorem, mutant):
+    r = results()[theorem]
+    assert r.ok, r.detail
+    return next(m for m in r.mutants if m.id == mutant).counterexample
+
+
+def test_context_only_page_table_is_read_past():
+    x = _mutant("CT-PAGE-TABLE-VERIFY-READ", "MUT-PAGE-TABLE-CONTEXT-ONLY")
+    assert 0 <= x["seq_len[b]"] <= x["C"]
+    read = spec.page_table_columns_read(x["seq_len[b]"], x["n"], x["page_size"])
+    assert read > spec.cdiv(x["C"], x["page_size"])
+    assert read <= spec.verify_page_table_width(x["C"], x["n"], x["page_size"])
+
+
+def test_custom_mask_without_draft_columns_is_read_past():
+    for mutant, size in (("MUT-CUSTOM-MASK-TOKENS-TIMES-CONTEXT", lambda x: x["max_bs"] * x["n"] * x["C"]),
+                         ("MUT-CUSTOM-MASK-BS-TIMES-CONTEXT", lambda x: x["max_bs"] * x["C"])):
+        x = _mutant("CT-CUSTOM-MASK-READ", mutant)
+        assert x["b"] < x["bs"] <= x["max_bs"] and x["seq_len[b]"] <= x["C"]
+        start = spec.custom_mask_read_start(x["n"], x["b"], x["P[b]"])
+        end = start + spec.custom_mask_read_len(x["n"], x["seq_len[b]"])
+        assert end > size(x), (mutant, x)
+        assert end <= spec.tree_mask_numel(spec.TreeMaskMode.FULL_MASK, x["max_bs"], x["n"], x["C"])

@@ -1,0 +1,374 @@
+"""Consumer rows: buffers judged against what reads them or is copied into them in target
+verify, per the spec's consumer contracts (:mod:`specbound.spec.consumers`).
+
+* ``consumer.page_table[...]``: every call of a page-table fill that takes ``page_table``,
+  ``max_seq_pages`` and ``seq_len_delta`` (sglang's ``normal_decode_set_metadata``).  The
+  fill tells the attention kernel ``cache_seqlens = seq_len + delta`` and fills at most
+  ``max_seq_pages`` columns, so the kernel reads ``spec.page_table_columns_read(seq_len,
+  delta, page_size)`` columns of a row of at most ``max_seq_pages`` valid ones (and of the
+  traced allocation's width, when the table is traced).  A request is admitted with
+  ``seq_len <= C - 1`` (sglang's ``max_req_len = min(context_len - 1, ...)``,
+  ``managers/tp_worker.py``).  ``matched``; ``holds only if seq_len[b] + delta <= C`` (a
+  condition sglang does not check); ``overread`` otherwise.
+* ``consumer.custom_mask[...]``: every slice copy ``buf[:k] = <x>.custom_mask`` (or
+  ``buf[:k].copy_(<x>.custom_mask)``): the verify mask copied into a backend's buffer,
+  which the attention kernel then reads through ``mask_indptr`` (``n * (seq_len + n)``
+  cells per request, ``mask_indptr[bs]`` in all: the same extent as the copy).  The buffer
+  is traced to its allocation and judged through :func:`.judge.judge`; ``crash`` (torch
+  raises on a slice shorter than the source), ``holds only if``, ``matched``.
+"""
+
+from __future__ import annotations
+
+import ast
+import time
+
+import z3
+
+from specbound import spec
+from specbound.proofs import core
+from specbound.proofs.model import C, D, K, labelled, n, page
+
+from . import bindings, judge
+from .extract import SourceIndex
+from .program import Program
+from .report import CRASH, ERROR, HOLDS_ONLY_IF, MATCHED, OVERREAD, UNKNOWN, AuditReport, Row
+from .trace import Tracer
+from .trace_values import Alloc, EnumMember, Instance, Num, Path, term_ids
+
+FILL_PARAMS = ("page_table", "max_seq_pages", "seq_len_delta")
+SEQ = z3.Int("seq_len[b]")
+PAGE_TABLE_REPORTED = (("seq_len", SEQ), ("num_draft_tokens", n), ("page_size", page), ("max_context_len", C))
+PAGE_TABLE_NAMES = tuple(name for name, _ in PAGE_TABLE_REPORTED)
+# Per consumer kind: the row status of a refuted buffer (a reader overreads, a copy raises).
+REFUTED_STATUS = {"page_table": OVERREAD, "custom_mask_copy": CRASH}
+VERDICT = {judge.MATCHED: MATCHED, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF, judge.ERROR: ERROR}
+
+
+def check_consumers(index: SourceIndex, report: AuditReport, program: Program | None = None) -> None:
+    """``program``: the buffer stage's, so the package is read and parsed once."""
+    program = program or Program(index)
+    for rows in (_page_table_rows(program), _custom_mask_rows(program)):
+        for row in rows:
+            report.add(row)
+
+
+# --- shared ------------------------------------------------------------------------------------
+
+def _selves(program: Program, func):
+    return [Instance(c) for c in program.classes_running(func)] if func.cls else [None]
+
+
+def _argument(call: ast.Call, params: list[str], name: str):
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    if name in params:
+        i = params.index(name)
+        if i < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: i + 1]):
+            return call.args[i]
+    return None
+
+
+def _resolve(tracer: Tracer, expr, frame, path: Path) -> list:
+    tracer.steps = 0
+    return tracer.resolve(expr, frame, path)
+
+
+# --- page tables -------------------------------------------------------------------------------
+
+def _fill_functions(program: Program):
+    out = []
+    for p in program.files_mentioning("seq_len_delta"):
+        tree = program.index.tree(p)
+        if tree is None:
+            continue
+        for fn in program._functions_in(p, tree):
+            params = [a for a in fn.params() if a != "self"]
+            if all(x in params for x in FILL_PARAMS):
+                out.append((fn, params))
+    return out
+
+
+def _page_table_rows(program: Program) -> list[Row]:
+    rows = []
+    for fill, params in _fill_functions(program):
+        for site in program.calls_to(fill.name):
+            if site.caller.key == fill.key:
+                continue
+            for self_val in _selves(program, site.caller):
+                t0 = time.perf_counter()
+                try:
+                    row = _page_table_row(program, fill, params, site, self_val)
+                except Exception as e:  # noqa: BLE001 - the audit's own failure is an error row
+                    row = Row(f"consumer.page_table[{site.caller.qual}]", site.caller.where,
+                              "page-table columns read fit the row", "z3", ERROR,
+                              f"the consumer check failed: {type(e).__name__}: {e}")
+                row.seconds = time.perf_counter() - t0
+                rows.append(row)
+    return rows
+
+
+def _page_table_row(program, fill, params, site, self_val) -> Row:
+    owner = self_val.cls.name if self_val is not None else site.caller.qual
+    where = f"{site.caller.rel}:{site.call.lineno}"
+    row_id = f"consumer.page_table[{owner}@{where}]"
+    subject = f"{owner} ({where}) -> {fill.name} -> attention(page_table, cache_seqlens = seq_len + delta)"
+    check = "the page-table columns the attention kernel reads (spec.page_table_columns_read) fit the filled row"
+    tracer = Tracer(program, bindings.TARGET_VERIFY)
+    frame = tracer.top_frame(site.caller, self_val)
+    exprs = {name: _argument(site.call, params, name) for name in FILL_PARAMS}
+    if exprs["seq_len_delta"] is None or exprs["max_seq_pages"] is None:
+        return Row(row_id, subject, check, "ast", UNKNOWN, f"the call passes no seq_len_delta / max_seq_pages "
+                                                           f"(parameters {params})")
+    tables = _table_widths(tracer, exprs["page_table"], frame)
+    judged, seen = [], set()
+    for dv, dp in _resolve(tracer, exprs["seq_len_delta"], frame, Path()):
+        for wv, wp in _resolve(tracer, exprs["max_seq_pages"], frame, dp):
+            if not isinstance(dv, Num) or not isinstance(wv, Num):
+                bad = dv if not isinstance(dv, Num) else wv
+                judged.append((judge.Judgement("unknown", detail=f"not traced to a number: {bad}"), None))
+                continue
+            for width, note in tables or [(None, "")]:
+                limit = wv.term if width is None else spec.smin(wv.term, width)
+                ident = (term_ids([dv.term, limit]), term_ids(list(wp.conds)))
+                if ident in seen:
+                    continue
+                seen.add(ident)
+                j = judge_page_table(dv.term, limit, list(wp.conds), row_id)
+                if j.verdict != judge.INFEASIBLE:
+                    judged.append((j, (dv.term, wv.term, note, limit)))
+    if not judged:
+        return Row(row_id, subject, check, "ast", UNKNOWN, "no path to the call is consistent with the preconditions")
+    # A path not traced outranks a proof on the others: the row is then not `matched`.
+    order = [OVERREAD, judge.ERROR, judge.HOLDS_ONLY_IF, "unknown", judge.MATCHED]
+    judged.sort(key=lambda e: order.index(e[0].verdict) if e[0].verdict in order else 1)
+    j, info = judged[0]
+    if j.verdict == "unknown":
+        return Row(row_id, subject, check, "ast", UNKNOWN, j.detail)
+    status = REFUTED_STATUS["page_table"] if j.verdict == OVERREAD else VERDICT.get(j.verdict, ERROR)
+    delta, clamp, note, limit = info
+    detail = j.detail
+    if j.condition:
+        detail = f"holds only if {j.condition}: {detail}"
+    detail += (f" [delta = {z3.simplify(delta) if z3.is_expr(delta) else delta}, fill clamped to max_seq_pages = "
+               f"{z3.simplify(clamp) if z3.is_expr(clamp) else clamp}{note}]")
+    others = sorted({f"delta {e[1][0]}: {e[0].verdict}" if e[1] is not None else f"untraced: {e[0].detail[:160]}"
+                     for e in judged[1:]})
+    if others:
+        detail += " | other paths: " + "; ".join(others)
+    row = Row(row_id, subject, check, "z3", status, detail, j.counterexample, size=j.size, required=j.required)
+    if status in (OVERREAD, HOLDS_ONLY_IF) and j.counterexample:
+        _replay_read(row, delta, limit, j.counterexample)
+    return row
+
+
+def _at(term, values: dict):
+    if not z3.is_expr(term):
+        return term
+    subs = [(var, z3.IntVal(values[name])) for name, var in PAGE_TABLE_REPORTED if name in values]
+    r = z3.simplify(z3.substitute(term, *subs))
+    return r.as_long() if z3.is_int_value(r) else None
+
+
+def _replay_read(row: Row, delta, width, values: dict) -> None:
+    """A stand-in for the attention kernel (FlashAttention cannot run here): a table of the
+    counterexample's ``bs`` rows of ``width`` columns, read the way the kernel is told to,
+    ``page_table[b, 0:ceil((seq_len + delta) / page_size)]`` as flat offsets; the last row's
+    read past its end is past the table, and torch's indexing says so."""
+    import torch
+
+    d, w = _at(delta, values), _at(width, values)
+    if d is None or w is None:
+        row.detail += "; no replay: the width or delta is not concrete at the counterexample"
+        return
+    cols = spec.page_table_columns_read(values["seq_len"], d, values["page_size"])
+    table = torch.zeros(values["bs"], w, dtype=torch.int32)
+    last = values["bs"] - 1
+    row.replay = {**values, "delta": d, "width": w, "columns_read": cols}
+    row.method = "z3 + stand-in read"
+    try:
+        table.view(-1)[last * w + torch.arange(cols)]
+    except IndexError as e:
+        row.detail += (f"; stand-in read of {cols} column(s) of row {last} in a {values['bs']} x {w} table: "
+                       f"IndexError: {e}")
+        return
+    row.detail += f"; the stand-in read of {cols} column(s) stayed in a {values['bs']} x {w} table"
+    row.status = ERROR   # the model says it reads past the row, the stand-in does not: the audit's model is off
+
+
+def _table_widths(tracer, expr, frame) -> list:
+    """Widths of the page-table allocations the ``page_table`` argument traces to (empty when
+    the trail ends: the fill's clamp is then the width judged)."""
+    if expr is None:
+        return []
+    out = []
+    for v, _ in _resolve(tracer, expr, frame, Path()):
+        if isinstance(v, Alloc) and v.dims and isinstance(v.dims[-1], (int, z3.ArithRef)) and not v.view:
+            out.append((v.dims[-1], f"; the table allocated at {v.site} ({v.text})"))
+    return out
+
+
+def page_table_contract(delta, width, conds) -> dict:
+    hyps = {**labelled(spec.context_ok(C)), **labelled(spec.tree_shape_ok(K, D, n)),
+            "page_size_positive": page >= 1, "seq_len_nonneg": SEQ >= 0,
+            # sglang admits a request up to max_req_len = min(context_len - 1, ...) tokens.
+            "admitted_below_context": SEQ <= C - 1, "delta_nonneg": delta >= 0}
+    for i, c in enumerate(conds):
+        hyps[f"path_{i}"] = c
+    return hyps
+
+
+def judge_page_table(delta, width, conds, name="page_table") -> judge.Judgement:
+    """The columns read for one request (``cache_seqlens = seq_len + delta``) against
+    ``width`` filled columns, through the core."""
+    goal = spec.page_table_columns_read(SEQ, delta, page) <= width
+    required = f"{z3.simplify(spec.page_table_columns_read(SEQ, delta, page))} columns"
+    size = str(z3.simplify(width)) if z3.is_expr(width) else str(width)
+    hyps = page_table_contract(delta, width, conds)
+    try:
+        if core.satisfy(f"{name}/feasible", hyps) is None:
+            return judge.Judgement(judge.INFEASIBLE, required, size)
+        try:
+            proof = core.check(f"{name}/fits", goal, hyps=hyps)
+            return judge.Judgement(judge.MATCHED, required, size, assumptions=sorted(proof.assumptions),
+                                   detail=f"proved for all inputs under {', '.join(sorted(proof.assumptions))}")
+        except core.Refuted:
+            pass
+        cex = judge.shrink(hyps, [], goal, PAGE_TABLE_NAMES, reported=PAGE_TABLE_REPORTED, prefs=[n >= 2])
+        if cex is not None:
+            cex = {"bs": 1, **cex}
+        room = {"request_room": SEQ + delta <= C}
+        try:
+            core.check(f"{name}/fits_with_room", goal, hyps={**hyps, **room})
+        except core.Refuted:
+            return judge.Judgement(OVERREAD, required, size, counterexample=cex,
+                                   detail="refuted for a request admitted with seq_len <= C - 1, even with "
+                                          "seq_len + delta <= C: the kernel reads past the filled row")
+        return judge.Judgement(judge.HOLDS_ONLY_IF, required, size, condition="seq_len[b] + delta <= max_context_len",
+                               counterexample=cex,
+                               detail=f"a request admitted with seq_len <= C - 1 makes the kernel read past the "
+                                      f"filled row (the next request's row, or past the table); e.g. {cex}")
+    except core.Unknown as e:
+        return judge.Judgement(judge.ERROR, required, size, detail=f"the solver gave no verdict: {e}")
+
+
+# --- the verify mask copied into a backend's custom-mask buffer ----------------------------------
+
+def _mask_copies(program: Program):
+    """(function, statement, destination expression) of every slice copy of a ``custom_mask``."""
+    out = []
+    for p in program.files_mentioning("custom_mask", whole_words=False):
+        if "/layers/attention/" not in str(p).replace("\\", "/"):
+            continue
+        tree = program.index.tree(p)
+        if tree is None:
+            continue
+        for fn in program._functions_in(p, tree):
+            for node in ast.walk(fn.node):
+                dest = _copy_destination(node)
+                if dest is not None:
+                    out.append((fn, node, dest))
+    return out
+
+
+def _is_mask(expr) -> bool:
+    return (isinstance(expr, ast.Attribute) and expr.attr == "custom_mask") or \
+        (isinstance(expr, ast.Name) and expr.id == "custom_mask")
+
+
+def _sliced(target):
+    if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Slice) and target.slice.lower is None \
+            and target.slice.step is None and target.slice.upper is not None:
+        return target.value
+    return None
+
+
+def _copy_destination(node):
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and _is_mask(node.value):
+        return _sliced(node.targets[0])
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "copy_" \
+            and node.args and _is_mask(node.args[0]):
+        return _sliced(node.func.value)
+    return None
+
+
+def _custom_mask_rows(program: Program) -> list[Row]:
+    rows = []
+    for fn, node, dest in _mask_copies(program):
+        where = f"{fn.rel}:{node.lineno}"
+        for self_val in _selves(program, fn):
+            t0 = time.perf_counter()
+            owner = self_val.cls.name if self_val is not None else fn.qual
+            tracer = Tracer(program, bindings.TARGET_VERIFY)
+            frame = tracer.top_frame(fn, self_val)
+            found = {}
+            for v, p in _resolve(tracer, dest, frame, Path(trail=(where,))):
+                if isinstance(v, Alloc):
+                    found.setdefault((v.site, v.view, term_ids(list(v.dims))), (v, p))
+            if not found:
+                rows.append(Row(f"consumer.custom_mask[{owner}@{where}]", f"{owner} ({where})",
+                                "trace the custom-mask copy's destination to its allocation", "ast", UNKNOWN,
+                                f"`{ast.unparse(dest)}` was not traced to an allocation"))
+                continue
+            for a, p in found.values():
+                rows.append(_custom_mask_row(owner, where, a, p, _pinned_mode(p), time.perf_counter() - t0))
+    return rows
+
+
+def _pinned_mode(path: Path):
+    """The mask layout the allocation was made for, when the path fixed it (a VerifyMask's
+    ``mode``): the mask copied in is then in that layout.  FULL_MASK otherwise."""
+    for key, value in path.pins:
+        if isinstance(key, tuple) and len(key) > 2 and key[2] == "mode" and isinstance(value, EnumMember) \
+                and value.member in spec.TreeMaskMode.__members__:
+            return spec.TreeMaskMode[value.member]
+    return spec.TreeMaskMode.FULL_MASK
+
+
+def _custom_mask_row(owner, where, a: Alloc, path: Path, mode, seconds) -> Row:
+    holder = (a.holder or a.func.split(".")[-1]).removeprefix("self.")
+    row_id = f"consumer.custom_mask[{owner}.{holder}{a.view}/{mode.name}@{where}]"
+    subject = f"{owner} ({a.site}) -> copy at {where} -> attention(custom_mask, mask_indptr)"
+    check = "the verify mask copied in and read through mask_indptr (spec.custom_mask_batch_read) fits the buffer"
+    bad = next((d for d in a.dims if not isinstance(d, (int, z3.ArithRef))), None)
+    if bad is not None:
+        return Row(row_id, subject, check, "ast", UNKNOWN, f"a dimension is {bad}", allocation=f"{a.site} {a.text}")
+    j = judge.judge("custom_mask_copy", a.dims, list(path.conds), mode=mode, name=row_id)
+    if j.verdict == judge.INFEASIBLE:
+        status, detail = MATCHED, "no path to the copy is consistent with the preconditions"
+    else:
+        status = REFUTED_STATUS["custom_mask_copy"] if j.verdict == judge.OVERRUN else VERDICT.get(j.verdict, ERROR)
+        detail = (f"holds only if {j.condition}: " if j.condition else "") + j.detail
+    row = Row(row_id, subject, check, "z3", status, detail, j.counterexample, seconds=seconds,
+              allocation=f"{a.site} {a.text}", size=j.size, required=j.required)
+    if status in (CRASH, HOLDS_ONLY_IF) and j.counterexample:
+        _replay_copy(row, a, mode, j.counterexample)
+    return row
+
+
+def _replay_copy(row: Row, a: Alloc, mode, values: dict) -> None:
+    """The copy at the counterexample, run with torch on the CPU: a buffer of the allocation's
+    size, the tree build's mask of the batch's size (spec), sglang's slice assignment."""
+    import torch
+
+    dims = [judge.evaluate(d, values) for d in a.dims]
+    if any(d is None for d in dims):
+        row.detail += "; no replay: the allocation's size is not concrete at the counterexample"
+        return
+    numel = 1
+    for d in dims:
+        numel *= d
+    cells = judge.evaluate(judge.custom_mask_need(mode), values)
+    buf, src = torch.zeros(numel, dtype=torch.uint8), torch.ones(cells, dtype=torch.uint8)
+    row.replay = {"buffer_numel": numel, "mask_numel": cells, **values}
+    row.method = "z3 + torch"
+    try:
+        buf[: src.shape[0]] = src
+    except RuntimeError as e:
+        row.detail += f"; replayed with torch: buf[:{cells}] = mask into {numel} cells raises RuntimeError: " \
+                      f"{str(e).splitlines()[0]}"
+        return
+    row.detail += f"; the torch replay did not raise (buffer {numel} >= mask {cells} cells)"
+    if row.status == CRASH:
+        row.status = ERROR   # the model says it raises, torch does not: the audit's own model is off
