@@ -3,7 +3,8 @@
 
 Layers, bottom up: ``spec``; the proof core and spec theorems (``proofs/`` outside
 ``symexec/``: they import ``spec`` only); ``reference``; ``kernels``; ``replay``; the kernel
-verifier ``proofs/symexec/``; then the CLI, fuzz, audit, manifest, docs and every test.
+verifier ``proofs/symexec/``; then the CLI, fuzz, audit, the sglang drop-ins, manifest, docs and
+every test.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ LAYERS = (  # (module prefix, layer), most specific first
     ("specbound.reference", 2),
     ("specbound.kernels", 3),
     ("specbound.replay", 4),
+    ("specbound.sglang", 6),   # the sglang drop-ins: the top layer, with the CLI and the audit
 )
 TOP = 6
 
