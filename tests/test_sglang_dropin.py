@@ -237,16 +237,20 @@ def test_planted_extension_slot_off_by_one_diverges(sglang_kv, monkeypatch):
 
 # --- the tree build --------------------------------------------------------------------------------
 
-def tree_launch(seed: int, mode: TreeMaskMode, *, bs=3, topk=3, depth=3, n=8, shared=True, slack=4) -> list:
+def tree_launch(seed: int, mode: TreeMaskMode, *, bs=3, topk=3, depth=3, n=8, shared=True, slack=4,
+                junk_mask=False) -> list:
     """The twelve arguments of one ``build_tree_kernel_efficient`` call, pre-filled as sglang's
     caller does (mask True / zero for BITPACKING, retrive_* -1, positions junk), the three
     retrive outputs views of one ``(3, bs, n)`` buffer when ``shared``; the mask has
-    ``slack`` cells past the batch (a CUDA-graph buffer is larger than one batch)."""
+    ``slack`` cells past the batch (a CUDA-graph buffer is larger than one batch).
+    ``junk_mask``: random cells instead (FULL_MASK when sglang skips the fill: torch.empty)."""
     rng = random.Random(seed)
     pl, sel, seq = samples.random_tree_batch(rng, bs, topk, depth, n, max_seq_len=20)
     numel = spec.mask_batch_numel(mode, bs, n, int(seq.sum())) + slack
     dtype = getattr(torch, spec.mask_dtype_name(mode, n))
     mask = torch.zeros(numel, dtype=dtype) if mode is BITPACK else torch.ones(numel, dtype=dtype)
+    if junk_mask:
+        mask = torch.randint(0, 2, (numel,), generator=torch.Generator().manual_seed(seed)).to(dtype)
     retrive = torch.full((3, bs, n), -1, dtype=torch.int64)
     views = list(retrive) if shared else [retrive[i].clone() for i in range(3)]
     positions = torch.full((bs * n,), JUNK, dtype=torch.int64)
@@ -348,6 +352,43 @@ def test_tree_equals_sglangs_cuda_kernel(cuda_session, mode, seed, shape):
     ours = _tree_clone(args)
     build_tree_kernel_efficient(*ours)
     assert tree_difference(theirs, ours) is None
+
+
+def test_tree_full_mask_prefix_left_as_it_was(cuda_session):
+    """FULL_MASK without sglang's fill (torch.empty): the prefix columns keep whatever they hold."""
+    args = tree_launch(7, FULL, junk_mask=True)
+    theirs = run_cuda(cuda_session, args)
+    ours = _tree_clone(args)
+    build_tree_kernel_efficient(*ours)
+    assert tree_difference(theirs, ours) is None and not torch.equal(ours[3], torch.ones_like(ours[3]))
+
+
+def test_empty_batches_write_nothing():
+    args = tree_launch(0, QLEN, bs=0, slack=2)
+    build_tree_kernel_efficient(*args)
+    assert args[3].all()
+    grid, args, kwargs = kv_launch(0)
+    before = args[3].clone()
+    generate_draft_decode_kv_indices[(grid[0], 0, grid[2])](*args, **kwargs)
+    assert torch.equal(args[3], before)
+
+
+def test_int32_offset_checks_are_wired(monkeypatch):
+    """The int32 conditions cannot be met by a buffer this machine allocates; with the limit
+    lowered (spec's INT32_LIMIT) an ordinary launch shows that both drop-ins check them."""
+    from specbound.spec import conditions
+    monkeypatch.setattr(conditions, "INT32_LIMIT", 64)
+    refused(lambda: build_tree_kernel_efficient(*tree_launch(0, QLEN)), "tree_mask bytes of the batch",
+            "sglang's kernel forms every mask offset in a 32-bit int")
+    grid, args, kwargs = kv_launch(0, num_seqs=1, topk=1, num_steps=3)   # every argument below 64
+    args[2].fill_(30)
+    args[5].fill_(30)
+    args[1] = samples.req_to_token(args[1].shape[0], 60, torch.int32)
+    args[6] = 60
+    args[3] = torch.full((3, 40), JUNK, dtype=torch.int32)
+    args[7] = 40
+    refused(lambda: generate_draft_decode_kv_indices[grid](*args, **kwargs), "kv_indices_stride",
+            "row 2 starts at 80", "row_offsets_int32_kv_indices_stride")
 
 
 def test_tree_uint8_mask_of_the_triton_backend_equals_sglang(cuda_session):
