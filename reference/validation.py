@@ -73,10 +73,13 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 def _refuse_unless(conditions: Sequence[spec.Condition], message: Callable[[], str],
                    error: type[SpecArgumentError] = SpecArgumentError) -> None:
-    """Raise ``error`` naming the argument of the first spec condition that fails."""
+    """Raise ``error`` naming the argument of the first spec condition that fails (the
+    condition itself rides along as ``spec_condition``, for callers that name it)."""
     for cond in conditions:
         if not cond.holds:
-            raise error(cond.argument, message())
+            err = error(cond.argument, message())
+            err.spec_condition = cond
+            raise err
 
 
 # --- tensors --------------------------------------------------------------------------

@@ -200,6 +200,19 @@ def test_kv_wrong_positions_and_dirty_indptr_are_refused():
             "kv_indptr[2, 0] = 5", "prefilled")
 
 
+def test_kv_pool_and_table_violations_name_their_spec_condition():
+    grid, args, kwargs = kv_launch(0)
+    args[0] = args[0].clone()
+    args[0][1] = args[1].shape[0]
+    refused(lambda: generate_draft_decode_kv_indices[grid](*args, **kwargs), "req_pool_indices",
+            f"entry 1 = {args[1].shape[0]} is outside req_to_token's", "[pool_index_in_range:")
+    grid, args, kwargs = kv_launch(0)
+    args[1] = args[1][:, :-1].contiguous()
+    args[6] = args[1].shape[1]
+    refused(lambda: generate_draft_decode_kv_indices[grid](*args, **kwargs), "req_to_token",
+            "rows too narrow", "[req_to_token_covers_reads:")
+
+
 def test_kv_grid_must_split_into_steps_and_blocks():
     grid, args, kwargs = kv_launch(0, blocks=2)
     refused(lambda: generate_draft_decode_kv_indices[(grid[0] + 1, *grid[1:])](*args, **kwargs), "grid",
@@ -420,7 +433,8 @@ def test_tree_overlapping_retrive_views_are_refused_disjoint_ones_accepted():
     # one cell of overlap: retrive_next_token starts on retrive_index's last cell
     args[5:8] = [flat[:bs * n].view(bs, n), flat[bs * n - 1:2 * bs * n - 1].view(bs, n),
                  flat[2 * bs * n:].view(bs, n)]
-    refused(lambda: build_tree_kernel_efficient(*args), "retrive_next_token", "overlaps retrive_index in memory")
+    refused(lambda: build_tree_kernel_efficient(*args), "retrive_next_token", "overlaps retrive_index in memory",
+            "[outputs_disjoint: retrive_next_token overlaps no other output]")
     args[6] = flat[bs * n:2 * bs * n].view(bs, n)
     build_tree_kernel_efficient(*args)   # the same allocation, disjoint views: as sglang passes them
 

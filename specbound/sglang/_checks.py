@@ -4,7 +4,8 @@ and the spec condition's name and text."""
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+import contextlib
+from typing import Callable, Iterable, Iterator
 
 import torch
 
@@ -34,3 +35,16 @@ def first_other(t: torch.Tensor, fill: int, numel: int) -> int | None:
     """First flat cell of ``t`` in ``[0, numel)`` that does not hold ``fill``, or None."""
     bad = torch.nonzero(t.reshape(-1)[:numel] != fill)
     return int(bad[0, 0]) if bad.numel() else None
+
+
+@contextlib.contextmanager
+def conditions_named() -> Iterator[None]:
+    """Errors of :mod:`specbound.reference.validation` inside get the spec condition they
+    carry appended, worded as :func:`refuse` words its own."""
+    try:
+        yield
+    except SpecArgumentError as exc:
+        cond = getattr(exc, "spec_condition", None)
+        if cond is None or type(exc) not in (SpecArgumentError, SpecTypeError):
+            raise
+        raise type(exc)(exc.argument, f"{exc.condition} [{cond.name}: {cond.text}]") from None

@@ -24,7 +24,7 @@ from specbound import reference, spec
 from specbound.reference import validation
 from specbound.spec import SpecArgumentError
 
-from ._checks import first_other, refuse, tensor_of
+from ._checks import conditions_named, first_other, refuse, tensor_of
 
 _INDEX = ("int64", "int32")
 # The read-plan arguments the spec has no model of: name -> the one value it models.
@@ -133,9 +133,10 @@ def _launch(grid, req_pool_indices, req_to_token, paged_kernel_lens, kv_indices,
                    f"it must hold 0 (sglang allocates kv_indptr with torch.zeros)")
 
     # Everything else (pool rows, req_to_token reads, kv_indptr width, dtypes, layouts, aliasing).
-    args = validation.validate_draft_kv_args(
-        req_pool_indices.reshape(-1)[:num_seqs], req_to_token, seq_lens, topk=topk, num_steps=num_steps,
-        page_size=page_size, kv_indices=kv_indices, kv_indptr=kv_indptr)
+    with conditions_named():
+        args = validation.validate_draft_kv_args(
+            req_pool_indices.reshape(-1)[:num_seqs], req_to_token, seq_lens, topk=topk, num_steps=num_steps,
+            page_size=page_size, kv_indices=kv_indices, kv_indptr=kv_indptr)
     reference.write_draft_kv(args, indptr_entry_zero=False)
 
 

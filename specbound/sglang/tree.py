@@ -31,7 +31,7 @@ from specbound import reference, spec
 from specbound.reference import validation
 from specbound.spec import SpecTypeError
 
-from ._checks import first_other, refuse, tensor_of
+from ._checks import conditions_named, first_other, refuse, tensor_of
 
 # sglang's host wrapper: one CUDA block of draft_token_num threads (CHECK_HOST(draft_token_num <= 1024)).
 MAX_DRAFT_TOKENS = 1024
@@ -96,10 +96,11 @@ def build_tree_kernel_efficient(parent_list, selected_index, verified_seq_len, t
         refuse(spec.output_holds_ok(mask.numel(), need, "tree_mask"),
                lambda: f"has {mask.numel()} {mode.name} {mask.dtype} entries, this launch writes up to "
                        f"{need} ({_EXTENT_TEXT[mode]}, bs={bs}, n={n}, seq_lens_sum={total})")
-    args = validation.validate_build_tree_args(
-        parent_list, selected_index, verified_seq_len, topk=k, depth=d, num_draft_tokens=n, mode=mode,
-        tree_mask=mask, positions=positions, retrive_index=retrive_index, retrive_next_token=retrive_next_token,
-        retrive_next_sibling=retrive_next_sibling, fill_prefix_mask=False, strict=True, disjoint_views=True)
+    with conditions_named():
+        args = validation.validate_build_tree_args(
+            parent_list, selected_index, verified_seq_len, topk=k, depth=d, num_draft_tokens=n, mode=mode,
+            tree_mask=mask, positions=positions, retrive_index=retrive_index, retrive_next_token=retrive_next_token,
+            retrive_next_sibling=retrive_next_sibling, fill_prefix_mask=False, strict=True, disjoint_views=True)
     bs = args.bs
     # sglang's op matches these shapes exactly (a larger buffer is refused there too).
     for name, shape in (("positions", (spec.token_numel(bs, n),)), ("retrive_index", (bs, n)),
