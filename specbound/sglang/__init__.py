@@ -8,8 +8,8 @@
 Each checks every precondition of the spec on the buffers it is handed, raising a
 ``ValueError`` (:class:`~specbound.spec.SpecArgumentError`) that names the buffer, the
 numbers and the spec condition, before anything is written; then it writes exactly the
-cells sglang's kernel writes (``tests/test_sglang_dropin.py`` compares them with sglang's
-own kernels on the same launches).  They are for tests, not serving: the writes are plain
+cells sglang's kernel writes (``tests/test_sglang_dropin_kv.py`` and ``..._tree.py``
+compare them with sglang's own kernels on the same launches).  They are for tests, not serving: the writes are plain
 PyTorch on the host's view of the buffers (any device), with a host sync to check them.
 
 The swap, in a test of an sglang engineer (sglang must be importable, i.e. a machine
