@@ -34,17 +34,8 @@ TREE_OP_SOURCE = "kernels/ops/speculative/tree.py"
 
 
 @pytest.fixture(scope="module")
-def sglang_root() -> Path:
-    from specbound.audit.locate import NotInstalled, locate
-    try:
-        return locate().root
-    except NotInstalled:
-        pytest.skip("sglang is not installed (pip install --no-deps sglang==0.5.23)")
-
-
-@pytest.fixture(scope="module")
-def sglang_kv(sglang_root):
-    return sglang_replay.load_kernel(str(sglang_root / KV_SOURCE), sglang_replay.KV_KERNEL)
+def sglang_kv(installed_sglang_root):
+    return sglang_replay.load_kernel(str(installed_sglang_root / KV_SOURCE), sglang_replay.KV_KERNEL)
 
 
 def _function_params(path: Path, name: str) -> list[str]:
@@ -56,16 +47,16 @@ def _function_params(path: Path, name: str) -> list[str]:
 
 # --- signatures and mode values, read from sglang's source ------------------------------------
 
-def test_signatures_are_sglangs(sglang_root):
+def test_signatures_are_sglangs(installed_sglang_root):
     ours = list(inspect.signature(build_tree_kernel_efficient).parameters)
-    assert ours == _function_params(sglang_root / TREE_OP_SOURCE, "build_tree_kernel_efficient")
-    theirs = _function_params(sglang_root / KV_SOURCE, sglang_replay.KV_KERNEL)
+    assert ours == _function_params(installed_sglang_root / TREE_OP_SOURCE, "build_tree_kernel_efficient")
+    theirs = _function_params(installed_sglang_root / KV_SOURCE, sglang_replay.KV_KERNEL)
     launch = list(inspect.signature(specbound.sglang.draft_kv._launch).parameters)
     assert launch[0] == "grid" and launch[1:len(theirs) + 1] == theirs
 
 
-def test_tree_mask_modes_are_sglangs_integers(sglang_root):
-    tree = ast.parse((sglang_root / TREE_TRITON_SOURCE).read_text(encoding="utf-8"))
+def test_tree_mask_modes_are_sglangs_integers(installed_sglang_root):
+    tree = ast.parse((installed_sglang_root / TREE_TRITON_SOURCE).read_text(encoding="utf-8"))
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "TreeMaskMode")
     values = {s.targets[0].id: ast.literal_eval(s.value) for s in cls.body if isinstance(s, ast.Assign)}
     assert values == {m.name: int(m) for m in TreeMaskMode}

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ast
 import types
-from pathlib import Path
 
 import pytest
 import torch
@@ -31,17 +30,8 @@ TREE_TRITON_SOURCE = "kernels/ops/speculative/spec_tree.py"
 
 
 @pytest.fixture(scope="module")
-def sglang_root() -> Path:
-    from specbound.audit.locate import NotInstalled, locate
-    try:
-        return locate().root
-    except NotInstalled:
-        pytest.skip("sglang is not installed (pip install --no-deps sglang==0.5.23)")
-
-
-@pytest.fixture(scope="module")
-def sglang_tree_triton(sglang_root):
-    return sglang_replay.load_kernel(str(sglang_root / TREE_TRITON_SOURCE), sglang_replay.TREE_KERNEL)
+def sglang_tree_triton(installed_sglang_root):
+    return sglang_replay.load_kernel(str(installed_sglang_root / TREE_TRITON_SOURCE), sglang_replay.TREE_KERNEL)
 
 
 def _outputs(args) -> list[torch.Tensor]:
@@ -82,14 +72,14 @@ def test_tree_equals_sglangs_triton_port(sglang_tree_triton, mode, seed, shape):
 
 
 @pytest.fixture(scope="module")
-def cuda_session(sglang_root):
+def cuda_session(installed_sglang_root):
     from specbound.audit.cuda import build, check
     from specbound.audit.cuda.harness import Session
     try:
         toolchain = build.probe_toolchain()
     except build.Unavailable as exc:
         pytest.skip(f"the CUDA-on-CPU harness cannot run here: {exc}")
-    prep = check.prepare(sglang_root, toolchain)
+    prep = check.prepare(installed_sglang_root, toolchain)
     if set(prep.kernels) != {"build_tree_efficient", "build_tree_efficient_partial_packed"}:
         pytest.skip(f"this sglang's CUDA tree kernels did not compile: {prep.problems}")
     with Session(prep.library) as session:
@@ -225,11 +215,11 @@ def test_planted_overlap_check_removed_goes_red(monkeypatch):
 
 # --- the README's swap ---------------------------------------------------------------------------
 
-def _sglang_caller_module(sglang_root, silent_op) -> types.ModuleType:
+def _sglang_caller_module(installed_sglang_root, silent_op) -> types.ModuleType:
     """A stand-in for ``sglang.kernels.ops.speculative.spec_tree`` (sglang needs CUDA to
     import): sglang's own ``build_tree_kernel_efficient_func``, compiled from the installed
     source text, as it runs on a CUDA machine; the op it calls is ``silent_op``."""
-    path = sglang_root / TREE_TRITON_SOURCE
+    path = installed_sglang_root / TREE_TRITON_SOURCE
     tree = ast.parse(path.read_text(encoding="utf-8"))
     func = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "build_tree_kernel_efficient_func")
     module = types.ModuleType("spec_tree_stand_in")
@@ -239,9 +229,9 @@ def _sglang_caller_module(sglang_root, silent_op) -> types.ModuleType:
     return module
 
 
-def test_readme_swap_turns_a_silent_overrun_into_an_error(sglang_root, monkeypatch):
+def test_readme_swap_turns_a_silent_overrun_into_an_error(installed_sglang_root, monkeypatch):
     calls = []
-    spec_tree = _sglang_caller_module(sglang_root, lambda *args: calls.append(args))  # the CUDA op: no word
+    spec_tree = _sglang_caller_module(installed_sglang_root, lambda *args: calls.append(args))  # the CUDA op: no word
     args = tree_launch(0, FULL, slack=0)
     args[3] = args[3][:-8].clone()           # a tree mask 8 cells short
     spec_tree.build_tree_kernel_efficient_func(*args)
