@@ -19,24 +19,36 @@ with its dependencies; on sglang's CUDA/ROCm path)::
     monkeypatch.setattr(spec_tree, "sgl_build_tree_kernel_efficient",
                         specbound.sglang.build_tree_kernel_efficient)
 
-Signatures per release (read from the wheels of 0.5.3, 0.5.12.post1, 0.5.17, 0.5.20 and
-the installed 0.5.23; the releases between them were not opened):
+Signatures per release, read from the wheels of 0.5.3, 0.5.6, 0.5.9, 0.5.12.post1, 0.5.17 to
+0.5.22 and the installed 0.5.23 (``pip download --no-deps``; a range holds for the releases
+of it that were read):
 
-* sglang's caller passes the tree op the same twelve positional arguments, in the same
-  order, in every one of them (the op of the older releases lives in ``sgl_kernel``, whose
-  wheels were not opened); what moved is the module and the name the caller looks up at
-  call time, the attribute to patch: ``sglang.srt.speculative.build_eagle_tree.sgl_build_tree_kernel_efficient``
-  (0.5.3, the op from ``sgl_kernel``), ``sglang.srt.speculative.eagle_utils.sgl_build_tree_kernel_efficient``
-  (0.5.12.post1 to 0.5.20, from ``sgl_kernel``), ``sglang.kernels.ops.speculative.spec_tree.sgl_build_tree_kernel_efficient``
-  (0.5.23, a JIT-compiled op of sglang itself).  The ``(3, bs, n)`` retrive buffer passed as
-  three views appears by 0.5.12.post1 (0.5.3 allocates three tensors).
-* The kv kernel: 0.5.3 to 0.5.17 take 13 arguments, the 7th ``pool_len`` (a constexpr, the
-  ``req_to_token`` row width); 0.5.20 adds ``NUM_STEPS`` (token blocks on grid axis 0); 0.5.23
-  renames the 7th ``row_stride`` (a runtime value, same meaning) and adds ``window_size``,
-  ``sink_size``, ``ENTRY_PAGE_SIZE``, ``v2p`` and ``TRANSLATE``.  The drop-in takes 0.5.23's
-  arguments; a positional call of an older release means the same.  Only the pristine read
-  plan is modelled (``window_size = 0``, ``ENTRY_PAGE_SIZE = 1``, no ``v2p``/``TRANSLATE``);
-  any other value is refused by name.
+Tree op, the name its caller looks up at call time (the attribute to patch):
+
+* 0.5.3: ``sglang.srt.speculative.build_eagle_tree.sgl_build_tree_kernel_efficient`` (the op
+  from ``sgl_kernel``), three separate retrive tensors;
+* 0.5.6 (or earlier: 0.5.4 and 0.5.5 were not read) to 0.5.22: ``sglang.srt.speculative.eagle_utils.sgl_build_tree_kernel_efficient``
+  (from ``sgl_kernel``), one ``(3, bs, n)`` retrive buffer passed as three views;
+* 0.5.23: ``sglang.kernels.ops.speculative.spec_tree.sgl_build_tree_kernel_efficient``
+  (sglang's own JIT op, ``kernels/ops/speculative/tree.py``).
+
+Draft kv kernel, its arguments:
+
+* 0.5.3 to 0.5.19: 13, the 7th ``pool_len`` (a constexpr, the ``req_to_token`` row width);
+* 0.5.20: + ``NUM_STEPS`` (token blocks on grid axis 0);
+* 0.5.21: + ``window_size``, ``sink_size`` (14th and 15th);
+* 0.5.22 and 0.5.23: the 7th renamed ``row_stride`` (a runtime value, same meaning),
+  + ``ENTRY_PAGE_SIZE``, ``v2p``, ``TRANSLATE``.
+
+The caller passes the tree op the same twelve arguments, positionally and in the same order,
+in every release read (the op of the releases before 0.5.23 lives in ``sgl_kernel``, whose
+wheels were not opened).  The kv kernel's arguments only grew, at the end or as defaulted
+constexprs, and its 7th kept its meaning, so a positional call of any release read means the
+same to the drop-in, which takes 0.5.23's names.  The kernel itself is in
+``srt/speculative/spec_utils.py`` up to 0.5.12.post1 and in
+``kernels/ops/speculative/cache_locs.py`` from 0.5.17.  Only the pristine read plan is modelled
+(``window_size = 0``, ``ENTRY_PAGE_SIZE = 1``, no ``v2p``/``TRANSLATE``); any other value is
+refused by name.
 """
 
 from .draft_kv import generate_draft_decode_kv_indices
