@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 import pathlib
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # repository folder -> the package it installs as (pyproject's package-dir)
 FOLDERS = {"spec": "specbound.spec", "proofs": "specbound.proofs", "reference": "specbound.reference",
@@ -97,3 +99,17 @@ def test_an_upward_import_is_reported(tmp_path):
     (tmp_path / "specbound" / "cli.py").write_text("from specbound.proofs.symexec import theorems\n")
     got = violations(tmp_path)
     assert [v.split(":")[0] for v in got] == ["spec/sizes.py", "proofs/core.py", "replay/checked.py"], got
+
+
+def missing_packages(root: pathlib.Path, listed) -> set[str]:
+    """Package folders (an ``__init__.py``) that pyproject's explicit ``packages`` list omits:
+    a normal (non-editable) install would leave them out."""
+    return {module for _, module, is_package in modules(root) if is_package} - set(listed)
+
+
+def test_every_package_folder_is_installed():
+    tomllib = pytest.importorskip("tomllib")
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]
+    assert missing_packages(ROOT, listed) == set()
+    # not vacuous: the list without one package names it
+    assert missing_packages(ROOT, [p for p in listed if p != "specbound.sglang"]) == {"specbound.sglang"}
