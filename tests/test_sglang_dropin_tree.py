@@ -170,9 +170,19 @@ def test_tree_sglang_prefill_contracts_are_refused():
     args = tree_launch(0, QLEN)
     args[6][1, 4] = 0
     refused(lambda: build_tree_kernel_efficient(*args), "retrive_next_token", "cell 12 holds 0, not -1", "prefilled")
-    args = tree_launch(0, BITPACK)
-    args[3][3] = 8
-    refused(lambda: build_tree_kernel_efficient(*args), "tree_mask", "byte 3 is not zero", "prefilled")
+    args = tree_launch(0, BITPACK, n=12)       # uint16 items
+    args[3].view(torch.uint8)[2 * 3 + 1] = 8   # the upper byte of item 3
+    refused(lambda: build_tree_kernel_efficient(*args), "tree_mask", "item 3 has byte 1 = 8, not 0", "prefilled")
+
+
+def test_tree_bitpacking_byte_zero_is_overwritten_as_sglang_does(cuda_session):
+    """sglang's kernel stores byte 0 of each item before ORing into it: junk there is fine."""
+    args = tree_launch(8, BITPACK, n=12)
+    args[3].view(torch.uint8)[0::2] = 0x5A
+    theirs = run_cuda(cuda_session, args)
+    ours = clone_args(args)
+    build_tree_kernel_efficient(*ours)
+    assert tree_difference(theirs, ours) is None
 
 
 def test_tree_malformed_trees_and_bad_arguments_are_refused():

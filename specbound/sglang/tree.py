@@ -17,8 +17,9 @@ sglang's kernel writes:
 
 Preconditions sglang's kernel relies on without checking them are refused too, before any
 write: a malformed tree (its walk has no bound: a missing parent writes outside the row, a
-cycle never ends), ``retrive_next_*`` not pre-filled with -1 and a BITPACKING mask not
-zero-filled (it reads them), mask offsets past int32 (its offsets are ``int``).  The three
+cycle never ends), ``retrive_next_*`` not pre-filled with -1 and the upper bytes of a 16- or
+32-bit BITPACKING item not zero (it reads them), mask offsets past int32 (its offsets are
+``int``).  The three
 ``retrive_*`` outputs may be views of one ``(3, bs, n)`` buffer, as sglang allocates them;
 views that overlap are refused.
 """
@@ -117,10 +118,14 @@ def build_tree_kernel_efficient(parent_list, selected_index, verified_seq_len, t
         refuse(spec.prefilled_ok(bad, -1, name),
                 lambda: f"{name} cell {bad} holds {int(outs[name].reshape(-1)[bad])}, not -1: sglang's kernel reads "
                         f"the -1 pre-fill to link siblings (fill it with -1, as sglang's caller does)")
-    if mode is spec.TreeMaskMode.QLEN_ONLY_BITPACKING:
-        bad = first_other(mask.view(torch.uint8), 0, mask_bytes)
+    if mode is spec.TreeMaskMode.QLEN_ONLY_BITPACKING and mask.element_size() > 1:
+        # sglang's kernel stores byte 0 of an item (= 1), then ORs the ancestor bits into every
+        # byte: bytes 1.. of a wider item must already be zero.
+        upper = mask.view(torch.uint8)[:mask_bytes].reshape(args.mask_numel, mask.element_size())[:, 1:]
+        bad = first_other(upper, 0, upper.numel())
+        item, byte = divmod(bad, upper.shape[1]) if bad is not None else (0, 0)
         refuse(spec.prefilled_ok(bad, 0, "tree_mask"),
-                lambda: f"tree_mask byte {bad} is not zero: sglang's BITPACKING kernel ORs the ancestor bits into "
-                        f"a zero-filled item (fill it with 0, as sglang's caller does)")
+               lambda: f"item {item} has byte {byte + 1} = {int(upper[item, byte])}, not 0: sglang's BITPACKING "
+                       f"kernel ORs the ancestor bits into it (zero-fill the mask, as sglang's caller does)")
     # write_tree runs the strict well-formedness check (MalformedTreeError) before any write.
     reference.write_tree(args)
