@@ -75,7 +75,8 @@ def kv_difference(sglang_kernel, grid, args, kwargs) -> str | None:
     for i, name in ((3, "kv_indices"), (4, "kv_indptr")):
         if not torch.equal(theirs[i], ours[i]):
             cell = int(torch.nonzero(theirs[i].reshape(-1) != ours[i].reshape(-1))[0, 0])
-            return f"{name} cell {cell}: sglang {int(theirs[i].reshape(-1)[cell])}, drop-in {int(ours[i].reshape(-1)[cell])}"
+            got, want = int(ours[i].reshape(-1)[cell]), int(theirs[i].reshape(-1)[cell])
+            return f"{name} cell {cell}: sglang {want}, drop-in {got}"
     return None
 
 
@@ -97,7 +98,7 @@ def test_kv_undersized_row_is_refused_where_sglang_overruns(sglang_kv):
     short = torch.zeros((4, 10), dtype=torch.int32)
     args[3], args[7] = short, 10
     indptr = args[4].clone()
-    used = spec.draft_kv_indices_used_len(int(args[2].sum()), 3, 9, 4)
+    used = spec.draft_kv_indices_used_len(spec.prefix_sums(args[2].tolist())[-1], 3, 9, 4)
     refused(lambda: generate_draft_decode_kv_indices[grid](*args, **kwargs), "kv_indices",
             f"kv_indices row has 10 entries, this launch writes up to {used} ",
             "(seq_lens_sum*topk + num_seqs*topk*num_steps", "kv_capacity")
@@ -210,7 +211,7 @@ def test_int32_offset_checks_are_wired(monkeypatch):
     lowered (spec's INT32_LIMIT) an ordinary launch shows that both drop-ins check them."""
     from specbound.spec import conditions
     monkeypatch.setattr(conditions, "INT32_LIMIT", 64)
-    refused(lambda: build_tree_kernel_efficient(*tree_launch(0, QLEN)), "tree_mask bytes of the batch",
+    refused(lambda: build_tree_kernel_efficient(*tree_launch(0, QLEN)), "tree_mask",
             "sglang's kernel forms every mask offset in a 32-bit int")
     grid, args, kwargs = kv_launch(0, num_seqs=1, topk=1, num_steps=3)   # every argument below 64
     args[2].fill_(30)

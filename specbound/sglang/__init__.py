@@ -27,8 +27,9 @@ Tree op, the name its caller looks up at call time (the attribute to patch):
 
 * 0.5.3: ``sglang.srt.speculative.build_eagle_tree.sgl_build_tree_kernel_efficient`` (the op
   from ``sgl_kernel``), three separate retrive tensors;
-* 0.5.6 (or earlier: 0.5.4 and 0.5.5 were not read) to 0.5.22: ``sglang.srt.speculative.eagle_utils.sgl_build_tree_kernel_efficient``
-  (from ``sgl_kernel``), one ``(3, bs, n)`` retrive buffer passed as three views;
+* 0.5.6 (or earlier: 0.5.4 and 0.5.5 were not read) to 0.5.22:
+  ``sglang.srt.speculative.eagle_utils.sgl_build_tree_kernel_efficient`` (from ``sgl_kernel``),
+  one ``(3, bs, n)`` retrive buffer passed as three views;
 * 0.5.23: ``sglang.kernels.ops.speculative.spec_tree.sgl_build_tree_kernel_efficient``
   (sglang's own JIT op, ``kernels/ops/speculative/tree.py``).
 

@@ -34,7 +34,7 @@ def kv_launch(seed: int, *, num_seqs=3, topk=3, num_steps=4, page=1, blocks=0, d
     buffers (kv_indptr's entry 0 zero, as sglang's torch.zeros buffer)."""
     rng = random.Random(seed)
     rows, r2t, seq = samples.random_kv_batch(rng, num_seqs, topk, num_steps, page, dtype=dtype)
-    used = spec.draft_kv_indices_used_len(int(seq.sum()), topk, spec.draft_branches(num_seqs, topk), num_steps)
+    used = spec.draft_kv_indices_used_len(spec.prefix_sums(seq.tolist())[-1], topk, spec.draft_branches(num_seqs, topk), num_steps)
     kv_indices = torch.full((num_steps, used + slack), JUNK, dtype=dtype)
     kv_indptr = torch.full((num_steps, spec.kv_indptr_row_len(num_seqs, topk) + 2), JUNK, dtype=dtype)
     kv_indptr[:, 0] = 0
@@ -65,9 +65,10 @@ def tree_launch(seed: int, mode: TreeMaskMode, *, bs=3, topk=3, depth=3, n=8, sh
     ``junk_mask``: random cells instead (FULL_MASK when sglang skips the fill: torch.empty)."""
     rng = random.Random(seed)
     pl, sel, seq = samples.random_tree_batch(rng, bs, topk, depth, n, max_seq_len=20)
-    numel = spec.mask_batch_numel(mode, bs, n, int(seq.sum())) + slack
+    numel = spec.mask_batch_numel(mode, bs, n, spec.prefix_sums(seq.tolist())[-1]) + slack
     dtype = getattr(torch, spec.mask_dtype_name(mode, n))
-    mask = torch.zeros(numel, dtype=dtype) if mode is TreeMaskMode.QLEN_ONLY_BITPACKING else torch.ones(numel, dtype=dtype)
+    fill = 0 if mode is TreeMaskMode.QLEN_ONLY_BITPACKING else 1
+    mask = torch.full((numel,), fill, dtype=dtype)
     if junk_mask:
         mask = torch.randint(0, 2, (numel,), generator=torch.Generator().manual_seed(seed)).to(dtype)
     retrive = torch.full((3, bs, n), -1, dtype=torch.int64)

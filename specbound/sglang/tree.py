@@ -73,15 +73,15 @@ def build_tree_kernel_efficient(parent_list, selected_index, verified_seq_len, t
     n = spec.check_int("draft_token_num", draft_token_num, minimum=1)
     mode = spec.as_mode(tree_mask_mode)
     refuse(spec.lane_bound_ok(n, MAX_DRAFT_TOKENS, "draft_token_num"),
-            lambda: f"draft_token_num = {n}: sglang launches one CUDA block of draft_token_num threads "
-                    f"(at most {MAX_DRAFT_TOKENS})")
+           lambda: f"draft_token_num = {n}: sglang launches one CUDA block of draft_token_num threads "
+                   f"(at most {MAX_DRAFT_TOKENS})")
     for name, value in (("topk", k), ("depth", d)):
         refuse(spec.int32_arg_ok(value, name), lambda: f"{name} = {value} is passed to the kernel as an int")
     inputs = {"parent_list": parent_list, "selected_index": selected_index, "verified_seq_len": verified_seq_len}
     for name, value in inputs.items():
         tensor_of(name, value, _INT64)
         refuse(spec.input_layout_ok(value.is_contiguous(), name),
-                lambda: f"is read at row * row width: a strided view (strides {tuple(value.stride())}) is refused")
+               lambda: f"is read at row * row width: a strided view (strides {tuple(value.stride())}) is refused")
     outs = {"positions": positions, "retrive_index": retrive_index, "retrive_next_token": retrive_next_token,
             "retrive_next_sibling": retrive_next_sibling}
     for name, value in outs.items():
@@ -107,17 +107,17 @@ def build_tree_kernel_efficient(parent_list, selected_index, verified_seq_len, t
     for name, shape in (("positions", (spec.token_numel(bs, n),)), ("retrive_index", (bs, n)),
                         ("retrive_next_token", (bs, n)), ("retrive_next_sibling", (bs, n))):
         refuse(spec.table_shape_ok(outs[name].shape, shape, name),
-                lambda: f"{name} has shape {tuple(outs[name].shape)}; sglang's op needs exactly {shape}")
+               lambda: f"has shape {tuple(outs[name].shape)}; sglang's op needs exactly {shape}")
     mask_bytes = args.mask_numel * mask.element_size()
-    refuse(spec.int32_alloc_ok(mask_bytes, "tree_mask bytes of the batch"),
-            lambda: f"tree_mask: the batch's {mode.name} mask spans {mask_bytes} bytes; sglang's kernel forms "
-                    f"every mask offset in a 32-bit int")
+    refuse(spec.int32_alloc_ok(mask_bytes, "tree_mask"),
+           lambda: f"the batch's {mode.name} mask spans {mask_bytes} bytes; sglang's kernel forms "
+                   f"every mask offset in a 32-bit int")
     tokens = args.token_numel
     for name in _LINKS:
         bad = first_other(outs[name], -1, tokens)
         refuse(spec.prefilled_ok(bad, -1, name),
-                lambda: f"{name} cell {bad} holds {int(outs[name].reshape(-1)[bad])}, not -1: sglang's kernel reads "
-                        f"the -1 pre-fill to link siblings (fill it with -1, as sglang's caller does)")
+               lambda: f"{name} cell {bad} holds {int(outs[name].reshape(-1)[bad])}, not -1: sglang's kernel reads "
+                       f"the -1 pre-fill to link siblings (fill it with -1, as sglang's caller does)")
     if mode is spec.TreeMaskMode.QLEN_ONLY_BITPACKING and mask.element_size() > 1:
         # sglang's kernel stores byte 0 of an item (= 1), then ORs the ancestor bits into every
         # byte: bytes 1.. of a wider item must already be zero.
