@@ -126,17 +126,17 @@ def _launch(grid, req_pool_indices, req_to_token, paged_kernel_lens, kv_indices,
                lambda: f"sum(positions[:{z}]) = {pos_prefix[z]} but the launch's kv_indptr needs "
                        f"{spec.kv_positions_prefix(prefix[b], t, topk, s_b)}: positions must be each request's "
                        f"seq_len repeated topk times (positions[:16] = {pos[:16]})")
-    column0 = kv_indptr[:, 0] if kv_indptr.dim() == 2 else kv_indptr
-    bad = first_other(column0, 0, num_steps)
-    refuse(spec.prefilled_ok(bad, 0, "kv_indptr"),
-           lambda: f"kv_indptr[{bad}, 0] = {int(column0[bad])}: sglang's kernel never writes entry 0 of a row, "
-                   f"it must hold 0 (sglang allocates kv_indptr with torch.zeros)")
 
     # Everything else (pool rows, req_to_token reads, kv_indptr width, dtypes, layouts, aliasing).
     with conditions_named():
         args = validation.validate_draft_kv_args(
             req_pool_indices.reshape(-1)[:num_seqs], req_to_token, seq_lens, topk=topk, num_steps=num_steps,
             page_size=page_size, kv_indices=kv_indices, kv_indptr=kv_indptr)
+    column0 = args.kv_indptr[:, 0]   # validated: num_steps rows of >= num_seqs*topk + 1 entries
+    bad = first_other(column0, 0, num_steps)
+    refuse(spec.prefilled_ok(bad, 0, "kv_indptr"),
+           lambda: f"kv_indptr[{bad}, 0] = {int(column0[bad])}: sglang's kernel never writes entry 0 of a row, "
+                   f"it must hold 0 (sglang allocates kv_indptr with torch.zeros)")
     reference.write_draft_kv(args, indptr_entry_zero=False)
 
 
