@@ -34,8 +34,15 @@ def draft_decode_kv_indices(req_pool_indices, req_to_token, seq_lens, *, topk, n
     """
     args = validate_draft_kv_args(req_pool_indices, req_to_token, seq_lens, topk=topk, num_steps=num_steps,
                                   page_size=page_size, kv_indices=kv_indices, kv_indptr=kv_indptr)
+    return write_draft_kv(args)
+
+
+def write_draft_kv(args: DraftKvArgs, *, indptr_entry_zero: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """The build on arguments :func:`validate_draft_kv_args` accepted.  ``indptr_entry_zero=False``
+    leaves entry 0 of every ``kv_indptr`` row untouched, as sglang's kernel does (it relies on
+    a zero-filled buffer)."""
     _write_indices(args)
-    _write_indptr(args)
+    _write_indptr(args, first=0 if indptr_entry_zero else 1)
     return args.kv_indices, args.kv_indptr
 
 
@@ -59,7 +66,7 @@ def _write_indices(args: DraftKvArgs) -> None:
                 flat[cell + s:cell + seg_len] = ext_values[t, :iters]
 
 
-def _write_indptr(args: DraftKvArgs) -> None:
+def _write_indptr(args: DraftKvArgs, first: int = 0) -> None:
     k = args.topk
     flat = args.kv_indptr.view(-1)
     stride = args.kv_indptr.shape[1]
@@ -67,7 +74,7 @@ def _write_indptr(args: DraftKvArgs) -> None:
     branch_prefix = spec.prefix_sums([s for s in args.seq_lens_list for _ in range(k)])
     cells, values = [], []
     for iters in range(1, args.num_steps + 1):
-        for z in range(args.num_branches + 1):
+        for z in range(first, args.num_branches + 1):
             cells.append(spec.kv_indices_cell(stride, iters, z))
             values.append(spec.kv_indptr_entry(branch_prefix[z], z, iters))
     index = torch.tensor(cells, dtype=torch.int64, device=flat.device)

@@ -45,6 +45,13 @@ def build_tree(parent_list, selected_index, seq_lens, *, topk, depth, num_draft_
         mode=mode, tree_mask=tree_mask, positions=positions, retrive_index=retrive_index,
         retrive_next_token=retrive_next_token, retrive_next_sibling=retrive_next_sibling,
         fill_prefix_mask=fill_prefix_mask, strict=strict)
+    return write_tree(args)
+
+
+def write_tree(args: BuildTreeArgs) -> TreeBuild:
+    """The build on arguments :func:`validate_build_tree_args` accepted (the ``strict``
+    check, then every write); for callers that validate with their own options (the sglang
+    drop-in's disjoint views)."""
     sel_rows = args.selected_index.tolist()
     pl_rows = args.parent_list.tolist()
     if args.strict:

@@ -73,10 +73,13 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 def _refuse_unless(conditions: Sequence[spec.Condition], message: Callable[[], str],
                    error: type[SpecArgumentError] = SpecArgumentError) -> None:
-    """Raise ``error`` naming the argument of the first spec condition that fails."""
+    """Raise ``error`` naming the argument of the first spec condition that fails (the
+    condition itself rides along as ``spec_condition``, for callers that name it)."""
     for cond in conditions:
         if not cond.holds:
-            raise error(cond.argument, message())
+            err = error(cond.argument, message())
+            err.spec_condition = cond
+            raise err
 
 
 # --- tensors --------------------------------------------------------------------------
@@ -137,18 +140,41 @@ def check_output(name: str, value: Any, *, dtype: torch.dtype | Sequence[torch.d
     return value
 
 
-def check_no_alias(named: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor] | None = None) -> None:
+def _byte_span(t: torch.Tensor) -> tuple[int, int, int]:
+    """(storage, first byte, one past the last byte) of the memory a tensor's elements occupy."""
+    start = t.data_ptr()
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return t.untyped_storage().data_ptr(), start, start + (last + 1) * t.element_size()
+
+
+def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    (sa, a0, a1), (sb, b0, b1) = _byte_span(a), _byte_span(b)
+    return sa == sb and a0 < b1 and b0 < a1
+
+
+def check_no_alias(named: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor] | None = None, *,
+                   disjoint_views: bool = False) -> None:
     """Output buffers must not share storage with each other (one write would clobber
     another) nor with ``inputs``, the tensors the build reads as validated (a write would
-    change what another program reads)."""
+    change what another program reads).  ``disjoint_views``: outputs may be views of one
+    allocation whose memory ranges do not intersect (``spec.outputs_disjoint_ok``, sglang's
+    one retrive buffer passed as three views); an actual overlap is still refused."""
     seen: dict[int, str] = {}
+    placed: dict[str, torch.Tensor] = {}
     for name, t in named.items():
         if t.numel() == 0:
             continue
         ptr = t.untyped_storage().data_ptr()
-        _refuse_unless(spec.distinct_outputs_ok(seen.get(ptr), name),
-                       lambda: f"shares storage with {seen[ptr]}; outputs must be distinct buffers")
+        if disjoint_views:
+            other = next((o for o, u in placed.items() if _overlaps(t, u)), None)
+            _refuse_unless(spec.outputs_disjoint_ok(other, name),
+                           lambda: f"overlaps {other} in memory; outputs may be views of one buffer only "
+                                   f"where they do not intersect")
+        else:
+            _refuse_unless(spec.distinct_outputs_ok(seen.get(ptr), name),
+                           lambda: f"shares storage with {seen[ptr]}; outputs must be distinct buffers")
         seen[ptr] = name
+        placed[name] = t
     read = {t.untyped_storage().data_ptr(): i for i, t in (inputs or {}).items() if t.numel()}
     for ptr, name in seen.items():
         _refuse_unless(spec.output_not_input_ok(read.get(ptr), name),
@@ -199,12 +225,13 @@ class BuildTreeArgs:
 def validate_build_tree_args(parent_list, selected_index, seq_lens, *, topk, depth, num_draft_tokens,
                              mode, tree_mask=None, positions=None, retrive_index=None,
                              retrive_next_token=None, retrive_next_sibling=None,
-                             fill_prefix_mask=True, strict=False) -> BuildTreeArgs:
+                             fill_prefix_mask=True, strict=False, disjoint_views=False) -> BuildTreeArgs:
     """Check every argument of a tree build and allocate the outputs left as None.
 
     Raises SpecArgumentError / SpecTypeError naming the argument; writes nothing.
     Allocated outputs are exactly the batch's size (from the spec); the mask is
     zero-filled (False / 0) and retrive_* rows are -1 until the build writes them.
+    ``disjoint_views``: see :func:`check_no_alias` (the sglang drop-in passes True).
     """
     k = spec.check_int("topk", topk, minimum=1)
     d = spec.check_int("depth", depth, minimum=1)
@@ -250,7 +277,8 @@ def validate_build_tree_args(parent_list, selected_index, seq_lens, *, topk, dep
             buf = torch.full((bs, n), -1, dtype=_TOKEN_DTYPE, device=device)
         outs[name] = check_output(name, buf, dtype=_TOKEN_DTYPE, device=device, rank=2,
                                   min_numel=token_numel, row_width=n)
-    check_no_alias(outs, {"parent_list": parent_list, "selected_index": selected_index, "seq_lens": seq_lens})
+    check_no_alias(outs, {"parent_list": parent_list, "selected_index": selected_index, "seq_lens": seq_lens},
+                   disjoint_views=check_flag("disjoint_views", disjoint_views))
     return BuildTreeArgs(
         parent_list=parent_list, selected_index=selected_index, seq_lens=seq_lens.to(torch.int64),
         seq_lens_list=seq_list, prefix=prefix, topk=k, depth=d, num_draft_tokens=n, mode=mode, bs=bs,

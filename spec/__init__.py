@@ -12,9 +12,10 @@ Convention: ``seq_len[b]`` is the verified (committed) prefix length of request
 from .conditions import (
     BITPACK_MAX_DRAFT_TOKENS, INT32_LIMIT, Condition, batch_size_ok, bitpack_ok, conjunction,
     context_ok, distinct_outputs_ok, draft_room_ok, dtype_ok, flat_layout_ok, grid_lanes_int32_ok,
-    input_layout_ok, int32_alloc_ok, int32_arg_ok, int32_row_offsets_ok, kv_capacity_holds,
-    kv_copy_lossless_ok, kv_indptr_row_ok, kv_shape_ok, lane_bound_ok, max_bs_ok, output_holds_ok,
-    output_not_input_ok, output_row_count_ok, output_rows_ok, pool_index_ok, rank_ok, req_to_token_row_ok,
+    input_holds_ok, input_layout_ok, int32_alloc_ok, int32_arg_ok, int32_row_offsets_ok,
+    kv_capacity_holds, kv_copy_lossless_ok, kv_indptr_row_ok, kv_positions_ok, kv_shape_ok,
+    lane_bound_ok, max_bs_ok, output_holds_ok, output_not_input_ok, output_row_count_ok,
+    outputs_disjoint_ok, prefilled_ok, output_rows_ok, pool_index_ok, rank_ok, req_to_token_row_ok,
     require, seq_len_nonneg_ok, seq_len_ok, table_shape_ok, tree_shape_ok,
 )
 from .consumers import (

@@ -17,7 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from .draft_kv import draft_kv_capacity_ok, kv_copy_lossless, kv_indptr_row_len, kv_req_to_token_span
+from .draft_kv import (
+    draft_kv_capacity_ok, kv_copy_lossless, kv_indptr_row_len, kv_positions_prefix, kv_req_to_token_span,
+)
 from .errors import SpecArgumentError
 from .symbolic import all_of, is_symbolic
 
@@ -196,6 +198,36 @@ def distinct_outputs_ok(shares_storage_with: str | None, name: str) -> tuple[Con
     """Two outputs that hold cells never share storage (one write would clobber the other)."""
     return (Condition("outputs_distinct", f"{name} shares storage with no other output",
                       shares_storage_with is None, name),)
+
+
+def outputs_disjoint_ok(overlaps: str | None, name: str) -> tuple[Condition, ...]:
+    """Weaker than :func:`distinct_outputs_ok`, for callers that hand over views of one
+    allocation (sglang's ``(3, bs, n)`` retrive buffer as three views): the outputs' memory
+    ranges do not intersect, so each is still its own memory and no write clobbers another."""
+    return (Condition("outputs_disjoint", f"{name} overlaps no other output", overlaps is None, name),)
+
+
+def input_holds_ok(numel, needed, name: str) -> tuple[Condition, ...]:
+    """An input a launch reads at entries ``[0, needed)`` has at least that many."""
+    return (Condition("input_holds_launch", f"{name} holds >= {needed} entries", numel >= needed, name),)
+
+
+def kv_positions_ok(positions_prefix_z, prefix_b, t, topk, seq_len_b, z) -> tuple[Condition, ...]:
+    """The ``positions`` a draft kv launch sums for ``kv_indptr`` entry ``z = b*K + t`` are the
+    model's: ``sum(positions[:z]) == kv_positions_prefix(P[b], t, K, seq_len[b])`` (positions
+    is each request's ``seq_len`` repeated K times)."""
+    want = kv_positions_prefix(prefix_b, t, topk, seq_len_b)
+    return (Condition("positions_are_branch_seq_lens",
+                      f"sum(positions[:{z}]) == kv_positions_prefix = {want}",
+                      positions_prefix_z == want, "positions"),)
+
+
+def prefilled_ok(first_other_cell, fill, name: str) -> tuple[Condition, ...]:
+    """An output the kernel reads before it writes (sglang's tree build links siblings
+    through ``retrive_next_token``'s -1 cells, and ORs bits into a zeroed BITPACKING mask)
+    holds ``fill`` in every cell of the batch before the launch."""
+    return (Condition("prefilled", f"{name} holds {fill} in every cell of the batch before the launch",
+                      first_other_cell is None, name),)
 
 
 def input_layout_ok(contiguous: bool, name: str) -> tuple[Condition, ...]:

@@ -18,7 +18,9 @@ The Hypothesis profile is ``ci`` when ``CI`` is set, else ``dev``; pytest's own
 them after this one has registered the profiles).
 
 Fixtures: ``checked`` (a footprint-recording checked-interpreter session; skips when the
-kernels are compiled) and ``cuda_device`` (skips without CUDA and compiled kernels).
+kernels are compiled), ``cuda_device`` (skips without CUDA and compiled kernels) and
+``installed_sglang_root`` (the installed sglang's package folder, read as source text and
+never imported; skips without one).
 """
 
 from __future__ import annotations
@@ -78,3 +80,14 @@ def cuda_device():
     if INTERPRETED:
         pytest.skip("kernels were defined interpreted (TRITON_INTERPRET=1)")
     return torch.device("cuda")
+
+
+@pytest.fixture(scope="session")
+def installed_sglang_root():
+    """The installed sglang's package folder (read as source text, never imported); skips
+    without one."""
+    from specbound.audit.locate import NotInstalled, locate
+    try:
+        return locate().root
+    except NotInstalled:
+        pytest.skip("sglang is not installed (pip install --no-deps sglang==0.5.23)")

@@ -3,13 +3,16 @@
 
 Layers, bottom up: ``spec``; the proof core and spec theorems (``proofs/`` outside
 ``symexec/``: they import ``spec`` only); ``reference``; ``kernels``; ``replay``; the kernel
-verifier ``proofs/symexec/``; then the CLI, fuzz, audit, the engines (specbound.engines.*), manifest, docs and every test.
+verifier ``proofs/symexec/``; then the CLI, fuzz, audit, the engines (specbound.engines.*), the
+sglang drop-ins, manifest, docs and every test.
 """
 
 from __future__ import annotations
 
 import ast
 import pathlib
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # repository folder -> the package it installs as (pyproject's package-dir)
@@ -26,6 +29,7 @@ LAYERS = (  # (module prefix, layer), most specific first
     ("specbound.kernels", 3),
     ("specbound.replay", 4),
     ("specbound.engines", 6),   # a second engine's adapter (vLLM): beside the audit
+    ("specbound.sglang", 6),   # the sglang drop-ins: the top layer, with the CLI and the audit
 )
 TOP = 6
 
@@ -96,3 +100,17 @@ def test_an_upward_import_is_reported(tmp_path):
     (tmp_path / "specbound" / "cli.py").write_text("from specbound.proofs.symexec import theorems\n")
     got = violations(tmp_path)
     assert [v.split(":")[0] for v in got] == ["spec/sizes.py", "proofs/core.py", "replay/checked.py"], got
+
+
+def missing_packages(root: pathlib.Path, listed) -> set[str]:
+    """Package folders (an ``__init__.py``) that pyproject's explicit ``packages`` list omits:
+    a normal (non-editable) install would leave them out."""
+    return {module for _, module, is_package in modules(root) if is_package} - set(listed)
+
+
+def test_every_package_folder_is_installed():
+    tomllib = pytest.importorskip("tomllib")
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]
+    assert missing_packages(ROOT, listed) == set()
+    # not vacuous: the list without one package names it
+    assert missing_packages(ROOT, [p for p in listed if p != "specbound.sglang"]) == {"specbound.sglang"}

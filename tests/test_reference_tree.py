@@ -425,3 +425,29 @@ def test_full_mask_buffer_too_small_is_caught_before_any_write():
     with pytest.raises(SpecArgumentError, match=r"tree_mask: too small for the batch: needs 248"):
         _call(mode=FULL, buffers=bufs)
     assert all(torch.equal(v, snapshot[k]) for k, v in bufs.items())
+
+
+def test_disjoint_views_of_one_buffer_only_when_asked():
+    """By default outputs sharing storage are refused even where they do not intersect;
+    ``disjoint_views=True`` (the sglang drop-in) accepts the three retrive outputs as views of
+    one ``(3, bs, n)`` buffer, and still refuses views that overlap and an output that shares
+    an input's storage."""
+    from specbound.reference import validate_build_tree_args
+
+    inputs = (torch.tensor(G_PL), torch.tensor(G_SEL), torch.tensor(G_SEQ))
+    kw = {"topk": G_K, "depth": G_D, "num_draft_tokens": G_N, "mode": QLEN}
+    buf = torch.full((3, 2, 8), -1)
+    views = {"retrive_index": buf[0], "retrive_next_token": buf[1], "retrive_next_sibling": buf[2]}
+    with pytest.raises(SpecArgumentError, match="retrive_next_token: shares storage with retrive_index"):
+        validate_build_tree_args(*inputs, **kw, **views)
+    args = validate_build_tree_args(*inputs, **kw, **views, disjoint_views=True)
+    assert args.retrive_next_sibling.data_ptr() == buf[2].data_ptr()
+    flat = torch.full((47,), -1)
+    overlapping = {"retrive_index": flat[:16].view(2, 8), "retrive_next_token": flat[15:31].view(2, 8),
+                   "retrive_next_sibling": flat[31:].view(2, 8)}
+    with pytest.raises(SpecArgumentError, match="retrive_next_token: overlaps retrive_index in memory"):
+        validate_build_tree_args(*inputs, **kw, **overlapping, disjoint_views=True)
+    raw = torch.zeros(2 + 16, dtype=torch.int64)
+    seq = raw[:2].copy_(torch.tensor(G_SEQ))
+    with pytest.raises(SpecArgumentError, match="positions: shares storage with the input seq_lens"):
+        validate_build_tree_args(inputs[0], inputs[1], seq, **kw, positions=raw[2:], disjoint_views=True)
