@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from specbound.audit.report import (
-    DIVERGED, ERROR, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OOB, OVERRUN, PROVED, UNCHECKED, UNKNOWN, UNKNOWN_SIGNATURE,
+    DIVERGED, ERROR, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OOB, OVERRUN, PROVED, UNGUARDED, UNKNOWN, UNKNOWN_SIGNATURE,
     render_text,
 )
 from specbound.audit.locate import NotInstalled, locate
@@ -70,12 +70,12 @@ def test_real_sglang_helpers_match(real_report):
 
 def test_real_sglang_relies_on_draft_room(real_report):
     row = _row(real_report, "safety.kv_capacity.without_draft_room")
-    assert row.status == UNCHECKED
+    assert row.status == UNGUARDED
     cex = row.counterexample
     # The counterexample has a request without room: S + num_seqs*steps > num_seqs*C.
     assert cex["S"] + cex["num_seqs"] * cex["steps"] > cex["num_seqs"] * cex["C"]
     probe = _row(real_report, "kernel.draft_kv_indices[no_draft_room]")
-    assert probe.status == UNCHECKED and "out-of-bounds store" in probe.detail
+    assert probe.status == UNGUARDED and "out-of-bounds store" in probe.detail
 
 
 def test_real_sglang_kernels(real_report):
@@ -84,7 +84,7 @@ def test_real_sglang_kernels(real_report):
         assert row.status == MATCHED, (row_id, row.detail, row.replay)
         assert row.method.startswith("fuzz")
     mal = _row(real_report, "kernel.build_tree[malformed]")
-    assert mal.status == UNCHECKED and "out-of-bounds load" in mal.detail and "parent_list" in mal.detail
+    assert mal.status == UNGUARDED and "out-of-bounds load" in mal.detail and "parent_list" in mal.detail
     assert mal.replay is not None
     kv = _row(real_report, "kernel.symbolic_proof[draft_kv]")
     assert kv.status == PROVED, kv.detail
@@ -384,7 +384,7 @@ def test_no_sglang_at_an_explicit_path(tmp_path, capsys):
     assert [r.status for r in rep.rows] == [ERROR]
     assert "no sglang package folder" in rep.rows[0].detail
     assert main(["audit", "sglang", "--sglang-path", str(empty)]) == 3
-    assert "INCOMPLETE: nothing audited" in capsys.readouterr().out
+    assert "audit: INCOMPLETE (nothing audited" in capsys.readouterr().out
 
 
 def test_no_sglang_anywhere_audits_nothing_and_does_not_pass(monkeypatch, capsys):
@@ -399,7 +399,7 @@ def test_no_sglang_anywhere_audits_nothing_and_does_not_pass(monkeypatch, capsys
     rep = run_audit(None, kernels=False)
     assert [r.status for r in rep.rows] == [NOT_PRESENT] and rep.exit_code() == 3
     assert main(["audit", "sglang", "--no-kernels"]) == 3
-    assert "INCOMPLETE: nothing audited" in capsys.readouterr().out
+    assert "audit: INCOMPLETE (nothing audited" in capsys.readouterr().out
 
 
 def test_broken_helper_source_is_a_row(tmp_path):
