@@ -39,11 +39,12 @@ def _result(row: Row, rule_index: int) -> dict[str, Any]:
         "partialFingerprints": {"specboundRow/v1": row.id},
         "properties": {"row": row.id, "subject": row.subject, "method": row.method, "kind": row.kind},
     }
-    where = location(row)
-    if where is not None:
-        result["locations"] = [{"physicalLocation": {
-            "artifactLocation": {"uri": where[0], "uriBaseId": BASE},
-            "region": {"startLine": max(where[1], 1)}}}]
+    # Code scanning shows a result on a file and line; a row that names none is put on the
+    # package's __init__.py, line 1 (the package as a whole).
+    where = location(row) or ("__init__.py", 1)
+    result["locations"] = [{"physicalLocation": {
+        "artifactLocation": {"uri": where[0], "uriBaseId": BASE},
+        "region": {"startLine": max(where[1], 1)}}}]
     if row.replay_command:
         result["properties"]["replay"] = row.replay_command
     return result
