@@ -127,7 +127,7 @@ def test_unguarded_conditions_never_read_as_a_plain_ok_and_fail_with_strict():
     rep = synthetic(finding=False)
     rep.rows = [r for r in rep.rows if r.status != ERROR]
     assert rep.exit_code() == 0 and rep.exit_code(strict=True) == 1
-    assert rep.verdict() == ("OK", "no finding within sglang's contract; 1 unguarded condition(s) with evidence")
+    assert rep.verdict() == ("OK", "no finding within sglang's contract; 1 unguarded condition with evidence")
     assert rep.verdict(strict=True)[0] == "FAILED"
     clean = synthetic(unguarded=False, finding=False)
     clean.rows = [r for r in clean.rows if r.status != ERROR]
@@ -146,7 +146,8 @@ def test_strict_makes_an_unguarded_only_report_fail(monkeypatch, capsys):
     rep.rows = [r for r in rep.rows if r.status != ERROR]
     rc, out, _ = _cli(monkeypatch, capsys, rep)
     assert rc == 0
-    assert out.splitlines()[-1].startswith("audit: OK (no finding within sglang's contract; 1 unguarded condition")
+    assert out.splitlines()[-1] == ("audit: OK (no finding within sglang's contract; 1 unguarded condition with "
+                                    "evidence; 3 rows)")
     rc, out, _ = _cli(monkeypatch, capsys, rep, "--strict")
     assert rc == 1 and out.splitlines()[-1].startswith("audit: FAILED (--strict: 1 unguarded condition")
 

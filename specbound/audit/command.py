@@ -57,7 +57,7 @@ def cmd_audit_sglang(args) -> int:
         write_sarif(rep, args.sarif, __version__)
     rc = rep.exit_code(strict=args.strict)
     word, reason = rep.verdict(strict=args.strict)
-    verdict("audit", rc == 0, f"{reason}; {len(rep.rows)} rows, {rep.seconds:.0f} s",
+    verdict("audit", rc == 0, f"{reason}; {len(rep.rows)} rows",
             word="INCOMPLETE" if rc == EXIT_INCOMPLETE else None)
     return rc
 

@@ -139,16 +139,16 @@ class AuditReport:
     def verdict(self, strict: bool = False) -> tuple[str, str]:
         """The verdict word (OK, FAILED, INCOMPLETE) and its reason, for the last line."""
         n = self.kind_counts()
-        unguarded = f"{n[st.UNGUARDED_KIND]} unguarded condition(s) with evidence"
+        unguarded = _plural(n[st.UNGUARDED_KIND], "unguarded condition") + " with evidence"
         rc = self.exit_code(strict)
         if self.failed:
-            return "FAILED", f"{n[st.FINDING]} finding(s) within sglang's contract; {unguarded}"
+            return "FAILED", f"{_plural(n[st.FINDING], 'finding')} within sglang's contract; {unguarded}"
         if rc == EXIT_FINDING:
             return "FAILED", f"--strict: {unguarded}; no finding within sglang's contract"
         if self.fatal:
             return "INCOMPLETE", f"nothing audited: {self.fatal}"
         if rc == EXIT_INCOMPLETE:
-            return "INCOMPLETE", f"no finding, but {n[st.NOT_CHECKED]} check(s) did not run; {unguarded}"
+            return "INCOMPLETE", f"no finding, but {_plural(n[st.NOT_CHECKED], 'check')} did not run; {unguarded}"
         if n[st.UNGUARDED_KIND]:
             return "OK", f"no finding within sglang's contract; {unguarded}"
         return "OK", "no finding; every check ran"
@@ -174,6 +174,10 @@ class AuditReport:
         from pathlib import Path
 
         Path(path).write_text(json.dumps(self.to_json(), indent=2, default=str) + "\n")
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def cex_text(row: Row) -> str:
@@ -216,7 +220,7 @@ def finding_line(row: Row) -> str:
 
 def _evidence(row: Row) -> str:
     text = row.evidence or "; ".join(p for p in (row.detail, cex_text(row)) if p)
-    return _trim(" ".join(text.split()), 3 * (WIDTH - 16))
+    return _trim(" ".join(text.split()), 4 * (WIDTH - 16))
 
 
 def _section(rows: list[Row], title: str, show_evidence: bool) -> list[str]:
