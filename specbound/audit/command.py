@@ -36,7 +36,7 @@ def cmd_audit_sglang(args) -> int:
     from specbound import __version__
 
     from . import run
-    from .report import EXIT_INCOMPLETE, render_markdown, render_text
+    from .report import EXIT_INCOMPLETE, plural, render_markdown, render_text
 
     for flag, value in (("--examples", args.examples), ("--seed", args.seed)):
         if args.no_kernels and value is not None:
@@ -57,7 +57,7 @@ def cmd_audit_sglang(args) -> int:
         write_sarif(rep, args.sarif, __version__)
     rc = rep.exit_code(strict=args.strict)
     word, reason = rep.verdict(strict=args.strict)
-    verdict("audit", rc == 0, f"{reason}; {len(rep.rows)} rows",
+    verdict("audit", rc == 0, f"{reason}; {plural(len(rep.rows), 'row')}",
             word="INCOMPLETE" if rc == EXIT_INCOMPLETE else None)
     return rc
 

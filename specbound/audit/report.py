@@ -139,16 +139,16 @@ class AuditReport:
     def verdict(self, strict: bool = False) -> tuple[str, str]:
         """The verdict word (OK, FAILED, INCOMPLETE) and its reason, for the last line."""
         n = self.kind_counts()
-        unguarded = _plural(n[st.UNGUARDED_KIND], "unguarded condition") + " with evidence"
+        unguarded = plural(n[st.UNGUARDED_KIND], "unguarded condition") + " with evidence"
         rc = self.exit_code(strict)
         if self.failed:
-            return "FAILED", f"{_plural(n[st.FINDING], 'finding')} within sglang's contract; {unguarded}"
+            return "FAILED", f"{plural(n[st.FINDING], 'finding')} within sglang's contract; {unguarded}"
         if rc == EXIT_FINDING:
             return "FAILED", f"--strict: {unguarded}; no finding within sglang's contract"
         if self.fatal:
             return "INCOMPLETE", f"nothing audited: {self.fatal}"
         if rc == EXIT_INCOMPLETE:
-            return "INCOMPLETE", f"no finding, but {_plural(n[st.NOT_CHECKED], 'check')} did not run; {unguarded}"
+            return "INCOMPLETE", f"no finding, but {plural(n[st.NOT_CHECKED], 'check')} did not run; {unguarded}"
         if n[st.UNGUARDED_KIND]:
             return "OK", f"no finding within sglang's contract; {unguarded}"
         return "OK", "no finding; every check ran"
@@ -176,7 +176,7 @@ class AuditReport:
         Path(path).write_text(json.dumps(self.to_json(), indent=2, default=str) + "\n")
 
 
-def _plural(n: int, noun: str) -> str:
+def plural(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
@@ -212,10 +212,10 @@ def _trim(text: str, limit: int) -> str:
 
 
 def finding_line(row: Row) -> str:
-    """``file:line: status: row id`` (file relative to the sglang package; ``row id: status: ...``
-    for a row that names no file)."""
+    """``file:line: status: row id`` (file relative to the sglang package; ``(no file)`` for a row
+    that names none)."""
     where = location(row)
-    return f"{where[0]}:{where[1]}: {row.status}: {row.id}" if where else f"{row.id}: {row.status}: (no file)"
+    return f"{where[0]}:{where[1]}: {row.status}: {row.id}" if where else f"(no file): {row.status}: {row.id}"
 
 
 def _evidence(row: Row) -> str:
@@ -238,7 +238,7 @@ SECTIONS = (  # kind, title, evidence shown
     (st.FINDING, "Findings ({n}): sglang is wrong on an input inside its contract", True),
     (st.UNGUARDED_KIND, "Unguarded conditions ({n}): sglang relies on a condition it never checks; the "
      "evidence shows what breaking it does (no finding: outside sglang's contract)", True),
-    (st.NOT_CHECKED, "Not checked ({n}): the check did not run", True),
+    (st.NOT_CHECKED, "Not checked ({n}): the check did not run", False),
     (st.WARNING, "Warnings ({n}): nothing to check in this release", False),
 )
 
@@ -273,7 +273,7 @@ def render_text(report: AuditReport) -> str:
     """Summary, then one ``file:line: status: ...`` line per finding, unguarded condition, check
     that did not run and warning (with its evidence), then every row and the buffers, all wrapped
     to :data:`WIDTH` columns.  The verdict line is the command's (:meth:`AuditReport.verdict`)."""
-    lines = [summary_line(report) + f"; {len(report.rows)} rows, {report.seconds:.1f} s"]
+    lines = [summary_line(report) + f"; {plural(len(report.rows), 'row')}, {report.seconds:.1f} s"]
     lines += _wrap(_header(report) + f"; --examples {report.examples}, --seed {report.seed}", "")
     for kind, title, show in SECTIONS:
         rows = report.of_kind(kind)
