@@ -78,6 +78,33 @@ def test_real_sglang_relies_on_draft_room(real_report):
     assert probe.status == UNGUARDED and "out-of-bounds store" in probe.detail
 
 
+def test_real_sglang_output_reads_summary_first_with_each_unguarded_conditions_evidence(real_report):
+    """0.5.23 as a person reads it: the summary first, each unguarded condition on its sglang file and
+    line with the sanitizer / interpreter report under it, never a plain OK, --strict fails, and
+    the SARIF log has one warning per unguarded condition."""
+    from specbound.audit.report import finding_line
+    from specbound.audit.sarif import to_sarif
+
+    rep = real_report
+    lines = render_text(rep).splitlines()
+    assert lines[0].startswith("summary: 0 findings, ") and " unguarded conditions, " in lines[0]
+    unguarded = [r for r in rep.rows if r.status == UNGUARDED]
+    assert len(unguarded) >= 10
+    for row in unguarded:
+        i = lines.index(finding_line(row))
+        assert i < lines.index("All checks:") and lines[i + 1].startswith("    check:")
+        assert any(line.startswith("    evidence: ") for line in lines[i + 2:i + 4]), lines[i:i + 4]
+    text = "\n".join(lines)
+    cuda = any(r.id.startswith("kernel.build_tree[cuda") for r in unguarded)   # needs g++ with ASan/UBSan
+    for report_words in ("out-of-bounds load", "out-of-bounds store") + (
+            ("AddressSanitizer", "UndefinedBehaviorSanitizer") if cuda else ()):
+        assert report_words in text.split("All checks:")[0], report_words
+    assert rep.verdict()[1].startswith("no finding within sglang's contract; ")
+    assert rep.exit_code() == 0 and rep.exit_code(strict=True) == 1
+    results = to_sarif(rep, "test")["runs"][0]["results"]
+    assert sorted(r["properties"]["row"] for r in results) == sorted(r.id for r in unguarded)
+
+
 def test_real_sglang_kernels(real_report):
     for row_id in ("kernel.build_tree[valid]", "kernel.draft_kv_indices"):
         row = _row(real_report, row_id)
