@@ -4,7 +4,7 @@
   (the Hypothesis strategies of ``specbound fuzz``), :func:`.tree.run_case` on each;
   ``matched``, or the first failure (``oob``, ``hang``, ``diverged``) after Hypothesis
   shrank it, with its replay.
-* ``...[.., malformed.<probe>]``: each probe of :mod:`.probes`, launched once; ``unchecked``
+* ``...[.., malformed.<probe>]``: each probe of :mod:`.probes`, launched once; ``unguarded``
   with what happened (the finding is in ``counterexample``), or ``matched`` if the kernel
   follows the guarded semantics.  ``...[.., malformed.random]`` counts the outcomes on
   random malformed batches.
