@@ -87,7 +87,7 @@ def test_real_sglang_output_reads_summary_first_with_each_unguarded_conditions_e
 
     rep = real_report
     lines = render_text(rep).splitlines()
-    assert lines[0].startswith("summary: 0 findings, ") and " unguarded conditions, " in lines[0]
+    assert lines[0].startswith("summary: findings: 0, unguarded conditions: ")
     unguarded = [r for r in rep.rows if r.status == UNGUARDED]
     assert len(unguarded) >= 10
     for row in unguarded:

@@ -83,7 +83,7 @@ def test_the_status_table_in_the_docs_is_the_one_in_the_code():
 
 def test_the_summary_comes_first_with_a_count_per_kind():
     lines = render_text(synthetic()).splitlines()
-    assert lines[0].startswith("summary: 1 findings, 1 unguarded conditions, 1 warnings, 1 not checked, 1 passed")
+    assert lines[0].startswith("summary: findings: 1, unguarded conditions: 1, not checked: 1, warnings: 1, passed: 1")
     first_location = next(i for i, line in enumerate(lines) if LOCATION_LINE.match(line))
     assert 0 < first_location < lines.index("All checks:")
 

@@ -199,7 +199,7 @@ def summary_line(report: AuditReport) -> str:
     """The first line: a count per kind (findings, unguarded conditions, warnings, not checked,
     passed), read from the status table."""
     n = report.kind_counts()
-    return "summary: " + ", ".join(f"{n[k]} {st.KIND_LABEL[k]}" for k in st.KINDS)
+    return "summary: " + ", ".join(f"{st.KIND_LABEL[k]}: {n[k]}" for k in st.KINDS)
 
 
 def _wrap(text: str, indent: str, first: str = "") -> list[str]:
@@ -230,7 +230,10 @@ def _section(rows: list[Row], title: str, show_evidence: bool) -> list[str]:
     for r in rows:
         lines.append(finding_line(r))
         lines += _wrap(r.check, "    ", "check:    ")
-        lines += _wrap(_evidence(r) if show_evidence else r.detail, "    ", "evidence: " if show_evidence else "detail:   ")
+        if show_evidence:
+            lines += _wrap(_evidence(r), "    ", "evidence: ")
+        elif r.detail:
+            lines += _wrap(r.detail, "    ", "detail:   ")
     return lines
 
 

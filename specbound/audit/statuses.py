@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 PASS, FINDING, UNGUARDED_KIND, WARNING, NOT_CHECKED = "pass", "finding", "unguarded", "warning", "not checked"
-KINDS = (FINDING, UNGUARDED_KIND, WARNING, NOT_CHECKED, PASS)   # the summary's order
+KINDS = (FINDING, UNGUARDED_KIND, NOT_CHECKED, WARNING, PASS)   # the summary's and the sections' order
 # How each kind reads in the summary, and its SARIF level (None: not a SARIF result).
 KIND_LABEL = {FINDING: "findings", UNGUARDED_KIND: "unguarded conditions", WARNING: "warnings",
               NOT_CHECKED: "not checked", PASS: "passed"}
