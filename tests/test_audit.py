@@ -93,7 +93,8 @@ def test_real_sglang_output_reads_summary_first_with_each_unguarded_conditions_e
     for row in unguarded:
         i = lines.index(finding_line(row))
         assert i < lines.index("All checks:") and lines[i + 1].startswith("    check:")
-        assert any(line.startswith("    evidence: ") for line in lines[i + 2:i + 4]), lines[i:i + 4]
+        end = next(j for j in range(i + 1, len(lines)) if not lines[j].startswith(" "))
+        assert any(line.startswith("    evidence: ") for line in lines[i + 1:end]), lines[i:end]
     text = "\n".join(lines)
     cuda = any(r.id.startswith("kernel.build_tree[cuda") for r in unguarded)   # needs g++ with ASan/UBSan
     for report_words in ("out-of-bounds load", "out-of-bounds store") + (
