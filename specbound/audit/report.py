@@ -276,8 +276,9 @@ def render_text(report: AuditReport) -> str:
     """Summary, then one ``file:line: status: ...`` line per finding, unguarded condition, check
     that did not run and warning (with its evidence), then every row and the buffers, all wrapped
     to :data:`WIDTH` columns.  The verdict line is the command's (:meth:`AuditReport.verdict`)."""
-    lines = [summary_line(report) + f"; {plural(len(report.rows), 'row')}, {report.seconds:.1f} s"]
-    lines += _wrap(_header(report) + f"; --examples {report.examples}, --seed {report.seed}", "")
+    lines = [summary_line(report)]
+    lines += _wrap(f"{plural(len(report.rows), 'row')} in {report.seconds:.1f} s; {_header(report)}; --examples "
+                   f"{report.examples}, --seed {report.seed}", "")
     for kind, title, show in SECTIONS:
         rows = report.of_kind(kind)
         lines += _section(rows, title.format(n=len(rows)) + ":", show)

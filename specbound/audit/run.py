@@ -6,7 +6,7 @@ import os
 import time
 from typing import Callable
 
-from .report import ERROR, NOT_PRESENT, AuditReport, Row
+from .report import ERROR, NOT_PRESENT, AuditReport, Row, plural
 from .locate import ENV_VAR, NotInstalled, locate
 
 DEFAULT_EXAMPLES = 40
@@ -63,7 +63,7 @@ def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, 
             rep.add(Row(f"{name}.stage", name, f"the {name} checks", "-", ERROR, f"{type(e).__name__}: {e}"))
         added = rep.rows[before:]
         tally = ", ".join(f"{sum(r.status == s for r in added)} {s}" for s in dict.fromkeys(r.status for r in added))
-        say(f"[{i}/{len(stages)}] {name}: {time.perf_counter() - t1:.1f} s, {len(added)} rows"
+        say(f"[{i}/{len(stages)}] {name}: {time.perf_counter() - t1:.1f} s, {plural(len(added), 'row')}"
             + (f" ({tally})" if tally else ""))
     rep.seconds = time.perf_counter() - t0
     return rep
