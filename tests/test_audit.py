@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from specbound.audit.report import (
-    CRASH, DIVERGED, ERROR, FAILING, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OOB, OVERRUN, PROVED, UNCHECKED, UNKNOWN,
+    CRASH, DIVERGED, ERROR, FAILING, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OOB, OVERRUN, PROVED, UNGUARDED, UNKNOWN,
     UNKNOWN_SIGNATURE, render_text,
 )
 from specbound.audit.locate import NotInstalled, locate
@@ -75,12 +75,40 @@ def test_real_sglang_helpers_match(real_report):
 
 def test_real_sglang_relies_on_draft_room(real_report):
     row = _row(real_report, "safety.kv_capacity.without_draft_room")
-    assert row.status == UNCHECKED
+    assert row.status == UNGUARDED
     cex = row.counterexample
     # The counterexample has a request without room: S + num_seqs*steps > num_seqs*C.
     assert cex["S"] + cex["num_seqs"] * cex["steps"] > cex["num_seqs"] * cex["C"]
     probe = _row(real_report, "kernel.draft_kv_indices[no_draft_room]")
-    assert probe.status == UNCHECKED and "out-of-bounds store" in probe.detail
+    assert probe.status == UNGUARDED and "out-of-bounds store" in probe.detail
+
+
+def test_real_sglang_output_reads_summary_first_with_each_unguarded_conditions_evidence(real_report):
+    """0.5.23 as a person reads it: the summary first, each unguarded condition on its sglang file and
+    line with the sanitizer / interpreter report under it, never a plain OK, --strict fails, and
+    the SARIF log has one warning per unguarded condition."""
+    from specbound.audit.report import finding_line
+    from specbound.audit.sarif import to_sarif
+
+    rep = real_report
+    lines = render_text(rep).splitlines()
+    assert lines[0].startswith("summary: findings: 0, unguarded conditions: ")
+    unguarded = [r for r in rep.rows if r.status == UNGUARDED]
+    assert len(unguarded) >= 10
+    for row in unguarded:
+        i = lines.index(finding_line(row))
+        assert i < lines.index("All checks:") and lines[i + 1].startswith("    check:")
+        end = next(j for j in range(i + 1, len(lines)) if not lines[j].startswith(" "))
+        assert any(line.startswith("    evidence: ") for line in lines[i + 1:end]), lines[i:end]
+    text = "\n".join(lines)
+    cuda = any(r.id.startswith("kernel.build_tree[cuda") for r in unguarded)   # needs g++ with ASan/UBSan
+    for report_words in ("out-of-bounds load", "out-of-bounds store") + (
+            ("AddressSanitizer", "UndefinedBehaviorSanitizer") if cuda else ()):
+        assert report_words in text.split("All checks:")[0], report_words
+    assert rep.verdict()[1].startswith("no finding within sglang's contract; ")
+    assert rep.exit_code() == 0 and rep.exit_code(strict=True) == 1
+    results = to_sarif(rep, "test")["runs"][0]["results"]
+    assert sorted(r["properties"]["row"] for r in results) == sorted(r.id for r in unguarded)
 
 
 def test_real_sglang_kernels(real_report):
@@ -89,7 +117,7 @@ def test_real_sglang_kernels(real_report):
         assert row.status == MATCHED, (row_id, row.detail, row.replay)
         assert row.method.startswith("fuzz")
     mal = _row(real_report, "kernel.build_tree[malformed]")
-    assert mal.status == UNCHECKED and "out-of-bounds load" in mal.detail and "parent_list" in mal.detail
+    assert mal.status == UNGUARDED and "out-of-bounds load" in mal.detail and "parent_list" in mal.detail
     assert mal.replay is not None
     kv = _row(real_report, "kernel.symbolic_proof[draft_kv]")
     assert kv.status == PROVED, kv.detail
@@ -406,7 +434,7 @@ def test_no_sglang_at_an_explicit_path(tmp_path, capsys):
     assert [r.status for r in rep.rows] == [ERROR]
     assert "no sglang package folder" in rep.rows[0].detail
     assert main(["audit", "sglang", "--sglang-path", str(empty)]) == 3
-    assert "INCOMPLETE: nothing audited" in capsys.readouterr().out
+    assert "audit: INCOMPLETE (nothing audited" in capsys.readouterr().out
 
 
 def test_no_sglang_anywhere_audits_nothing_and_does_not_pass(monkeypatch, capsys):
@@ -421,7 +449,7 @@ def test_no_sglang_anywhere_audits_nothing_and_does_not_pass(monkeypatch, capsys
     rep = run_audit(None, kernels=False)
     assert [r.status for r in rep.rows] == [NOT_PRESENT] and rep.exit_code() == 3
     assert main(["audit", "sglang", "--no-kernels"]) == 3
-    assert "INCOMPLETE: nothing audited" in capsys.readouterr().out
+    assert "audit: INCOMPLETE (nothing audited" in capsys.readouterr().out
 
 
 def test_broken_helper_source_is_a_row(tmp_path):

@@ -390,7 +390,7 @@ def test_explicit_path_without_sglang_is_an_error(tmp_path, capsys):
     rep = run_audit(str(empty))
     assert rep.exit_code() == 3 and rep.rows[0].status == ERROR   # nothing audited; not argparse's 2
     assert main(["audit", "sglang", "--sglang-path", str(empty), "--no-kernels"]) == 3
-    assert "INCOMPLETE: nothing audited" in capsys.readouterr().out
+    assert "audit: INCOMPLETE (nothing audited" in capsys.readouterr().out
 
 
 # --- honest rows --------------------------------------------------------------------------------------

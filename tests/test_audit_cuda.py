@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from specbound.audit.report import ERROR, MATCHED, NOT_PRESENT, UNAVAILABLE, UNCHECKED, AuditReport
+from specbound.audit.report import ERROR, MATCHED, NOT_PRESENT, UNAVAILABLE, UNGUARDED, AuditReport
 from specbound.audit.cuda import build, check, offsets, source
 from specbound.audit.cuda.harness import Buf, Launch, Session
 from specbound.audit.cuda.probes import PROBES
@@ -169,7 +169,7 @@ def test_real_kernels_match_on_valid_trees(real_rows):
 def test_real_kernels_on_malformed_trees(real_rows):
     for prefix, kernel in (("kernel.build_tree[cuda", TREE), ("kernel.build_tree[cuda, BITPACKING", PACKED)):
         rows = {p.name: real_rows[f"{prefix}, malformed.{p.name}]"] for p in PROBES}
-        assert all(r.status == UNCHECKED and r.replay for r in rows.values())
+        assert all(r.status == UNGUARDED and r.replay for r in rows.values())
         miss = rows["missing_parent"]
         assert miss.counterexample["finding"] == "oob" and miss.counterexample["access"] == "READ"
         assert "past the end of 'selected_index'" in miss.detail and f"in sglang::speculative::{kernel} " in miss.detail
@@ -181,7 +181,7 @@ def test_real_kernels_on_malformed_trees(real_rows):
 
 def test_real_kernel_int32_offsets_wrap(real_rows):
     row = real_rows["kernel.build_tree[cuda, int32]"]
-    assert row.status == UNCHECKED
+    assert row.status == UNGUARDED
     assert row.counterexample["finding"] == "ub" and row.counterexample["line"] == 61, row.detail
     assert "signed integer overflow" in row.detail and "draft_token_num <= 1024" in row.detail
     assert row.replay["seq_lens"] == [268_435_449]

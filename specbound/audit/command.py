@@ -1,12 +1,16 @@
 """``specbound audit sglang``: audit the installed sglang against the spec.
 
-Exit status: 1 when a row is ``diverged``, ``oob``, ``hang``, ``overrun``, ``holds only if``
-or ``refuted`` (sglang disagrees with the spec, one of its kernels left its tensors or did not
-finish on an in-contract input, a buffer is too small for the spec's contract, or a symbolic
-proof of its kernel is refuted); 3 when nothing was found but not everything was checked
-(``--sglang-path`` holds no sglang, or a row is ``error``, ``unknown``, ``unknown signature`` or
-``unavailable``); 0 otherwise (:mod:`specbound.audit.report` lists the statuses); 2 only for
-a bad command line.
+Output: progress lines on stderr while it runs; on stdout a summary (findings, unguarded
+conditions, warnings, not checked, passed), one ``file:line: status: ...`` line per row that is not
+a pass (file relative to the sglang package; findings and unguarded conditions with their
+evidence), every check, the buffers, and the verdict line.
+
+Exit status: 1 when a row is a finding (``diverged``, ``oob``, ``hang``, ``overrun``, ``holds only
+if``, ``refuted``: sglang wrong on an input inside its contract), and with ``--strict`` also when
+a row is ``unguarded`` (sglang relies on a condition it never checks); 3 when nothing was found
+but not everything was checked (``--sglang-path`` holds no sglang, or a row is ``error``,
+``unknown``, ``unknown signature`` or ``unavailable``); 0 otherwise
+(:mod:`specbound.audit.statuses` lists the statuses); 2 only for a bad command line.
 """
 
 from __future__ import annotations
@@ -27,21 +31,34 @@ def _positive(text: str) -> int:
 
 
 def cmd_audit_sglang(args) -> int:
+    import sys
+
+    from specbound import __version__
+
     from . import run
-    from .report import EXIT_INCOMPLETE, render_markdown, render_text
+    from .report import EXIT_INCOMPLETE, plural, render_markdown, render_text
 
     for flag, value in (("--examples", args.examples), ("--seed", args.seed)):
         if args.no_kernels and value is not None:
             raise SpecArgumentError(flag, "sets the random batches of the kernel checks; --no-kernels runs none")
+
+    def progress(line: str) -> None:   # stderr: stdout stays the report (and --markdown a clean file)
+        print(f"audit: {line}", file=sys.stderr, flush=True)
+
     rep = run.run_audit(args.sglang_path, examples=args.examples or DEFAULT_EXAMPLES,
                         seed=DEFAULT_SEED if args.seed is None else args.seed, kernels=not args.no_kernels,
-                        symbolic_all=args.symbolic_all)
+                        symbolic_all=args.symbolic_all, progress=progress)
     print(render_markdown(rep) if args.markdown else render_text(rep))
     if args.json:
         rep.write_json(args.json)
-    rc = rep.exit_code()
-    counts = ", ".join(f"{v} {k}" for k, v in rep.counts().items())
-    verdict("audit", rc == 0, f"{len(rep.rows)} rows: {counts}", word="INCOMPLETE" if rc == EXIT_INCOMPLETE else None)
+    if args.sarif:
+        from .sarif import write_sarif
+
+        write_sarif(rep, args.sarif, __version__)
+    rc = rep.exit_code(strict=args.strict)
+    word, reason = rep.verdict(strict=args.strict)
+    verdict("audit", rc == 0, f"{reason}; {plural(len(rep.rows), 'row')}",
+            word="INCOMPLETE" if rc == EXIT_INCOMPLETE else None)
     return rc
 
 
@@ -52,6 +69,10 @@ def register(subparsers) -> None:
         "sglang", help="check sglang's sizing helpers (Z3) and Triton kernels (checked interpreter), "
         "without importing sglang", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_output_option(p)
+    add_output_option(p, "--sarif", help="write the findings and unguarded conditions as SARIF 2.1.0 here "
+                      "(one result per row, on its sglang file and line: GitHub code scanning)")
+    p.add_argument("--strict", action="store_true",
+                   help="unguarded conditions (sglang relies on a condition it never checks) fail too (exit 1)")
     p.add_argument("--examples", type=_positive, default=None, metavar="N",
                    help=f"random batches per kernel check (default {DEFAULT_EXAMPLES}; not with --no-kernels)")
     p.add_argument("--seed", type=int, default=None,

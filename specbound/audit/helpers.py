@@ -19,7 +19,7 @@ import z3
 from specbound import spec
 from specbound.spec import TreeMaskMode as SpecMode
 
-from .report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, UNCHECKED, UNKNOWN_SIGNATURE, AuditReport, Row
+from .report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, UNGUARDED, UNKNOWN_SIGNATURE, AuditReport, Row
 from . import helper_paths
 from .claims import Claim, harness_failure, run_claim
 from .extract import Found, SourceIndex
@@ -387,10 +387,11 @@ def check_kv_capacity(ctx: Ctx) -> None:
                     if with_room:
                         status, detail = DIVERGED, "used_len exceeds the row width although every request has room"
                     else:
-                        status = UNCHECKED
-                        detail = ("holds only if every request has room for its draft tokens "
-                                  "(seq_len[b] + num_steps <= C); with seq_len = C the draft kernel needs "
-                                  "more than the row: sglang relies on the scheduler for it")
+                        status = UNGUARDED
+                        detail = ("the row fits the draft kernel's writes when every request has room for "
+                                  "its draft tokens (seq_len[b] + num_steps <= C), a condition sglang never "
+                                  "checks (its scheduler keeps it); with seq_len = C the kernel needs more "
+                                  "than the row")
                     break
                 if v.status == "unknown":
                     status, detail = ERROR, "solver returned unknown"

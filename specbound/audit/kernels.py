@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .report import (
-    DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNCHECKED, UNKNOWN_SIGNATURE, AuditReport, Row,
+    DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNGUARDED, UNKNOWN_SIGNATURE, AuditReport, Row,
 )
 from .extract import Found, SourceIndex
 
@@ -212,7 +212,7 @@ def check_launch_sites(index: SourceIndex, report: AuditReport) -> None:
         return
     bare = [s for s, g in sites if not g]
     report.add(Row("sites.draft_kv_capacity_check", f"{len(sites)} launch site(s)", what, "ast",
-                   UNCHECKED if bare else MATCHED,
+                   UNGUARDED if bare else MATCHED,
                    (f"{len(sites) - len(bare)} checked; without a check (they rely on draft room): "
                     + "; ".join(bare)) if bare else "; ".join(s for s, _ in sites),
                    seconds=time.perf_counter() - t0))

@@ -15,7 +15,7 @@ from typing import Callable
 
 from specbound import spec
 
-from .report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNCHECKED, AuditReport, Row
+from .report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNGUARDED, AuditReport, Row
 from .extract import Found, SourceIndex
 from .kernels import (
     KV_ALIASES, KV_FILES, KV_KERNEL, Finding, Unavailable, bind, define_kernel, first_diff, fuzz_row, launch_finding,
@@ -158,7 +158,7 @@ def check_kv_kernel(index: SourceIndex, report: AuditReport, examples: int, seed
     used = spec.draft_kv_indices_used_len(16, 2, 4, 3)
     w = width(2, 2, 8)
     if f is not None and f.kind == OOB:
-        status, detail = UNCHECKED, (f"seq_len = C (no room): used_len {used} > row width {w}; the kernel "
+        status, detail = UNGUARDED, (f"seq_len = C (no room): used_len {used} > row width {w}; the kernel "
                                      f"writes past its row (into the next step's row, past the buffer on the "
                                      f"last): {f.message}")
     elif f is not None:
@@ -167,7 +167,8 @@ def check_kv_kernel(index: SourceIndex, report: AuditReport, examples: int, seed
         status, detail = MATCHED, f"no write past the buffer even without room (width {w}, used_len {used})"
     report.add(Row("kernel.draft_kv_indices[no_draft_room]", subject,
                    "a request with seq_len = C (violates draft room): what the kernel does", "probe", status,
-                   detail, replay=probe, seconds=time.perf_counter() - t2))
+                   detail, replay=probe, seconds=time.perf_counter() - t2,
+                   evidence=f.message if status == UNGUARDED else ""))
 
 
 def _width_note(width_fn, width_source: str) -> str:

@@ -1,70 +1,40 @@
-"""Rows of an audit report, and the text / Markdown / JSON renderings.
+"""Rows of an audit report, and the text / Markdown / JSON renderings (SARIF: :mod:`.sarif`).
 
-Statuses (what a row may say):
+The statuses a row may carry, their kinds (finding, unguarded condition, warning, not checked,
+pass) and their words are one table, :mod:`specbound.audit.statuses`; the exit code, the
+summary, the sections of the text and ``--strict`` are read from it.
 
-* ``matched``: the check ran and sglang agrees with the spec.
-* ``diverged``: sglang disagrees with the spec; ``counterexample`` holds the smallest
-  input found (and ``replay`` the full case for a kernel run).
-* ``oob``: sglang's Triton kernel accessed memory outside its tensors on an input
-  inside the spec's preconditions; ``replay`` reproduces it.
-* ``hang``: a kernel launch did not finish within its step budget on an input inside
-  the spec's preconditions (a loop that never ends); ``replay`` reproduces it.
-* ``unchecked``: sglang relies on a precondition it does not check (or does not guard
-  against malformed input); the row says what happens when it is broken.
-* ``not present``: this sglang has no such function (moved away, renamed, removed).
-* ``unknown signature``: the function exists but its parameters are not ones the audit knows.
-* ``unavailable``: the check cannot run here (no executor, CUDA-only code, no Triton).
-* ``error``: the check itself failed to run, or the audit's own machinery (a stand-in, an
-  unsupported construct) failed; never blamed on sglang (the detail says why).
-
-Symbolic proof rows (``kernel.symbolic_proof[...]``: sglang's own Triton kernel proved by the
-symbolic executor):
-
-* ``proved``: proved for every input of its host contract (the detail names the contract,
-  the specializations and the preconditions sglang leaves unchecked, with their
-  counterexamples).
-* ``refuted``: a property of the sglang code is false on an input of its own contract;
-  the counterexample is replayed on sglang's code.
-
-Buffer rows (``buffer.*``: an allocation that reaches a kernel, judged against the spec):
-
-* ``overrun``: Z3 refuted the allocation under the spec's stated preconditions; the
-  counterexample was replayed on sglang's kernel into a buffer of that size.
-* ``holds only if``: refuted, but proved under one extra condition sglang does not check
-  (the detail names it); the counterexample is the one without it.
-* ``unknown``: the size (or the buffer's origin) could not be traced: the detail says
-  which name is unbound or where the trail ended.
+Symbolic proof rows (``kernel.symbolic_proof[...]``) are ``proved`` (the detail names the host
+contract, the specializations and the preconditions sglang leaves unchecked, with their
+counterexamples) or ``refuted``.  Buffer rows (``buffer.*``: an allocation that reaches a
+kernel) are ``matched``, ``overrun``, ``holds only if`` or ``unknown``.
 
 Consumer rows (``consumer.*``: a buffer judged against what a reader or a torch copy touches,
-per the spec's consumer contracts, ``spec/consumers.py``): ``matched``, ``holds only if``,
-``overread`` (an attention kernel reads past its row or the buffer) and ``crash`` (a torch
-copy into a too-short slice raises).
+per the spec's consumer contracts, ``spec/consumers.py``) are ``matched``, ``holds only if``,
+``overread`` (an attention kernel reads past its row or the buffer) or ``crash`` (a torch copy
+into a too-short slice raises).
 
-Exit status of ``specbound audit sglang``:
-
-* 1, a finding: a row is ``diverged``, ``oob``, ``hang``, ``overrun``, ``overread``, ``crash``,
-  ``refuted`` or ``holds only if`` (a buffer refuted under the spec's contract, safe only under a condition sglang
-  does not check: sglang #29450's FULL_MASK custom mask, shipped in 0.5.3.post2 to 0.5.16);
-* 3, incomplete: no finding, but the audit did not check everything it should: an explicit
-  ``--sglang-path`` that holds no sglang (nothing audited), or a row ``error`` (a check
-  failed to run), ``unknown`` (a buffer not traced to a size), ``unknown signature`` or
-  ``unavailable`` (a check that cannot run here).  A check that did not run never reads as
-  a pass, and 3 is not argparse's 2 (a bad command line);
-* 0 otherwise: ``matched``, ``proved``, ``not present`` (the release has no such code) and
-  ``unchecked`` (a precondition sglang leaves to its caller, with what breaking it does) only.
+Exit status of ``specbound audit sglang``: 1 when a row is a finding (or, with ``--strict``, an
+unguarded condition); 3 when there is none but a check did not run (a ``not checked`` row, or an
+explicit ``--sglang-path`` that holds no sglang: nothing audited); 0 otherwise.  A check that did
+not run never reads as a pass, and 3 is not argparse's 2 (a bad command line).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import textwrap
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from . import statuses as st
 
 MATCHED = "matched"
 DIVERGED = "diverged"
 OOB = "oob"
 HANG = "hang"
-UNCHECKED = "unchecked"
+UNGUARDED = "unguarded"
 NOT_PRESENT = "not present"
 UNKNOWN_SIGNATURE = "unknown signature"
 UNAVAILABLE = "unavailable"
@@ -79,11 +49,11 @@ OVERREAD = "overread"    # an attention kernel reads past its row or the buffer:
 CRASH = "crash"          # a torch copy raises at this size: the server dies instead of corrupting
 CONSUMER_FINDINGS = (OVERREAD, CRASH)
 
-FAILING = (DIVERGED, OOB, HANG, OVERRUN, REFUTED, HOLDS_ONLY_IF, *CONSUMER_FINDINGS)
-INCOMPLETE = (ERROR, UNKNOWN, UNKNOWN_SIGNATURE, UNAVAILABLE)   # a check that did not run, or a buffer not judged
+# The statuses' kinds decide the verdict (statuses.py); these tuples are read from that table.
+FAILING = st.names(st.FINDING)            # exit 1
+INCOMPLETE = st.names(st.NOT_CHECKED)     # exit 3 when there is no finding
 EXIT_FINDING, EXIT_INCOMPLETE = 1, 3
-STATUSES = (MATCHED, PROVED, DIVERGED, OOB, HANG, OVERRUN, *CONSUMER_FINDINGS, REFUTED, HOLDS_ONLY_IF, UNCHECKED, NOT_PRESENT,
-            UNKNOWN_SIGNATURE, UNAVAILABLE, UNKNOWN, ERROR)
+WIDTH = 100   # the terminal rendering's widest line (a file:line: line may be longer only by its path)
 
 
 @dataclass
@@ -103,10 +73,34 @@ class Row:
     size: str = ""
     required: str = ""
     replay_command: str = ""
+    # The report that shows what happens (a sanitizer's or the checked interpreter's message),
+    # when the row has one; shown under the row's file:line in the terminal.
+    evidence: str = ""
 
     def __post_init__(self):
-        if self.status not in STATUSES:
-            raise ValueError(f"unknown status {self.status!r}")
+        st.status(self.status)   # raises naming an unknown status
+
+    @property
+    def kind(self) -> str:
+        return st.status(self.status).kind
+
+
+_PATH = r"[\w./-]+\.(?:py|cuh|cu|hpp|h|inc)"
+_LOCATION = re.compile(rf"({_PATH}):(\d+)")
+_AT = re.compile(rf"\bat ({_PATH}):(\d+)")
+
+
+def location(row: Row) -> tuple[str, int] | None:
+    """The file (relative to the sglang package) and line a row points at: the line its evidence
+    names ("at FILE:LINE", a sanitizer's or the interpreter's report) in a file of its subject,
+    else the first location of its subject, else the first one its detail names."""
+    own = _LOCATION.findall(row.subject)
+    for path, line in _AT.findall(f"{row.evidence} {row.detail}"):
+        for mine, _ in own:
+            if mine == path or mine.endswith("/" + path):
+                return mine, int(line)
+    found = own or _LOCATION.findall(row.detail)
+    return (found[0][0], int(found[0][1])) if found else None
 
 
 @dataclass
@@ -124,47 +118,81 @@ class AuditReport:
         self.rows.append(row)
         return row
 
+    def of_kind(self, kind: str) -> list[Row]:
+        return [r for r in self.rows if r.kind == kind]
+
     @property
     def failed(self) -> bool:
-        return any(r.status in FAILING for r in self.rows)
+        return bool(self.of_kind(st.FINDING))
 
     @property
     def incomplete(self) -> list[Row]:
         """The rows whose check did not run (or whose buffer was not judged)."""
-        return [r for r in self.rows if r.status in INCOMPLETE]
+        return self.of_kind(st.NOT_CHECKED)
 
     def counts(self) -> dict[str, int]:
-        out = {s: 0 for s in STATUSES}
+        out = {s.name: 0 for s in st.TABLE}
         for r in self.rows:
             out[r.status] += 1
         return {k: v for k, v in out.items() if v}
 
-    def exit_code(self) -> int:
-        if self.failed:
+    def kind_counts(self) -> dict[str, int]:
+        return {kind: len(self.of_kind(kind)) for kind in st.KINDS}
+
+    def exit_code(self, strict: bool = False) -> int:
+        """1 a finding (``strict``: or an unguarded condition), 3 nothing found but not
+        everything checked, 0 otherwise."""
+        if self.failed or (strict and self.of_kind(st.UNGUARDED_KIND)):
             return EXIT_FINDING
         if self.fatal or self.incomplete:
             return EXIT_INCOMPLETE
         return 0
 
+    def verdict(self, strict: bool = False) -> tuple[str, str]:
+        """The verdict word (OK, FAILED, INCOMPLETE) and its reason, for the last line."""
+        n = self.kind_counts()
+        unguarded = plural(n[st.UNGUARDED_KIND], "unguarded condition") + " with evidence"
+        rc = self.exit_code(strict)
+        if self.failed:
+            return "FAILED", f"{plural(n[st.FINDING], 'finding')} within sglang's contract; {unguarded}"
+        if rc == EXIT_FINDING:
+            return "FAILED", f"--strict: {unguarded}; no finding within sglang's contract"
+        if self.fatal:
+            return "INCOMPLETE", f"nothing audited: {self.fatal}"
+        if rc == EXIT_INCOMPLETE:
+            return "INCOMPLETE", f"no finding, but {plural(n[st.NOT_CHECKED], 'check')} did not run; {unguarded}"
+        if n[st.UNGUARDED_KIND]:
+            return "OK", f"no finding within sglang's contract; {unguarded}"
+        return "OK", "no finding; every check ran"
+
     def to_json(self) -> dict[str, Any]:
+        rows = []
+        for r in self.rows:
+            where = location(r)
+            rows.append({**asdict(r), "kind": r.kind,
+                         "location": {"file": where[0], "line": where[1]} if where else None})
         return {
             "sglang": {"path": self.sglang_path, "version": self.sglang_version, "located_by": self.located_by},
             "examples": self.examples,
             "seed": self.seed,
             "seconds": round(self.seconds, 2),
             "summary": {"failed": self.failed, "incomplete": [r.id for r in self.incomplete],
-                        "counts": self.counts(), "fatal": self.fatal, "exit": self.exit_code()},
-            "rows": [asdict(r) for r in self.rows],
+                        "counts": self.counts(), "kinds": self.kind_counts(), "fatal": self.fatal,
+                        "exit": self.exit_code(), "exit_strict": self.exit_code(strict=True)},
+            "rows": rows,
         }
 
     def write_json(self, path: str) -> None:
         from pathlib import Path
 
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(self.to_json(), indent=2, default=str) + "\n")
 
 
-def _cex_text(row: Row) -> str:
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def cex_text(row: Row) -> str:
     parts = []
     if row.counterexample:
         parts.append("counterexample: " + ", ".join(f"{k}={v}" for k, v in row.counterexample.items()))
@@ -179,19 +207,55 @@ def _header(report: AuditReport) -> str:
     return f"sglang {report.sglang_version} at {report.sglang_path} (located by {report.located_by})"
 
 
-def _summary(report: AuditReport) -> str:
-    counts = ", ".join(f"{v} {k}" for k, v in report.counts().items())
-    if report.failed:
-        verdict = ("FAILED (divergence, out-of-bounds access, hang, buffer overrun or one safe only under an "
-                   "unchecked condition, or refuted proof)")
-    elif report.fatal:
-        verdict = f"INCOMPLETE: nothing audited: {report.fatal}"
-    elif report.incomplete:
-        verdict = ("INCOMPLETE: no finding, but these checks did not run (or their buffer was not judged): "
-                   + ", ".join(r.id for r in report.incomplete))
-    else:
-        verdict = "OK (no divergence, no OOB, no hang, no overrun, no refuted proof; every check ran)"
-    return f"{len(report.rows)} rows: {counts}; {report.seconds:.1f} s; {verdict}"
+def summary_line(report: AuditReport) -> str:
+    """The first line: a count per kind (findings, unguarded conditions, warnings, not checked,
+    passed), read from the status table."""
+    n = report.kind_counts()
+    return "summary: " + ", ".join(f"{st.KIND_LABEL[k]}: {n[k]}" for k in st.KINDS)
+
+
+def _wrap(text: str, indent: str, first: str = "") -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent + first, subsequent_indent=indent + " " * len(first),
+                         break_on_hyphens=False) or [indent + first.rstrip()]
+
+
+def _trim(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
+
+
+def finding_line(row: Row) -> str:
+    """``file:line: status: row id`` (file relative to the sglang package; ``(no file)`` for a row
+    that names none)."""
+    where = location(row)
+    return f"{where[0]}:{where[1]}: {row.status}: {row.id}" if where else f"(no file): {row.status}: {row.id}"
+
+
+def _evidence(row: Row) -> str:
+    text = row.evidence or "; ".join(p for p in (row.detail, cex_text(row)) if p)
+    return _trim(" ".join(text.split()), 4 * (WIDTH - 16))
+
+
+def _section(rows: list[Row], title: str, show_evidence: bool) -> list[str]:
+    if not rows:
+        return []
+    lines = [""] + _wrap(title, "")
+    for r in rows:
+        lines.append(finding_line(r))
+        lines += _wrap(r.check, "    ", "check:    ")
+        if show_evidence:
+            lines += _wrap(_evidence(r), "    ", "evidence: ")
+        elif r.detail:
+            lines += _wrap(r.detail, "    ", "detail:   ")
+    return lines
+
+
+SECTIONS = (  # kind, title, evidence shown
+    (st.FINDING, "Findings ({n}): sglang is wrong on an input inside its contract", True),
+    (st.UNGUARDED_KIND, "Unguarded conditions ({n}): sglang relies on a condition it never checks; the "
+     "evidence shows what breaking it does (no finding: outside sglang's contract)", True),
+    (st.NOT_CHECKED, "Not checked ({n}): the check did not run", False),
+    (st.WARNING, "Warnings ({n}): nothing to check in this release", False),
+)
 
 
 def buffer_rows(report: AuditReport) -> list[Row]:
@@ -199,34 +263,43 @@ def buffer_rows(report: AuditReport) -> list[Row]:
 
 
 def _buffer_lines(r: Row) -> list[str]:
-    lines = [f"{r.id}: {r.status}", f"  allocated  {r.allocation}", f"  size       {r.size}",
-             f"  required   {r.required}"]
-    if r.counterexample:
-        lines.append("  counterexample " + ", ".join(f"{k}={v}" for k, v in r.counterexample.items()))
-    if r.replay_command:
-        lines.append(f"  replay     {r.replay_command}")
+    lines = [f"{r.id}: {r.status}"]
+    for label, value in (("allocated", r.allocation), ("size", r.size), ("required", r.required),
+                         ("counterexample", ", ".join(f"{k}={v}" for k, v in (r.counterexample or {}).items())),
+                         ("replay", r.replay_command)):
+        if value:
+            lines += _wrap(value, "  ", f"{label:<10} ")
+    return lines
+
+
+def _table(report: AuditReport) -> list[str]:
+    lines = ["", "All checks:"]
+    for r in report.rows:
+        head = f"{r.id}  {r.status}  [{r.method}]"
+        lines += _wrap(head, "") if len(head) > WIDTH else [head]
+        for label, text in (("sglang", r.subject), ("checks", r.check),
+                            ("result", "; ".join(p for p in (r.detail, cex_text(r)) if p))):
+            if text:
+                lines += _wrap(text, "    ", f"{label}: ")
     return lines
 
 
 def render_text(report: AuditReport) -> str:
-    lines = [_header(report), ""]
-    w_id = max([len(r.id) for r in report.rows] + [5])
-    w_st = max([len(r.status) for r in report.rows] + [6])
-    w_me = max([len(r.method) for r in report.rows] + [6])
-    lines.append(f"{'check'.ljust(w_id)}  {'result'.ljust(w_st)}  {'method'.ljust(w_me)}  detail")
-    lines.append(f"{'-' * w_id}  {'-' * w_st}  {'-' * w_me}  ------")
-    for r in report.rows:
-        detail = r.detail
-        extra = _cex_text(r)
-        if extra:
-            detail = f"{detail} [{extra}]" if detail else extra
-        lines.append(f"{r.id.ljust(w_id)}  {r.status.ljust(w_st)}  {r.method.ljust(w_me)}  {detail}")
+    """Summary, then one ``file:line: status: ...`` line per finding, unguarded condition, check
+    that did not run and warning (with its evidence), then every row and the buffers, all wrapped
+    to :data:`WIDTH` columns.  The verdict line is the command's (:meth:`AuditReport.verdict`)."""
+    lines = [summary_line(report)]
+    lines += _wrap(f"{plural(len(report.rows), 'row')} in {report.seconds:.1f} s; {_header(report)}; --examples "
+                   f"{report.examples}, --seed {report.seed}", "")
+    for kind, title, show in SECTIONS:
+        rows = report.of_kind(kind)
+        lines += _section(rows, title.format(n=len(rows)) + ":", show)
+    lines += _table(report)
     buffers = buffer_rows(report)
     if buffers:
         lines += ["", "Buffers (allocation -> kernel):"]
         for r in buffers:
             lines += _buffer_lines(r)
-    lines += ["", _summary(report)]
     return "\n".join(lines)
 
 
@@ -236,10 +309,11 @@ def _md(text: str) -> str:
 
 def render_markdown(report: AuditReport) -> str:
     lines = [f"Audited: {_header(report)}; --examples {report.examples}, --seed {report.seed}.", "",
+             summary_line(report) + ".", "",
              "| check | sglang symbol | result | method | detail |", "|---|---|---|---|---|"]
     for r in report.rows:
         detail = r.detail
-        extra = _cex_text(r)
+        extra = cex_text(r)
         if extra:
             detail = f"{detail} <br>{extra}" if detail else extra
         lines.append(f"| `{r.id}` | {_md(r.subject)} | **{r.status}** | {_md(r.method)} | {_md(detail)} |")
@@ -252,5 +326,6 @@ def render_markdown(report: AuditReport) -> str:
             replay = f"`{_md(r.replay_command)}`" if r.replay_command else ""
             lines.append(f"| `{r.id}` | {_md(r.allocation)} | `{_md(r.size)}` | {_md(r.required)} | **{r.status}** "
                          f"| {_md(cex)} | {replay} |")
-    lines += ["", _summary(report)]
+    word, reason = report.verdict()
+    lines += ["", f"{word}: {reason}."]
     return "\n".join(lines)

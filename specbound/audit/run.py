@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Callable
 
-from .report import ERROR, NOT_PRESENT, AuditReport, Row
+from .report import ERROR, NOT_PRESENT, AuditReport, Row, plural
 from .locate import ENV_VAR, NotInstalled, locate
 
 DEFAULT_EXAMPLES = 40
@@ -13,11 +14,14 @@ DEFAULT_SEED = 20240607
 
 
 def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, seed: int = DEFAULT_SEED,
-              kernels: bool = True, symbolic_all: bool = False) -> AuditReport:
+              kernels: bool = True, symbolic_all: bool = False,
+              progress: Callable[[str], None] | None = None) -> AuditReport:
     """The full audit; never raises for a missing or unexpected sglang (those are rows).
-    ``symbolic_all``: the symbolic proof rows prove every listed specialization (minutes)."""
+    ``symbolic_all``: the symbolic proof rows prove every listed specialization (minutes).
+    ``progress``: called with one line as each group of checks starts and ends."""
     if symbolic_all and not kernels:
         raise ValueError("symbolic_all=True needs kernels=True (the symbolic proofs are kernel checks)")
+    say = progress or (lambda line: None)
     t0 = time.perf_counter()
     try:
         inst = locate(sglang_path)
@@ -31,21 +35,41 @@ def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, 
         rep.seconds = time.perf_counter() - t0
         return rep
     rep = AuditReport(str(inst.root), inst.version, inst.located_by, examples=examples, seed=seed)
+    say(f"sglang {inst.version} at {inst.root}")
     from .extract import SourceIndex
 
     from .program import Program
 
     index = SourceIndex(inst.root)
     program = Program(index)   # one parse of the package for the buffer and consumer stages
-    stages = [("helpers", lambda: _helpers(index, rep)), ("buffers", lambda: _buffers(index, rep, kernels, program)),
-              ("consumers", lambda: _consumers(index, rep, program))]
+    stages = [("helpers", "sglang's sizing helpers, symbolically (Z3)", lambda: _helpers(index, rep)),
+              ("buffers", "buffers traced from every kernel call to their allocation (Z3"
+               + (", replays)" if kernels else ")"), lambda: _buffers(index, rep, kernels, program)),
+              ("consumers", "buffers against what attention reads and torch copies (consumer contracts, Z3)",
+               lambda: _consumers(index, rep, program))]
     if kernels:
-        stages.append(("kernels", lambda: _kernels(index, rep, examples, seed, symbolic_all)))
-    for name, stage in stages:
+        stages += [
+            ("kernels.tree", f"Triton tree build, checked interpreter ({examples} batches + malformed)",
+             lambda: _tree(index, rep, examples, seed)),
+            ("kernels.kv", f"Triton draft kv kernel, checked interpreter ({examples} batches + probes)",
+             lambda: _kv(index, rep, examples, seed)),
+            ("kernels.sites", "the draft kv kernel's launch sites (ast)", lambda: _sites(index, rep)),
+            ("kernels.cuda", f"CUDA tree kernels on the CPU under ASan/UBSan ({examples} batches + probes)",
+             lambda: _cuda(index, rep, examples, seed)),
+            ("kernels.symbolic", "sglang's Triton kernels proved by symbolic execution"
+             + (" (every specialization)" if symbolic_all else ""), lambda: _symbolic(rep, symbolic_all)),
+        ]
+    for i, (name, what, stage) in enumerate(stages, 1):
+        before, t1 = len(rep.rows), time.perf_counter()
+        say(f"[{i}/{len(stages)}] {name}: {what} ...")
         try:
             stage()
         except Exception as e:  # noqa: BLE001 - a broken stage is a row, never a traceback
             rep.add(Row(f"{name}.stage", name, f"the {name} checks", "-", ERROR, f"{type(e).__name__}: {e}"))
+        added = rep.rows[before:]
+        tally = ", ".join(f"{sum(r.status == s for r in added)} {s}" for s in dict.fromkeys(r.status for r in added))
+        say(f"[{i}/{len(stages)}] {name}: {time.perf_counter() - t1:.1f} s, {plural(len(added), 'row')}"
+            + (f" ({tally})" if tally else ""))
     rep.seconds = time.perf_counter() - t0
     return rep
 
@@ -68,9 +92,14 @@ def _consumers(index, rep, program):
     check_consumers(index, rep, program)
 
 
-def _kernels(index, rep, examples, seed, symbolic_all):
-    from . import kernels, kv_kernel, tree_kernel
-    from .cuda.check import check_cuda_tree
+def _tree(index, rep, examples, seed):
+    from . import tree_kernel
+
+    tree_kernel.check_tree_kernel(index, rep, examples, seed)
+
+
+def _kv(index, rep, examples, seed):
+    from . import kv_kernel
     from .helpers import SPEC_UTILS_FILE
 
     width_fn, width_source = None, ""
@@ -80,8 +109,22 @@ def _kernels(index, rep, examples, seed, symbolic_all):
             width_fn, width_source = index.load_helper(found, {}), found.where
         except Exception:  # noqa: BLE001 - the helper row already reports it
             width_fn = None
-    tree_kernel.check_tree_kernel(index, rep, examples, seed)
     kv_kernel.check_kv_kernel(index, rep, examples, seed, width_fn, width_source)
+
+
+def _sites(index, rep):
+    from . import kernels
+
     kernels.check_launch_sites(index, rep)
+
+
+def _cuda(index, rep, examples, seed):
+    from .cuda.check import check_cuda_tree
+
     check_cuda_tree(index, rep, examples, seed)
+
+
+def _symbolic(rep, symbolic_all):
+    from . import kernels
+
     kernels.check_symbolic(rep, full=symbolic_all)

@@ -15,7 +15,7 @@ import time
 from specbound import spec
 from specbound.spec import TreeMaskMode
 
-from .report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNCHECKED, AuditReport, Row
+from .report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNGUARDED, AuditReport, Row
 from .extract import Found, SourceIndex
 from .kernels import (
     TREE_ALIASES, TREE_FILES, TREE_KERNEL, TREE_WRAPPER, Finding, Unavailable, bind, define_kernel, first_diff,
@@ -229,6 +229,7 @@ def _tree_malformed(report, subject, run, examples, seed) -> None:
     if first_divergence is not None:
         parts.append(f"first difference: {first_divergence[0].message}")
         replay = replay or first_divergence[1]
-    report.add(Row("kernel.build_tree[malformed]", subject, what, f"probe + fuzz ({n} batches)", UNCHECKED,
+    report.add(Row("kernel.build_tree[malformed]", subject, what, f"probe + fuzz ({n} batches)", UNGUARDED,
                    "sglang relies on well-formed trees from its own draft step (the parent_list read is "
-                   "unguarded). " + "; ".join(parts), replay=replay, seconds=time.perf_counter() - t0))
+                   "unguarded). " + "; ".join(parts), replay=replay, seconds=time.perf_counter() - t0,
+                   evidence="; ".join(parts)))

@@ -4,7 +4,7 @@
   (the Hypothesis strategies of ``specbound fuzz``), :func:`.tree.run_case` on each;
   ``matched``, or the first failure (``oob``, ``hang``, ``diverged``) after Hypothesis
   shrank it, with its replay.
-* ``...[.., malformed.<probe>]``: each probe of :mod:`.probes`, launched once; ``unchecked``
+* ``...[.., malformed.<probe>]``: each probe of :mod:`.probes`, launched once; ``unguarded``
   with what happened (the finding is in ``counterexample``), or ``matched`` if the kernel
   follows the guarded semantics.  ``...[.., malformed.random]`` counts the outcomes on
   random malformed batches.
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..report import (
-    DIVERGED, ERROR, HANG, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNCHECKED, UNKNOWN_SIGNATURE, AuditReport, Row,
+    DIVERGED, ERROR, HANG, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNGUARDED, UNKNOWN_SIGNATURE, AuditReport, Row,
 )
 from . import offsets, source
 from .build import BuildError, Library, Unavailable, build, probe_toolchain
@@ -194,10 +194,11 @@ def _probe_rows(prep: Prepared, session: Session, name: str) -> list[Row]:
             continue
         cex = {"finding": f.kind, **{k: f.where[k] for k in ("access", "line", "block", "thread") if k in f.where}}
         printed = f"; the kernel printed {f.printed[0]!r}" if f.printed else ""
-        rows.append(Row(row_id, _subject(prep, name), what, "probe", UNCHECKED,
+        rows.append(Row(row_id, _subject(prep, name), what, "probe", UNGUARDED,
                         f"{f.kind}: {f.message}{printed} ({seconds * 1000:.0f} ms); replay: "
                         f"{replay_command(prep.root, name, case)}",
-                        counterexample=cex, replay=json.loads(case.to_json()), seconds=seconds))
+                        counterexample=cex, replay=json.loads(case.to_json()), seconds=seconds,
+                        evidence=f"{f.kind}: {f.message}{printed}"))
     return rows
 
 
@@ -230,11 +231,12 @@ def _random_malformed_row(prep: Prepared, session: Session, name: str, examples:
         return Row(row_id, _subject(prep, name), what, method, MATCHED if res.examples else ERROR,
                    f"{tally}; {1000 * seconds / max(res.examples, 1):.0f} ms per batch", seconds=seconds)
     case, f = pick
-    return Row(row_id, _subject(prep, name), what, method, UNCHECKED,
+    return Row(row_id, _subject(prep, name), what, method, UNGUARDED,
                f"{tally}; {1000 * seconds / max(res.examples, 1):.0f} ms per batch; first {f.kind} (not shrunk: "
                f"the probes above are the minimal trees): {f.message}; replay: "
                f"{replay_command(prep.root, name, case)}",
-               counterexample={"finding": f.kind}, replay=json.loads(case.to_json()), seconds=seconds)
+               counterexample={"finding": f.kind}, replay=json.loads(case.to_json()), seconds=seconds,
+               evidence=f"{tally}; first {f.kind}: {f.message}")
 
 
 # --- 32-bit offsets -------------------------------------------------------------------------------
@@ -268,7 +270,7 @@ def _wrap_row(prep: Prepared, session: Session | None) -> Row:
     parts = [offsets.describe(w) + ("" if w.proved else " [computed]") for w in bounds]
     full = bounds[0]
     run = "not run (no runnable build_tree_efficient)"
-    status, cex, replay = UNCHECKED, None, None
+    status, cex, replay, evidence = UNGUARDED, None, None, ""
     if session is not None and name in prep.kernels:
         case = wrap_case(full.n, full.seq_len)
         out = session.run(make_launch(prep.kernels[name], case, prefilled(case, "sglang", mask=False)))
@@ -279,6 +281,7 @@ def _wrap_row(prep: Prepared, session: Session | None) -> Row:
                    f"{full.mask_bytes:,} bytes): no wrap, no sanitizer report: the offsets are wider than int")
         else:
             cex = {"finding": out.kind, **{k: out.where[k] for k in ("line", "access") if k in out.where}}
+            evidence = f"{out.kind} at seq_len = {full.seq_len:,}, n = {full.n}: {out.message}"
             run = (f"run at bs = 1, n = {full.n}, seq_len = {full.seq_len:,} (mask lazily mapped at its exact "
                    f"{full.mask_bytes:,} bytes, {out.seconds:.1f} s): {out.kind}: {out.message} (replay: "
                    f"{replay_command(prep.root, name, case)})")
@@ -286,7 +289,7 @@ def _wrap_row(prep: Prepared, session: Session | None) -> Row:
     return Row("kernel.build_tree[cuda, int32]", _subject(prep, name), what, "z3 (core.check) + probe", status,
                f"sglang relies on mask offsets < 2^31 (spec VM-INT32-SAFE) without a host check. Smallest "
                f"wrap: {parts[0]}; {run}. Not run (computed bounds): {not_run}. {checks}",
-               counterexample=cex, replay=replay, seconds=time.perf_counter() - t0)
+               counterexample=cex, replay=replay, seconds=time.perf_counter() - t0, evidence=evidence)
 
 
 # --- the entry point --------------------------------------------------------------------------------
