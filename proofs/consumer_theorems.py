@@ -80,4 +80,31 @@ def ct_custom_mask_read() -> Theorem:
     )
 
 
-THEOREMS = (ct_page_table_read, ct_custom_mask_read)
+def ct_verify_kv_indices_write() -> Theorem:
+    def claim(d):
+        end = d.verify_kv_indices_written(bs, n, P(bs))
+        return end <= d.verify_kv_indices_numel(max_bs, C, n)
+
+    def hyps(d):
+        h = {**tree_params(), **labelled(spec.max_bs_ok(max_bs)), **labelled(spec.batch_size_ok(bs)),
+             "captured_batch_fits": bs <= max_bs}
+        h.update(per_request(seq_len_conds))
+        return h
+    return Theorem(
+        id="CT-VERIFY-KV-INDICES-WRITE", family=FAMILY,
+        statement=("bs <= max_bs and every seq_len[b] <= C => the target-verify kv-index stream (seq_len[b] + n "
+                   "entries per request, kv_indptr[bs] = S + bs*n) fits verify_kv_indices_numel(max_bs, C, n)"),
+        hyps=hyps, claim=claim,
+        report=lambda: {"bs": bs, "max_bs": max_bs, "n": n, "C": C, "S": P(bs)},
+        lemmas=lambda: [core.instantiate(lemmas.prefix_bound(), bs),
+                        core.instantiate(lemmas.mul_le_mono(), bs, max_bs, C + n)],
+        mutants=(
+            Mutant("MUT-VERIFY-KV-INDICES-CONTEXT-ONLY",
+                   "graph kv_indices of max_bs * C entries, without the draft tokens (sglang 0.5.23's FlashInfer "
+                   "MLA cuda_graph_kv_indices, handed to the DFlash verify input as kv_indices_buf)",
+                   overrides={"verify_kv_indices_numel": lambda mb, c, nn: mb * c}),
+        ),
+    )
+
+
+THEOREMS = (ct_page_table_read, ct_custom_mask_read, ct_verify_kv_indices_write)

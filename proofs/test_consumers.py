@@ -14,7 +14,7 @@ from specbound import spec
 @cache
 def results():
     from specbound.proofs import registry
-    got, _ = registry.run_all(["CT-PAGE-TABLE-VERIFY-READ", "CT-CUSTOM-MASK-READ"])
+    got, _ = registry.run_all(["CT-PAGE-TABLE-VERIFY-READ", "CT-CUSTOM-MASK-READ", "CT-VERIFY-KV-INDICES-WRITE"])
     return {r.id: r for r in got}
 
 
@@ -41,3 +41,11 @@ def test_custom_mask_without_draft_columns_is_read_past():
         end = start + spec.custom_mask_read_len(x["n"], x["seq_len[b]"])
         assert end > size(x), (mutant, x)
         assert end <= spec.tree_mask_numel(spec.TreeMaskMode.FULL_MASK, x["max_bs"], x["n"], x["C"])
+
+
+def test_context_only_verify_kv_indices_is_written_past():
+    x = _mutant("CT-VERIFY-KV-INDICES-WRITE", "MUT-VERIFY-KV-INDICES-CONTEXT-ONLY")
+    assert 0 <= x["S"] <= x["bs"] * x["C"] and x["bs"] <= x["max_bs"]
+    end = spec.verify_kv_indices_written(x["bs"], x["n"], x["S"])
+    assert end > x["max_bs"] * x["C"]
+    assert end <= spec.verify_kv_indices_numel(x["max_bs"], x["C"], x["n"])

@@ -20,7 +20,7 @@ from .conditions import (
 )
 from .consumers import (
     custom_mask_batch_read, custom_mask_read_len, custom_mask_read_start, page_table_columns_read,
-    verify_page_table_width,
+    verify_kv_indices_numel, verify_kv_indices_start, verify_kv_indices_written, verify_page_table_width,
 )
 from .draft_kv import (
     draft_branches, draft_kv_capacity_ok, draft_kv_capacity_steps, draft_kv_indices_buffer_width,

@@ -66,3 +66,40 @@ def custom_mask_batch_read(bs, num_draft_tokens, seq_lens_sum):
     """Cells a batch's custom-mask reads (and the copy into the graph buffer) span:
     ``mask_indptr[bs] = S*n + bs*n*n``."""
     return mask_batch_numel(TreeMaskMode.FULL_MASK, bs, num_draft_tokens, seq_lens_sum)
+
+
+def verify_kv_indices_start(num_draft_tokens, b, prefix_b):
+    """``kv_indptr[b]`` of a target-verify kv-index stream: request ``b``'s first entry,
+    ``P[b] + b*n`` (every earlier request wrote its ``seq_len + n`` entries).
+
+    Read from sglang 0.5.23: the verify inputs' ``generate_attn_arg_prefill``
+    (``srt/speculative/eagle_info.py``, ``srt/speculative/dflash_info.py``) widen
+    ``paged_kernel_lens = paged_kernel_lens + draft_token_num`` and set ``kv_indptr[1:] =
+    cumsum(paged_kernel_lens)``; ``KVIndexTranslator.pack_read_stream``
+    (``srt/mem_cache/kv_index_translator.py``) launches ``create_flashinfer_kv_indices_triton``
+    (``kernels/ops/attention/kv_indices.py``), whose program ``b`` stores
+    ``kv_indices[kv_indptr[b] + i]`` for every ``i < paged_kernel_lens[b]``, bounded by the
+    request's length and never by the buffer it writes.  The DFlash verify input writes
+    into a buffer the caller hands it (``kv_indices_buf``: FlashInfer MLA's CUDA-graph
+    ``cuda_graph_kv_indices``) instead of allocating ``S + bs*n`` entries.
+    """
+    n = check_int("num_draft_tokens", num_draft_tokens, minimum=1)
+    i = check_int("b", b, minimum=0)
+    p = check_int("prefix_b", prefix_b, minimum=0)
+    return p + i * n
+
+
+def verify_kv_indices_written(bs, num_draft_tokens, seq_lens_sum):
+    """Entries a batch's target-verify kv-index stream spans: ``kv_indptr[bs] = S + bs*n``
+    (:func:`verify_kv_indices_start` at ``b = bs``)."""
+    total = check_int("seq_lens_sum", seq_lens_sum, minimum=0)
+    return verify_kv_indices_start(num_draft_tokens, check_int("bs", bs, minimum=0), total)
+
+
+def verify_kv_indices_numel(max_bs, max_context_len, num_draft_tokens):
+    """The spec's size of a graph buffer that receives a target-verify kv-index stream:
+    ``max_bs * (C + n)`` (every request at the context plus its draft tokens)."""
+    mb = check_int("max_bs", max_bs, minimum=1)
+    c = check_int("max_context_len", max_context_len, minimum=1)
+    n = check_int("num_draft_tokens", num_draft_tokens, minimum=1)
+    return mb * (c + n)

@@ -152,3 +152,15 @@ def test_consumer_contracts_on_ints():
         spec.page_table_columns_read(1, 1, 0)
     with pytest.raises(spec.SpecArgumentError, match="num_draft_tokens"):
         spec.verify_page_table_width(16, 0, 1)
+
+
+def test_verify_kv_indices_contract_on_ints():
+    """A target-verify kv-index stream: seq_len + n entries per request from P[b] + b*n."""
+    assert spec.verify_kv_indices_start(4, 1, 10) == 14
+    assert spec.verify_kv_indices_written(2, 4, 30) == spec.verify_kv_indices_start(4, 2, 30) == 38
+    assert spec.verify_kv_indices_numel(2, 16, 4) == 40
+    assert spec.verify_kv_indices_written(2, 4, 2 * 15) > 2 * 16    # past a context-only max_bs * C buffer
+    with pytest.raises(spec.SpecArgumentError, match="num_draft_tokens"):
+        spec.verify_kv_indices_start(0, 1, 1)
+    with pytest.raises(spec.SpecArgumentError, match="max_bs"):
+        spec.verify_kv_indices_numel(0, 16, 4)
