@@ -55,7 +55,7 @@ def check_consumers(index: SourceIndex, report: AuditReport, program: Program | 
 
 # --- shared ------------------------------------------------------------------------------------
 
-def _selves(program: Program, func):
+def selves(program: Program, func):
     return [Instance(c) for c in program.classes_running(func)] if func.cls else [None]
 
 
@@ -73,6 +73,18 @@ def _argument(call: ast.Call, params: list[str], name: str):
 def _resolve(tracer: Tracer, expr, frame, path: Path) -> list:
     tracer.steps = 0
     return tracer.resolve(expr, frame, path)
+
+
+def traced_allocations(program: Program, fn, self_val, expr, where: str) -> dict:
+    """The allocations ``expr`` (in ``fn``, run by ``self_val``) traces to, each once with
+    the path it was found under, for a buffer of the target-verify pass."""
+    tracer = Tracer(program, bindings.TARGET_VERIFY)
+    frame = tracer.top_frame(fn, self_val)
+    found = {}
+    for v, p in _resolve(tracer, expr, frame, Path(trail=(where,))):
+        if isinstance(v, Alloc):
+            found.setdefault((v.site, v.view, term_ids(list(v.dims))), (v, p))
+    return found
 
 
 # --- page tables -------------------------------------------------------------------------------
@@ -96,7 +108,7 @@ def _page_table_rows(program: Program) -> list[Row]:
         for site in program.calls_to(fill.name):
             if site.caller.key == fill.key:
                 continue
-            for self_val in _selves(program, site.caller):
+            for self_val in selves(program, site.caller):
                 t0 = time.perf_counter()
                 try:
                     row = _page_table_row(program, fill, params, site, self_val)
@@ -297,15 +309,10 @@ def _custom_mask_rows(program: Program) -> list[Row]:
     rows = []
     for fn, node, dest in _mask_copies(program):
         where = f"{fn.rel}:{node.lineno}"
-        for self_val in _selves(program, fn):
+        for self_val in selves(program, fn):
             t0 = time.perf_counter()
             owner = self_val.cls.name if self_val is not None else fn.qual
-            tracer = Tracer(program, bindings.TARGET_VERIFY)
-            frame = tracer.top_frame(fn, self_val)
-            found = {}
-            for v, p in _resolve(tracer, dest, frame, Path(trail=(where,))):
-                if isinstance(v, Alloc):
-                    found.setdefault((v.site, v.view, term_ids(list(v.dims))), (v, p))
+            found = traced_allocations(program, fn, self_val, dest, where)
             if not found:
                 rows.append(Row(f"consumer.custom_mask[{owner}@{where}]", f"{owner} ({where})",
                                 "trace the custom-mask copy's destination to its allocation", "ast", UNKNOWN,

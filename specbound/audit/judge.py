@@ -48,8 +48,10 @@ REPORTED = (("bs", bs), ("max_bs", max_bs), ("topk", K), ("num_steps", D), ("num
 REPORTED_BY_KIND = {"draft_kv_indices": ("bs", "max_bs", "topk", "num_steps", "max_context_len", "seq_lens_sum"),
                     "tree_mask": ("bs", "max_bs", "topk", "num_steps", "num_draft_tokens", "max_context_len",
                                   "seq_lens_sum")}
-# A verify mask copied into a backend's custom-mask buffer (and read through mask_indptr).
+# A verify mask copied into a backend's custom-mask buffer (and read through mask_indptr); a
+# target-verify kv-index stream written into a backend's graph kv_indices buffer.
 REPORTED_BY_KIND["custom_mask_copy"] = REPORTED_BY_KIND["tree_mask"]
+REPORTED_BY_KIND["verify_kv_indices"] = REPORTED_BY_KIND["tree_mask"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ EXTRA_CONDITIONS = {
     "draft_kv_indices": (),
 }
 EXTRA_CONDITIONS["custom_mask_copy"] = EXTRA_CONDITIONS["tree_mask"]
+EXTRA_CONDITIONS["verify_kv_indices"] = EXTRA_CONDITIONS["tree_mask"]
 
 
 @dataclass
@@ -109,6 +112,11 @@ def custom_mask_goal(numel, mode):
     return numel >= need, f"{z3.simplify(need)} ({source})"
 
 
+def verify_kv_goal(numel):
+    need = spec.verify_kv_indices_written(bs, n, S)
+    return numel >= need, f"{z3.simplify(need)} (kv_indptr[bs], spec.verify_kv_indices_written)"
+
+
 def contract(kind: str, mode=None) -> tuple[dict, list]:
     """The stated preconditions (hypotheses) and the lemma instances they give."""
     hyps = {**labelled(spec.max_bs_ok(max_bs)), **labelled(spec.batch_size_ok(bs)), **labelled(spec.context_ok(C)),
@@ -141,6 +149,8 @@ def judge(kind: str, dims, conds, *, stride=None, mode=None, name="buffer") -> J
         goal, required = kv_goal(numel, stride if stride is not None else dims[-1])
     elif kind == "custom_mask_copy":
         goal, required = custom_mask_goal(numel, mode)
+    elif kind == "verify_kv_indices":
+        goal, required = verify_kv_goal(numel)
     else:
         goal, required = mask_goal(numel, mode)
     size = _extent_text(dims)

@@ -46,7 +46,7 @@ def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, 
               ("buffers", "buffers traced from every kernel call to their allocation (Z3"
                + (", replays)" if kernels else ")"), lambda: _buffers(index, rep, kernels, program)),
               ("consumers", "buffers against what attention reads and torch copies (consumer contracts, Z3)",
-               lambda: _consumers(index, rep, program))]
+               lambda: _consumers(index, rep, program, kernels))]
     if kernels:
         stages += [
             ("kernels.tree", f"Triton tree build, checked interpreter ({examples} batches + malformed)",
@@ -86,10 +86,12 @@ def _buffers(index, rep, replay, program):
     check_buffers(index, rep, replay=replay, program=program)
 
 
-def _consumers(index, rep, program):
+def _consumers(index, rep, program, replay):
     from .consumers import check_consumers
+    from .verify_kv import check_verify_kv
 
     check_consumers(index, rep, program)
+    check_verify_kv(program, rep, replay=replay)
 
 
 def _tree(index, rep, examples, seed):
