@@ -75,10 +75,10 @@ def _resolve(tracer: Tracer, expr, frame, path: Path) -> list:
     return tracer.resolve(expr, frame, path)
 
 
-def traced_allocations(program: Program, fn, self_val, expr, where: str) -> dict:
+def traced_allocations(program: Program, fn, self_val, expr, where: str, tracer_cls=Tracer) -> dict:
     """The allocations ``expr`` (in ``fn``, run by ``self_val``) traces to, each once with
     the path it was found under, for a buffer of the target-verify pass."""
-    tracer = Tracer(program, bindings.TARGET_VERIFY)
+    tracer = tracer_cls(program, bindings.TARGET_VERIFY)
     frame = tracer.top_frame(fn, self_val)
     found = {}
     for v, p in _resolve(tracer, expr, frame, Path(trail=(where,))):

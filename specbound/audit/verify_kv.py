@@ -24,6 +24,8 @@ from .consumers import selves, traced_allocations
 from .extract import SourceIndex
 from .kernels import KV_ALIASES, Unavailable, bind, launch_finding, triton_env
 from .program import Program
+from .trace import Tracer
+from .trace_values import Ended
 from .report import ERROR, HOLDS_ONLY_IF, MATCHED, OOB, OVERRUN, UNKNOWN, AuditReport, Row
 
 WRITER_PARAMS = ("kv_indices_buf", "paged_kernel_lens")
@@ -50,8 +52,7 @@ def check_verify_kv(program: Program, report: AuditReport, replay: bool = True) 
             t0 = time.perf_counter()
             owner = self_val.cls.name if self_val is not None else fn.qual
             try:
-                found = {k: v for k, v in traced_allocations(program, fn, self_val, buf, where).items()
-                         if not _draft_step_row(v[1])}
+                found = traced_allocations(program, fn, self_val, buf, where, _VerifyTracer)
                 if not found:
                     report.add(Row(f"consumer.verify_kv_indices[{owner}@{where}]", f"{owner} ({where})",
                                    "trace the kv_indices buffer handed to the verify writer to its allocation",
@@ -142,12 +143,17 @@ def _runs_in_verify(program: Program, fn, cls) -> bool:
     return True
 
 
-def _draft_step_row(path) -> bool:
-    """The buffer reached the backend through ``init_cuda_graph_state(..., kv_indices_buf=...)``:
-    a multi-step draft backend handing one of its rows to a draft step's backend.  The
-    target-verify graph runner calls ``init_cuda_graph_state(max_bs, max_num_tokens)``, so
-    that row never receives a verify stream (the buffer rows judge it for the draft kernel)."""
-    return any("init_cuda_graph_state(" in step and "kv_indices_buf=" in step for step in path.trail)
+class _VerifyTracer(Tracer):
+    """Stops at ``init_cuda_graph_state(..., kv_indices_buf=...)``: a multi-step draft backend
+    handing one of its rows to a draft step's backend.  The target-verify graph runner calls
+    ``init_cuda_graph_state(max_bs, max_num_tokens)``, so such a row never receives a verify
+    stream (the buffer rows judge it for the draft kernel); not following it also keeps the
+    stage cheap."""
+
+    def _param(self, name, frame, path, receiver):
+        if name == WRITER_PARAMS[0] and frame.func.name == "init_cuda_graph_state":
+            return [(Ended(f"`{name}` of {frame.func.qual}: a draft step's row", frame.func.where), path)]
+        return super()._param(name, frame, path, receiver)
 
 
 def _handed_on(expr) -> bool:
