@@ -162,6 +162,19 @@ def test_real_sglang_consumer_findings(real_report):
     assert real_report.exit_code() == 1
 
 
+def test_real_sglang_verify_kv_indices(real_report):
+    """FlashInfer MLA's graph kv_indices (max_bs * C) handed to the DFlash verify input, which writes
+    seq_len + n entries per request: holds only with draft room, and sglang's own kernel stores past
+    it at the counterexample.  Draft-step rows and subclasses that route verify elsewhere: no row."""
+    rows = [r for r in real_report.rows if r.id.startswith("consumer.verify_kv_indices[")]
+    assert [r.id.split("@")[0] for r in rows] == \
+        ["consumer.verify_kv_indices[FlashInferMLAAttnBackend.cuda_graph_kv_indices"], [r.id for r in rows]
+    row = rows[0]
+    assert row.status == HOLDS_ONLY_IF and "seq_len[b] + num_draft_tokens <= max_context_len" in row.detail
+    assert "max_bs * self.max_context_len" in row.allocation
+    assert "out-of-bounds store" in row.evidence and "create_flashinfer_kv_indices_triton" in row.detail
+
+
 def _real_files(real_sglang, tmp_path, rels, plant=None):
     """A package of a few real sglang files (copied into tmp, never into the repo), with one
     planted replacement ``(rel, old, new)``."""
