@@ -1,11 +1,13 @@
 """Proof time per specialization of sglang's own Triton kernels (issue 15), as a Markdown table.
 
-    python bench/bench_sglang_symexec.py [--all] [--kernel draft_kv|tree] [--sglang-path DIR] [--json PATH]
+    python bench/bench_sglang_symexec.py [--all [--record]] [--kernel draft_kv|tree] [--sglang-path DIR] [--json PATH]
 
 The kernels are read from the installed sglang (or DIR) by path; the specializations are
 the audit's (``specbound.audit.kernel_proofs.kv_specs`` / ``tree_specs``; ``--all``: every one).
 After the table: per kernel, the declared preconditions and the axioms its proofs used
-(``--json``: per theorem).
+(``--json``: per theorem).  ``--all --record`` writes the verdicts into the manifest's
+``sglang_theorems`` (``specbound.manifest.record_sglang``; with ``--kernel``, the other
+kernel's entries keep their verdicts).
 """
 
 from __future__ import annotations
@@ -27,14 +29,17 @@ def main() -> int:
     ap.add_argument("--sglang-path", default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--kernel", choices=("draft_kv", "tree"), default=None, help="only this kernel")
+    ap.add_argument("--record", action="store_true", help="with --all: write the verdicts into proofs/manifest.json")
     args = ap.parse_args()
+    if args.record and not args.all:
+        ap.error("--record needs --all (the manifest lists every specialization)")
     from specbound.audit.extract import SourceIndex
 
     root = locate(args.sglang_path).root
     index = SourceIndex(root)
     width_fn, _where = sglang_width(index)
     host = sglang_draft_kv.Host(width_fn=width_fn) if width_fn else sglang_draft_kv.Host()
-    rows = []
+    rows, every = [], []
     for kind, mod, files, specs, prove in (
             ("draft_kv", sglang_draft_kv, KV_FILES, kv_specs(args.all),
              lambda sp, p: sglang_draft_kv.prove(sp, p, host)),
@@ -45,6 +50,7 @@ def main() -> int:
         for sp in specs:
             start = time.perf_counter()
             results = prove(sp, path)
+            every += results
             row = {"kernel": kind, "spec": sp.label, "wall_s": round(time.perf_counter() - start, 1),
                    "ok": all(r.ok for r in results),
                    "obligations": sum(r.witness.get("obligations", 0) for r in results),
@@ -65,6 +71,14 @@ def main() -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
+    if args.record:
+        from specbound import manifest
+
+        written, problems = manifest.record_sglang(every)
+        manifest.dump(written)
+        print("\n".join(problems) or f"recorded {len(every)} sglang theorems in {manifest.PATH}")
+        if problems:
+            return 1
     return 0 if all(r["ok"] for r in rows) else 1
 
 
