@@ -50,11 +50,6 @@ def kv_specs(configs=None) -> list:
     return list(out.values())
 
 
-def typical_kv_specs() -> list:
-    """:func:`kv_specs` at ``plan.TYPICAL_CONFIGS``."""
-    return kv_specs(_plan().TYPICAL_CONFIGS)
-
-
 def kv_labels(configs=None) -> set:
     """The sglang draft kv specializations' labels over the envelope (or at ``configs``)."""
     return {sp.label for sp in kv_specs(configs)}

@@ -46,10 +46,6 @@ def kv_specs(full: bool):
             out.append(KvSpec(steps, paged, 8, iter_upper, 32))
     for bs_upper, tokens in ((1, 1), (1, 8), (64, 256), (256, 2048)):
         out.append(KvSpec(0, False, bs_upper, 8, tokens))
-    # and every one sglang launches at the typical configurations, any batch of the envelope
-    # (derived from the launch sites' constexprs: specbound.audit.envelope)
-    from .envelope import typical_kv_specs
-    out += [sp for sp in typical_kv_specs() if sp not in out]
     return out   # seq_lens are int64 in every sglang batch (schedule_batch), so no int32 variant
 
 
