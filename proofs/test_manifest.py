@@ -250,3 +250,11 @@ def test_recording_sglang_verdicts_names_what_is_not_proved():
     emptied = {**copy.deepcopy(current), "sglang_theorems": {}}
     _written, problems = manifest.record_sglang([], emptied)
     assert len(problems) == len(current["sglang_theorems"]) and all(p.endswith(": not run") for p in problems)
+
+
+def test_a_figure_holding_a_less_than_sign_is_read():
+    """A percent such as ``<0.1%`` is a figure's value (a pattern stopping at ``<`` skipped it,
+    so it was never checked nor regenerated)."""
+    text = "a <!-- figure:spec-theorems --><0.1%<!-- /figure --> b <!-- figure:spec-mutants -->3<!-- /figure -->"
+    assert [(m["name"], m["value"]) for m in manifest_docs.FIGURE.finditer(text)] == \
+        [("spec-theorems", "<0.1%"), ("spec-mutants", "3")]
