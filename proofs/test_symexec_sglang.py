@@ -240,8 +240,9 @@ def test_symbolic_batch_size_refused_in_a_shape_or_trip_count(tree_path, tmp_pat
 
 
 def test_tree_on_malformed_trees_reads_outside_parent_list(tree_path):
-    ref = sglang_tree.refute_malformed(sglang_tree.TreeSpec(2, 2, 4, 1, 2), tree_path)
+    ref = sglang_tree.refute_malformed(sglang_tree.TreeSpec(2, 2, 4, 1), tree_path)   # the audit's default
     assert ref.status == "refuted" and ref.verdict == "oob" and "parent_list" in ref.detail
+    assert 1 <= ref.counterexample["bs"] == len(ref.counterexample["replay.seq_lens"]) <= 4   # replayed at its own batch
 
 
 def _planted(tmp_path, path, old, new):
