@@ -230,3 +230,31 @@ def test_docs_are_regenerated_from_the_manifest_and_a_report(tmp_path):
     assert manifest_docs.stale(EXPECTED, root=tmp_path) == []
     assert "| 0.5 | 0.5 |" in text
     assert manifest_docs.write(EXPECTED, None, root=tmp_path) == []       # without a report the seconds stay
+
+
+def test_recording_sglang_verdicts_names_what_is_not_proved():
+    """record_sglang: a result's verdict replaces the entry's, an id without a result keeps its
+    previous verdict, a failed one is named; the totals follow."""
+    from types import SimpleNamespace
+
+    current = manifest.load()
+    first, second = list(current["sglang_theorems"])[:2]
+    result = lambda tid, ok: SimpleNamespace(id=tid, status="proved" if ok else "counterexample", ok=ok, mutants=[],
+                                             axioms_used=set(), witness={})
+    written, problems = manifest.record_sglang([result(first, True)], copy.deepcopy(current))
+    assert problems == [] and written["sglang_theorems"] == current["sglang_theorems"]
+    written, problems = manifest.record_sglang([result(first, False)], copy.deepcopy(current))
+    assert written["sglang_theorems"][first]["verdict"] != "proved"
+    assert written["sglang_theorems"][second]["verdict"] == "proved"
+    assert problems == [f"{first}: {written['sglang_theorems'][first]['verdict']}"]
+    emptied = {**copy.deepcopy(current), "sglang_theorems": {}}
+    _written, problems = manifest.record_sglang([], emptied)
+    assert len(problems) == len(current["sglang_theorems"]) and all(p.endswith(": not run") for p in problems)
+
+
+def test_a_figure_holding_a_less_than_sign_is_read():
+    """A percent such as ``<0.1%`` is a figure's value (a pattern stopping at ``<`` skipped it,
+    so it was never checked nor regenerated)."""
+    text = "a <!-- figure:spec-theorems --><0.1%<!-- /figure --> b <!-- figure:spec-mutants -->3<!-- /figure -->"
+    assert [(m["name"], m["value"]) for m in manifest_docs.FIGURE.finditer(text)] == \
+        [("spec-theorems", "<0.1%"), ("spec-mutants", "3")]
