@@ -13,7 +13,7 @@ from specbound.proofs.terms import subterms
 
 from . import lemmas as symexec_lemmas
 from .models import mul_mono
-from .sglang_draft_kv import SCOPED, blocks, block_of, indptr_stride, iters_of, r2t_width, spec_hyps, width
+from .sglang_draft_kv_layout import SCOPED, blocks, block_of, indptr_stride, iters_of, r2t_width, spec_hyps, width
 from .values import LANES
 
 def _iteration(run, a):

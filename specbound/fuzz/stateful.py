@@ -42,7 +42,7 @@ from specbound.reference import samples  # noqa: E402
 from specbound.spec import TreeMaskMode  # noqa: E402
 
 from . import launch  # noqa: E402
-from .properties import PropertyFailure, expected_tree  # noqa: E402
+from .expected import PropertyFailure, expected_tree  # noqa: E402
 from .strategies import TreeCase, tree_shapes  # noqa: E402
 
 CAPTURE_BS = 8

@@ -18,7 +18,7 @@ LAZY_MASK_BYTES = 1 << 28        # above this, the mask is a lazy mapping and is
 
 
 def main(argv: list[str] | None = None) -> int:
-    from specbound.fuzz.strategies import case_from_json
+    from specbound.fuzz.records import case_from_json
 
     from ..locate import NotInstalled, locate
     from .check import prepare
