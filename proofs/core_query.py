@@ -83,11 +83,7 @@ def query(hyps: dict, lemmas: list, extra: Sequence, rlimit: int, seed: int, goa
     one of them (:func:`_mentions_core_constant`; the core then refuses the query)."""
     require_settings()
     ctx = z3.Context()
-    # With tracked assertions Z3's default solver hands the query to its incremental SMT
-    # solver, which is what SimpleSolver is (same verdicts, models and rlimits) without
-    # building the unused tactic pipeline first; an untracked goal alone keeps the default.
-    tracked = any(not z3.is_quantifier(f) for f in hyps.values()) or bool(lemmas)
-    solver = (z3.SimpleSolver if tracked else z3.Solver)(ctx=ctx)
+    solver = z3.Solver(ctx=ctx)
     solver.set("rlimit", rlimit)
     solver.set("random_seed", seed)
     solver.set("timeout", SAFETY_TIMEOUT_MS)
