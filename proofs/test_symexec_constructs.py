@@ -13,6 +13,7 @@ import z3
 from specbound.proofs.symexec import flow, selfcheck
 from specbound.proofs.symexec.interp import Executor
 from specbound.proofs.symexec.values import INT32, INT64, TensorModel, Unsupported, V
+from specbound.replay.sglang import load_kernel
 
 pytest.importorskip("specbound.kernels")  # before triton: it sets TRITON_INTERPRET
 torch = pytest.importorskip("torch")
@@ -172,7 +173,6 @@ class Launch:
 
     def interpreted(self):
         from specbound.kernels import checked_interpreter
-        from specbound.replay.sglang import load_kernel
 
         kernel = load_kernel(self.path, self.name)
         out = torch.full((self.out_size,), self.out_init, dtype=torch.int64)

@@ -67,9 +67,10 @@ from .sglang_draft_kv_layout import (  # noqa: F401  (the kernel's symbols, read
     G0, SCOPED, SPEC_TERMS, alloc_bs, block_of, blocks, indptr_stride, iters_of, pool_rows, r2t_width, spec_hyps, width,
 )
 from .sglang_draft_kv_obligations import obligations
-from .values import DTYPES, INT32, INT64, LANES, TensorModel, V
+from .values import DTYPES, INT32, INT64, LANES, V, TensorModel, Unsupported
 
 from specbound.replay.sglang import KV_KERNEL as KERNEL  # the one name of the kernel
+from specbound.replay import sglang
 SOURCE = "kernels/ops/speculative/cache_locs.py"   # inside the sglang package (0.5.23)
 
 
@@ -101,7 +102,6 @@ def kernel_params(path: str) -> list:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == KERNEL:
             return [a.arg for a in node.args.args]
-    from .values import Unsupported
     raise Unsupported(f"no function {KERNEL} in {path}")
 
 
@@ -228,7 +228,6 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
     }
     params = kernel_params(path)
     if sp.NUM_STEPS and "NUM_STEPS" not in params:
-        from .values import Unsupported
         raise Unsupported(f"specialization NUM_STEPS={sp.NUM_STEPS}: this release's kernel has no token-block "
                           "launch (no NUM_STEPS parameter)")
     # the req_to_token row stride: a runtime argument (0.5.23) or the constexpr pool_len (older releases)
@@ -368,7 +367,6 @@ def refute_without(sp: KvSpec, path: str, precondition: str = "", host: Host | N
 def replay(sp: KvSpec, conc: dict, path: str):
     """The counterexample as a batch, launched on sglang's kernel (source at ``path``) by
     :func:`specbound.replay.sglang.draft_kv` as the launch sites launch it."""
-    from specbound.replay import sglang
 
     ns_, k, d = conc["num_seqs"], conc["topk"], conc["num_steps"]
     page = conc["page_size"] if sp.paged else 1

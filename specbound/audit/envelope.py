@@ -13,11 +13,11 @@ build's (:mod:`specbound.proofs.symexec.sglang_tree`) are the batch shape itself
 from __future__ import annotations
 
 from specbound import spec
+from specbound.proofs.symexec.kernel_files import torch_free_module
+from specbound.proofs.symexec.sglang_draft_kv import KvSpec
 
 
 def _plan():
-    from specbound.proofs.symexec.kernel_files import torch_free_module
-
     return torch_free_module("plan")
 
 
@@ -32,7 +32,6 @@ def _configs(env, configs):
 
 def kv_labels(configs=None) -> set:
     """The sglang draft kv specializations' labels over the envelope (or at ``configs``)."""
-    from specbound.proofs.symexec.sglang_draft_kv import KvSpec
 
     plan = _plan()
     env = plan.ENVELOPE

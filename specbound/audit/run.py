@@ -7,6 +7,11 @@ import time
 
 from .report import ERROR, NOT_PRESENT, AuditReport, Row
 from .locate import ENV_VAR, NotInstalled, locate
+from . import helpers
+from . import kernels, kv_kernel, tree_kernel
+from .buffers import check_buffers
+from .extract import SourceIndex
+from .helpers import SPEC_UTILS_FILE
 
 DEFAULT_EXAMPLES = 40
 DEFAULT_SEED = 20240607
@@ -31,7 +36,6 @@ def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, 
         rep.seconds = time.perf_counter() - t0
         return rep
     rep = AuditReport(str(inst.root), inst.version, inst.located_by, examples=examples, seed=seed)
-    from .extract import SourceIndex
 
     index = SourceIndex(inst.root)
     stages = [("helpers", lambda: _helpers(index, rep)), ("buffers", lambda: _buffers(index, rep, kernels))]
@@ -47,21 +51,15 @@ def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, 
 
 
 def _helpers(index, rep):
-    from . import helpers
-
     helpers.run_all(index, rep)
 
 
 def _buffers(index, rep, replay):
-    from .buffers import check_buffers
-
     check_buffers(index, rep, replay=replay)
 
 
 def _kernels(index, rep, examples, seed, symbolic_all):
-    from . import kernels, kv_kernel, tree_kernel
     from .cuda.check import check_cuda_tree
-    from .helpers import SPEC_UTILS_FILE
 
     width_fn, width_source = None, ""
     found = index.find("draft_kv_indices_buffer_width", (SPEC_UTILS_FILE,))
