@@ -12,7 +12,7 @@ import copy
 import pytest
 import z3
 
-from specbound.proofs import core, model, witness
+from specbound.proofs import core, draft_kv_theorems, model, registry, witness
 from specbound.proofs.theorem import SPEC, Mutant, run, Theorem
 from specbound.proofs import theorem as runner
 from specbound.proofs.model import P, bs, prefix_at

@@ -12,7 +12,7 @@ import pytest
 
 from specbound import manifest
 from specbound.replay import FAULTS as replay_faults
-from specbound.proofs.symexec import obligations, theorems
+from specbound.proofs.symexec import mutants, obligations, theorems, verifiers
 from specbound.proofs import core
 from specbound.proofs.symexec.interp import Executor
 from specbound.proofs.symexec.obligations import Obligation, check
