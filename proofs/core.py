@@ -234,12 +234,6 @@ def _in_main(expr) -> bool:
     return expr.ctx_ref() == z3.main_ctx().ref()
 
 
-# Main-context AST id -> a quantified formula found closed.  The formula is held, so its id
-# names it (and nothing else) while the entry lives; emptied when full.
-_CLOSED: dict[int, z3.ExprRef] = {}
-_CLOSED_MAX = 20_000
-
-
 def _loose_variable(expr):
     """A de Bruijn variable of ``expr`` that no quantifier of ``expr`` binds, or None.
 
@@ -247,9 +241,6 @@ def _loose_variable(expr):
     variable is captured by whatever binder it is later put under), so none enters a Proof."""
     if z3.z3core.Z3_is_ground(expr.ctx_ref(), expr.as_ast()):
         return None  # no variable at all, bound or not (the common case, and a check in C)
-    held = _CLOSED.get(expr.get_id()) if _in_main(expr) else None
-    if held is not None and held.eq(expr):
-        return None  # this very term was walked before (the same hypotheses come query after query)
     todo, seen = [(expr, 0)], set()
     while todo:
         term, depth = todo.pop()
@@ -264,10 +255,6 @@ def _loose_variable(expr):
             todo.append((term.body(), depth + term.num_vars()))
         elif z3.is_app(term):
             todo.extend((child, depth) for child in term.children())
-    if _in_main(expr):
-        if len(_CLOSED) >= _CLOSED_MAX:
-            _CLOSED.clear()
-        _CLOSED[expr.get_id()] = expr
     return None
 
 

@@ -30,35 +30,6 @@ def subterms(*exprs):
             todo.extend(e.children())
 
 
-# (context, AST id) -> (the term, its uninterpreted applications).  The term is held, so the key
-# names that term for as long as the entry lives; emptied when full (a cache, never a source of truth).
-_APPLICATIONS: dict[int, tuple] = {}
-_APPLICATIONS_MAX = 20_000
-
-
-def applications(*exprs) -> list:
-    """Every distinct application of an uninterpreted symbol (constant or function) in
-    ``exprs``, quantifier bodies included.  The model closure and the batch reader walk the
-    same formulas round after round and mutant after mutant; each is walked once."""
-    out, seen = [], set()
-    for expr in exprs:
-        if not z3.is_expr(expr):
-            continue
-        key = (id(expr.ctx), expr.get_id())
-        entry = _APPLICATIONS.get(key)
-        if entry is None or entry[0].ctx is not expr.ctx or not entry[0].eq(expr):
-            found = tuple(e for e in subterms(expr)
-                          if z3.is_app(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED)
-            if len(_APPLICATIONS) >= _APPLICATIONS_MAX:
-                _APPLICATIONS.clear()
-            entry = _APPLICATIONS[key] = (expr, found)
-        for app in entry[1]:
-            if app.get_id() not in seen:
-                seen.add(app.get_id())
-                out.append(app)
-    return out
-
-
 def conjuncts(formula) -> list:
     if z3.is_and(formula):
         return [c for child in formula.children() for c in conjuncts(child)]
