@@ -10,12 +10,12 @@ where a change to the model searches shows.
     python bench/bench_prove.py [--runs 5] [--json PATH] [--stages]
 
 Measured on the 2-core machine shared with other jobs (CPU seconds, so compare within one
-sitting): the whole command 11.3 s before and 11.2 s after the closure and batch reader walk
-each formula once (best of 3, interleaved, load 4-7; in-process 11.3 -> 9.9 s in a quieter
-minute).  ``--stages`` after it: 493 queries, 8.7 s in-process CPU, of which shrink rounds
-5.1 s (201 queries), first searches 1.6 s (71), closure checks 0.5 s (176), proofs 0.5 s (45),
-the rest 0.9 s.  So the next step is fewer or cheaper shrink rounds, which changes the
-witnesses and counterexamples the docs show.
+sitting): ``--stages``: 493 queries, 8.7 s in-process CPU, of which shrink rounds 5.1 s (201
+queries), first searches 1.6 s (71), closure checks 0.5 s (176), proofs 0.5 s (45), the rest
+0.9 s.  The Python around the queries is small beside them (caching the formula walks saved
+~1 s in-process but changed which AST ids Z3 reuses, hence term order in the docs, and was
+dropped); the lever is fewer or cheaper shrink rounds, which changes the witnesses and
+counterexamples the docs show.
 """
 
 from __future__ import annotations
