@@ -365,7 +365,6 @@ PENDING: dict[str, tuple[str, ...]] = {
         "specbound.docs", "specbound.explain", "specbound.manifest", "specbound.manifest_docs",
         "specbound.proofs.registry", "specbound.proofs.symexec.theorems", "specbound.report",
     ),
-    "specbound.cli_common": ("specbound",),
     "specbound.docs": ("specbound.proofs.registry",),
     "specbound.explain": ("specbound.manifest", "specbound.proofs.registry", "specbound.proofs.symexec.theorems"),
     "specbound.manifest": (
