@@ -10,9 +10,12 @@ import json
 
 import pytest
 
-from specbound import manifest
+from specbound import cli, manifest
 from specbound import manifest_docs
 from specbound.proofs._checks import assert_theorem_ok
+from specbound.proofs import registry
+from specbound.proofs.symexec import mutants, verifiers
+from specbound.proofs.symexec import theorems
 
 EXPECTED = manifest.load()
 
@@ -62,9 +65,6 @@ def test_a_renamed_or_deleted_id_in_a_copy_is_named(tmp_path, today):
 
 
 def test_a_mutant_removed_from_its_registry_is_named(monkeypatch):
-    from specbound.proofs import registry
-    from specbound.proofs.symexec import mutants, verifiers
-
     removed = verifiers.fill_prefix.MUTANTS[0]
     monkeypatch.delitem(mutants.BY_ID, removed.id)
     monkeypatch.setattr(registry, "BUILDERS", registry.BUILDERS[:-1])
@@ -76,8 +76,6 @@ def test_a_mutant_removed_from_its_registry_is_named(monkeypatch):
 
 
 def test_a_kernel_property_losing_its_exemption_is_named(monkeypatch):
-    from specbound.proofs.symexec import theorems
-
     monkeypatch.setattr(theorems, "WITHOUT_MUTANT", {})
     assert manifest.check_registries(EXPECTED) == ["kernel_without_mutant: missing fill/NO-WRAP (in the manifest, not there "
                                             "today)"]
@@ -144,8 +142,6 @@ def test_a_new_axiom_under_a_proof_is_named():
 
 
 def test_prove_fails_when_a_verdict_leaves_the_manifest(tmp_path, monkeypatch, capsys):
-    from specbound import cli
-
     planted = copy.deepcopy(EXPECTED)
     planted["spec_theorems"]["VM-WALK-BOUNDED"]["mutants"].append("MUT-NOT-REFUTED-HERE")
     path = tmp_path / "manifest.json"
@@ -160,8 +156,6 @@ def test_prove_fails_when_a_verdict_leaves_the_manifest(tmp_path, monkeypatch, c
 
 
 def test_manifest_command_names_the_difference(tmp_path, monkeypatch, capsys):
-    from specbound import cli
-
     assert cli.main(["manifest"]) == 0
     planted = copy.deepcopy(EXPECTED)
     del planted["sglang_theorems"][next(iter(planted["sglang_theorems"]))]

@@ -14,6 +14,9 @@ from specbound import manifest, spec
 from specbound.proofs.symexec import selfcheck
 from specbound.proofs.symexec import sglang_draft_kv
 from specbound.proofs.symexec import sglang_tree
+from specbound.proofs.symexec.values import Unsupported
+from specbound.replay.sglang import load_kernel
+from specbound.proofs.symexec.values import Unsupported
 
 pytest.importorskip("specbound.kernels")  # before triton: it sets TRITON_INTERPRET
 torch = pytest.importorskip("torch")
@@ -53,7 +56,6 @@ KV_SPECS = [sglang_draft_kv.KvSpec(0, False, 4, 4, 16), sglang_draft_kv.KvSpec(0
 @pytest.mark.parametrize("sp,seed", [(sp, s) for sp in KV_SPECS for s in range(2)], ids=str)
 def test_kv_model_matches_the_interpreter(kv_path, sp, seed):
     from specbound.reference import samples
-    from specbound.replay.sglang import load_kernel
 
     rng = random.Random(seed)
     ns = rng.randint(1, 2 if sp.NUM_STEPS else 4)
@@ -97,7 +99,6 @@ def test_tree_model_matches_the_interpreter(tree_path, sp, malformed):
     """Scalar code with data-dependent ifs and read-modify-write of retrive_next_token: the
     final contents of every output equal the interpreter's, on valid and malformed trees."""
     from specbound.reference.samples import random_tree_batch
-    from specbound.replay.sglang import load_kernel
 
     from specbound.kernels import OutOfBoundsAccess
 
@@ -229,8 +230,6 @@ BATCH_SIZE_PLANTS = {
 
 @pytest.mark.parametrize("where", sorted(BATCH_SIZE_PLANTS))
 def test_symbolic_batch_size_refused_in_a_shape_or_trip_count(tree_path, tmp_path, where):
-    from specbound.proofs.symexec.values import Unsupported
-
     anchor = "    seq_len = tl.load(verified_seq_len_ptr + batch_idx)\n"
     copy = _planted(tmp_path, tree_path, anchor, anchor + BATCH_SIZE_PLANTS[where])
     with pytest.raises(Unsupported, match="batch_size|non-constexpr"):
@@ -273,8 +272,6 @@ def test_planted_search_past_the_row_in_sglang_tree_kernel_is_refuted(tree_path,
 
 
 def test_unsupported_construct_in_a_future_kernel_is_named(kv_path, tmp_path):
-    from specbound.proofs.symexec.values import Unsupported
-
     anchor = "    seq_lens = tl.load(paged_kernel_lens + load_offset, mask=load_offset < bid, other=0)\n"
     copy = _planted(tmp_path, kv_path, anchor, anchor + "    while bid > 0:\n        bid -= 1\n")
     with pytest.raises(Unsupported, match="While"):
@@ -283,7 +280,6 @@ def test_unsupported_construct_in_a_future_kernel_is_named(kv_path, tmp_path):
 
 def test_older_release_without_token_blocks(kv_path, tmp_path):
     """A token-block specialization on a kernel without ``NUM_STEPS`` is refused, by name."""
-    from specbound.proofs.symexec.values import Unsupported
 
     src = tmp_path / "old.py"
     shutil.copy(kv_path, src)
@@ -300,7 +296,6 @@ def test_kv_read_plan_paths_match_the_interpreter(kv_path, paths):
     """The paths the optional arguments switch on (draft window, page-granular read table,
     v2p translation) run in the executor as in the interpreter (they are not proved: the spec
     describes the identity plan only, and ``prove`` refuses them)."""
-    from specbound.replay.sglang import load_kernel
 
     rng = random.Random(5)
     sp = sglang_draft_kv.KvSpec(0, True, 4, 4, 16)

@@ -19,6 +19,8 @@ import pytest
 
 from specbound import manifest
 from specbound.proofs.symexec import sglang_draft_kv, sglang_tree
+from specbound.proofs.symexec.concretise import concretise
+from specbound.proofs.symexec.obligations import check
 
 pytest.importorskip("specbound.kernels")  # before triton: it sets TRITON_INTERPRET
 pytest.importorskip("torch")
@@ -180,8 +182,6 @@ def test_planted_edit_refutes_its_property(sglang_root, tmp_path, family):
 def test_planted_edit_refutes_its_property_without_replay(sglang_root, tmp_path, family):
     """A wrap that needs a mask of 2^31 cells: the solver's counterexample, made concrete in a
     box wide enough for it, on an obligation of the edited line."""
-    from specbound.proofs.symexec.concretise import concretise
-    from specbound.proofs.symexec.obligations import check
 
     e = BY_FAMILY[family]
     prop = family.split("/")[1]

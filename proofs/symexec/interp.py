@@ -28,6 +28,7 @@ from .tl_builtins import BUILTINS, store
 from .values import (
     DTYPES, FLOATS, INT1, INT64, LaneTag, Ptr, PtrDType, Unsupported, V, as_int, fresh_name, reshape,
 )
+from specbound import spec as spec_mod
 
 
 class TL:
@@ -71,7 +72,6 @@ class Executor(RunState):
             tree = self.transform(tree)
             ast.fix_missing_locations(tree)
         self.globals = {"tl": TL(), "triton": TritonMod()}
-        from specbound import spec as spec_mod
         for node in tree.body:
             if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
                     and isinstance(node.value, ast.Call) and _is_tl_attr(node.value.func, "constexpr"):

@@ -42,9 +42,13 @@ from .interp import Executor
 from .kernel_files import torch_free_module
 from .models import Run, content_preconditions, prefix_schema, register_function, seq_len_schema, make_oracle
 from .obligations import Obligation
-from .values import DTYPES, INT32, INT64, TensorModel, V
+from .values import DTYPES, INT32, INT64, TensorModel, Unsupported, V
+from .sglang_common import prove as prove_run
+from .sglang_common import refute
+from .theorems import obligations as generic
 
 from specbound.replay.sglang import TREE_KERNEL as KERNEL  # the one name of the kernel
+from specbound.replay import sglang
 SOURCE = "kernels/ops/speculative/spec_tree.py"
 # The largest batch a symbolic-batch proof covers: the serving envelope's (kernels/plan.py).
 BATCH_MAX = torch_free_module("plan").ENVELOPE.batch[1]
@@ -182,7 +186,6 @@ def _row_base(run, a, b):
     if a.tensor.name == "tree_mask":
         t = a.env.get("draft_tokenx")
         if not isinstance(t, int):
-            from .values import Unsupported
             raise Unsupported("footprint map: tree_mask store outside the constexpr node loop (draft_tokenx)", a.line)
         mode = spec.TreeMaskMode(sp.mode)
         return t, spec.mask_tree_cell(mode, b, t, 0, sp.n, seq_len(b), P(b))
@@ -300,8 +303,6 @@ def walk_obligations(run) -> list:
 
 
 def obligations(run, prop: str) -> list:
-    from .theorems import obligations as generic
-
     return generic(run, prop, races=race_obligations, values=walk_obligations, footprints=footprint_obligations)
 
 
@@ -311,8 +312,6 @@ REPLAY_LIMITS = {"C": (1, 24), "bs": (1, 4)}   # bs: a symbolic-batch counterexa
 
 
 def prove(sp: TreeSpec, path: str, host: Host | None = None, progress=None) -> list:
-    from .sglang_common import prove as prove_run
-
     return prove_run(run_kernel(sp, path, host), obligations, PROPERTIES, progress)
 
 
@@ -328,7 +327,6 @@ def refute_run(sp: TreeSpec, path: str, host: Host | None = None, props=PROPERTI
     """The first counterexample of ``props`` under ``host`` that a replay on the kernel at
     ``path`` reproduces (see :func:`.sglang_common.refute`; ``limits`` widen the replay box,
     e.g. a ``seq_len`` near 2^31 for an int32 wrap)."""
-    from .sglang_common import refute
 
     run = run_kernel(sp, path, host)
     batch = sp.bs if sp.bs is not None else REPLAY_LIMITS["bs"][1]
@@ -341,7 +339,6 @@ def replay(sp: TreeSpec, conc: dict, path: str):
     """The counterexample's trees, launched on sglang's tree kernel (source at ``path``) by
     :func:`specbound.replay.sglang.build_tree`; its outputs are compared with the reference
     only for a well-formed tree."""
-    from specbound.replay import sglang
 
     c, batch = conc["_contents"], conc["bs"]   # the counterexample's batch (sp.bs when concrete)
     seq = [max(0, c["seq_len"](i)) for i in range(batch)]

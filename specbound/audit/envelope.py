@@ -14,11 +14,11 @@ proof symbolic in the batch size (label ``batch_size=1..N``) covers every batch 
 from __future__ import annotations
 
 from specbound import spec
+from specbound.proofs.symexec.kernel_files import torch_free_module
+from specbound.proofs.symexec.sglang_draft_kv import KvSpec
 
 
 def _plan():
-    from specbound.proofs.symexec.kernel_files import torch_free_module
-
     return torch_free_module("plan")
 
 
@@ -35,7 +35,6 @@ def kv_specs(configs=None) -> list:
     """The sglang draft kv specializations (``KvSpec``) over the envelope (or at ``configs``):
     the constexprs sglang's launch sites compute for every batch size, topk and step count, in
     a stable order (each once)."""
-    from specbound.proofs.symexec.sglang_draft_kv import KvSpec
 
     plan = _plan()
     env = plan.ENVELOPE
