@@ -31,6 +31,7 @@ import z3
 from specbound.proofs import core, witness
 from .closure import contents
 
+
 @dataclass
 class Evaluation:
     """What the proofs of one theorem came to on its closed witness."""
