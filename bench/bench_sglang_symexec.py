@@ -1,11 +1,19 @@
 """Proof time per specialization of sglang's own Triton kernels (issue 15), as a Markdown table.
 
-    python bench/bench_sglang_symexec.py [--all] [--kernel draft_kv|tree] [--sglang-path DIR] [--json PATH]
+    python bench/bench_sglang_symexec.py [--all [--record]] [--kernel draft_kv|tree] [--sglang-path DIR] [--json PATH]
+    python bench/bench_sglang_symexec.py --kv-envelope [--sample N] [--json PATH]
 
 The kernels are read from the installed sglang (or DIR) by path; the specializations are
 the audit's (``specbound.audit.kernel_proofs.kv_specs`` / ``tree_specs``; ``--all``: every one).
 After the table: per kernel, the declared preconditions and the axioms its proofs used
-(``--json``: per theorem).
+(``--json``: per theorem).  ``--all --record`` writes the verdicts into the manifest's
+``sglang_theorems`` (``specbound.manifest.record_sglang``; with ``--kernel``, the other
+kernel's entries keep their verdicts).  ``--kv-envelope`` proves the draft kv kernel at every
+specialization sglang's launch sites pick over the serving envelope
+(``specbound.audit.envelope.kv_specs``, 864 for sglang 0.5.23; hours on a 2-core machine), or
+at ``--sample N`` of them spread evenly over that list, and prints the measured total and,
+for a sample, the mean per specialization times the full count (not recorded in the manifest:
+those ids are not in the registry).
 """
 
 from __future__ import annotations
@@ -27,16 +35,30 @@ def main() -> int:
     ap.add_argument("--sglang-path", default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--kernel", choices=("draft_kv", "tree"), default=None, help="only this kernel")
+    ap.add_argument("--record", action="store_true", help="with --all: write the verdicts into proofs/manifest.json")
+    ap.add_argument("--kv-envelope", action="store_true", help="the kv kernel at every envelope specialization")
+    ap.add_argument("--sample", type=int, default=None, help="with --kv-envelope: N specializations spread evenly")
     args = ap.parse_args()
+    if args.record and (not args.all or args.kv_envelope):
+        ap.error("--record needs --all (the manifest lists every specialization)")
     from specbound.audit.extract import SourceIndex
 
     root = locate(args.sglang_path).root
     index = SourceIndex(root)
     width_fn, _where = sglang_width(index)
     host = sglang_draft_kv.Host(width_fn=width_fn) if width_fn else sglang_draft_kv.Host()
-    rows = []
+    rows, every = [], []
+    kv_list = kv_specs(args.all)
+    if args.kv_envelope:
+        from specbound.audit import envelope
+
+        kv_list = envelope.kv_specs()
+        if args.sample:
+            step = max(1, len(kv_list) // args.sample)
+            kv_list = kv_list[::step][:args.sample]
+        args.kernel = "draft_kv"
     for kind, mod, files, specs, prove in (
-            ("draft_kv", sglang_draft_kv, KV_FILES, kv_specs(args.all),
+            ("draft_kv", sglang_draft_kv, KV_FILES, kv_list,
              lambda sp, p: sglang_draft_kv.prove(sp, p, host)),
             ("tree", sglang_tree, TREE_FILES, tree_specs(args.all), lambda sp, p: sglang_tree.prove(sp, p))):
         if args.kernel not in (None, kind):
@@ -45,6 +67,7 @@ def main() -> int:
         for sp in specs:
             start = time.perf_counter()
             results = prove(sp, path)
+            every += results
             row = {"kernel": kind, "spec": sp.label, "wall_s": round(time.perf_counter() - start, 1),
                    "ok": all(r.ok for r in results),
                    "obligations": sum(r.witness.get("obligations", 0) for r in results),
@@ -62,9 +85,23 @@ def main() -> int:
         print(f"\n{kind}: preconditions used: {', '.join(used['preconditions'])}; "
               f"axioms used: {', '.join(used['axioms'])}")
     print(f"\npeak memory {peak:.2f} GB")
+    if args.kv_envelope:
+        from specbound.audit import envelope
+
+        total, full = sum(r["wall_s"] for r in rows), len(envelope.kv_specs())
+        print(f"kv envelope: {len(rows)} of {full} specializations in {total:.0f} s; at that mean, all {full}: "
+              f"{total / max(1, len(rows)) * full / 3600:.1f} h")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
+    if args.record:
+        from specbound import manifest
+
+        written, problems = manifest.record_sglang(every)
+        manifest.dump(written)
+        print("\n".join(problems) or f"recorded {len(every)} sglang theorems in {manifest.PATH}")
+        if problems:
+            return 1
     return 0 if all(r["ok"] for r in rows) else 1
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from functools import cache
 
 from specbound import spec
+from specbound.proofs import registry
 
 # Each theorem's verdict and the mutants it must refute are in proofs/manifest.json
 # (proofs/test_manifest.py::test_spec_theorem_as_the_manifest_expects).
@@ -13,7 +14,6 @@ from specbound import spec
 
 @cache
 def results():
-    from specbound.proofs import registry
     got, _ = registry.run_all(["CT-PAGE-TABLE-VERIFY-READ", "CT-CUSTOM-MASK-READ", "CT-VERIFY-KV-INDICES-WRITE"])
     return {r.id: r for r in got}
 

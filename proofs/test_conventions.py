@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from specbound import spec
+from specbound.proofs import registry
 
 # Each theorem's verdict and the mutants it must refute are in proofs/manifest.json
 # (proofs/test_manifest.py::test_spec_theorem_as_the_manifest_expects).
@@ -24,6 +25,5 @@ def test_int32_kv_indices_counterexample_truncates():
 
 
 def spec_results():
-    from specbound.proofs import registry
     results, _ = registry.run_all(["CONV-KV-COPY-LOSSLESS"])
     return {r.id: r for r in results}

@@ -6,6 +6,8 @@ import pytest
 import z3
 
 from specbound.proofs import core, registry
+from specbound.proofs.terms import prove_rewritten, resolve_ifs
+from specbound.spec import SpecArgumentError
 
 x, y = z3.Ints("x y")
 
@@ -77,8 +79,6 @@ def test_instantiate_checks_arity():
 
 
 def test_unknown_theorem_id_is_a_clear_error():
-    from specbound.spec import SpecArgumentError
-
     with pytest.raises(SpecArgumentError, match="--only"):
         registry.select(["VM-NOPE"])
 
@@ -105,8 +105,6 @@ def test_verdict_and_cost_do_not_depend_on_earlier_queries():
 
 
 def test_resolve_ifs_uses_only_hypothesis_conjuncts():
-    from specbound.proofs.terms import prove_rewritten, resolve_ifs
-
     mask, k = z3.Bool("mask"), z3.Int("k")
     value = z3.If(mask, x, 0) * k  # a masked load's value inside a product
     hyps = {"active": z3.And(mask, y >= 0), "x_small": z3.And(0 <= x, x <= 3), "k_small": z3.And(0 <= k, k <= 3)}

@@ -12,8 +12,11 @@ import copy
 import pytest
 import z3
 
-from specbound.proofs import core
-from specbound.proofs.theorem import Mutant, Theorem, run
+from specbound.proofs import core, draft_kv_theorems, model, registry, witness
+from specbound.proofs.theorem import SPEC, Mutant, run, Theorem
+from specbound.proofs import theorem as runner
+from specbound.proofs.model import P, bs, prefix_at
+from specbound.proofs.model import bs, seq_len
 
 x, y, p = z3.Ints("x y p")
 
@@ -216,8 +219,6 @@ def test_theorem_prove_returning_a_non_proof_fails():
 # --- the spec theorems under the new core -------------------------------------------------------
 
 def test_every_theorem_rests_only_on_declared_preconditions_and_lists_its_axioms(proof_results):
-    from specbound.proofs import registry
-
     # every registered theorem (the 18 of issue 12 and the CONV-* family of issue 13)
     assert set(proof_results) == set(registry.theorem_ids()) and len(proof_results) >= 18
     for r in proof_results.values():
@@ -238,7 +239,6 @@ def test_every_theorem_rests_only_on_declared_preconditions_and_lists_its_axioms
 def test_a_theorem_resting_on_an_axiom_that_is_no_definition_fails():
     """An axiom is assumed, not checked: one that says what the theorem claims makes a proof of
     it in one core check.  A spec theorem may rest only on the definitions of P and Q."""
-    from specbound.proofs.model import P, bs, prefix_at
     cheat = core.axiom("prefix_bounded", P(bs) <= 100, "planted: not a definition")
     theorem = Theorem(id="T-AXIOM", statement="P[bs] <= 100", hyps=lambda d: {"bs_nonneg": bs >= 0},
                       claim=lambda d: P(bs) <= 100, report=lambda: {"bs": bs, "P[bs]": P(bs)},
@@ -256,7 +256,6 @@ def test_a_theorem_resting_on_an_axiom_that_is_no_definition_fails():
 def test_a_theorem_that_hides_a_precondition_fails():
     """KV-CAPACITY with draft_room left out of its declared preconditions: the room lemma's
     hypothesis is no longer discharged, so the claim is refuted."""
-    from specbound.proofs import draft_kv_theorems
 
     th = draft_kv_theorems.kv_capacity()
     full = th.hyps
@@ -270,10 +269,8 @@ def test_induction_theorems_state_and_refute_their_real_claims(proof_results):
     """VM-PREFIX-BOUND and VM-WALK-* claim a formula over every index (not the induction
     step), and their mutants' counterexamples are violations of that claim at an index the
     search instantiates every hypothesis and axiom for."""
-    from specbound.proofs import registry
 
     theorems = {th.id: th for th in registry.theorems()}
-    from specbound.proofs.theorem import SPEC
     for tid in ("VM-PREFIX-BOUND", "VM-WALK-CONFINED", "VM-WALK-BOUNDED"):
         claim = theorems[tid].claim(SPEC)
         assert z3.is_quantifier(claim) and claim.is_forall(), tid
@@ -285,7 +282,6 @@ def test_induction_theorems_state_and_refute_their_real_claims(proof_results):
 # --- witnesses and counterexamples are closed models, not models of a few instances ----------
 
 def _closure_theorem():
-    from specbound.proofs.model import bs, seq_len
     i, b, j = z3.Ints("i wb wj")
 
     def hyps(d):
@@ -321,7 +317,6 @@ def test_preconditions_that_contradict_where_no_search_looks_have_no_witness():
     """The witness search sees ``all_zero`` at no index at all (``at`` and ``search_indices``
     are empty), so ``seq_len[2] = 1`` with ``bs = 3`` looks satisfiable; closing the model
     shows the preconditions contradict, and the theorem fails as vacuous."""
-    from specbound.proofs.model import bs, seq_len
     i = z3.Int("i")
     theorem = Theorem(
         id="T-VACUOUS", statement="bs >= 3",
@@ -338,7 +333,6 @@ def test_preconditions_that_contradict_where_no_search_looks_have_no_witness():
 def test_a_closed_batch_satisfies_the_prefix_sum_definitions_everywhere():
     """The completion's ``P`` and ``Q`` are the prefix sums of its batch: their defining
     axioms hold at every index, not only at the ones a search instantiated."""
-    from specbound.proofs import model, witness
     raw = core.satisfy("raw batch", {"bs": model.bs == 3, "K": model.K == 2, "s0": model.seq_len(0) == 4,
                                      "s1": model.seq_len(1) == 1, "s2": model.seq_len(2) == 7,
                                      "P1": model.P(1) == 99})  # a raw P is anything: the completion recomputes it
@@ -525,7 +519,6 @@ def test_a_proved_claim_false_on_its_own_witness_fails_the_run(monkeypatch):
     """Should the core ever issue a false proof, the closed witness shows it: the claim is
     evaluated there, and a claim that is false on a model of its own preconditions means
     the core is unsound.  Simulated by a core.check that issues what it is asked for."""
-    from specbound.proofs import theorem as runner
 
     def unsound_check(name, goal, *, hyps=None, by=(), rlimit=core.DEFAULT_RLIMIT, seed=0):
         return core._issue(name, dict(hyps or {}), goal, {}, (), "lemma", 0.0, 0)

@@ -15,6 +15,7 @@ import pytest
 from specbound import manifest
 from specbound.proofs.symexec import mutants, verifiers
 from specbound.proofs.symexec import theorems
+from specbound.proofs import registry
 
 
 @pytest.mark.parametrize("mid", sorted(m.id for m in mutants.MUTANTS if m.plant is not None))
@@ -47,7 +48,6 @@ def test_a_plant_that_matches_nothing_fails_loudly():
 def test_every_mutant_is_replayed_by_the_fuzz_or_says_why_not():
     """One id per bug: a kernel mutant the fuzz replays names the spec theorem whose mutant of
     the same id models the bug, and every spec mutant sharing a kernel mutant's id is that one."""
-    from specbound.proofs import registry
 
     spec_mutants = {(th.id, m.id) for th in registry.theorems() for m in th.mutants}
     for m in mutants.MUTANTS:

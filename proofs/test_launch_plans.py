@@ -21,6 +21,7 @@ from specbound import kernels  # noqa: E402
 from specbound import reference as ref  # noqa: E402
 from specbound.kernels import plan as launch_plans  # noqa: E402
 from specbound.kernels.plan import LaunchPlan  # noqa: E402
+from specbound.reference.samples import random_tree_batch
 
 FILL = fill_prefix.FillSpec(2, 8, 16)
 
@@ -77,7 +78,6 @@ def test_a_grid_planted_in_the_fill_plan_changes_the_contract_and_fails_the_cove
 def test_the_same_planted_grid_breaks_the_wrapper(monkeypatch):
     """The wrapper launches through the plan the proofs read: the halved grid leaves requests
     unbuilt, so its output differs from the reference (and the shipped plan's does not)."""
-    from specbound.reference.samples import random_tree_batch
 
     batch = random_tree_batch(random.Random(3), 6, 2, 3, 6)
     kw = dict(topk=2, depth=3, num_draft_tokens=6, mode=spec.TreeMaskMode.FULL_MASK)

@@ -10,9 +10,12 @@ import json
 
 import pytest
 
-from specbound import manifest
+from specbound import cli, manifest
 from specbound import manifest_docs
 from specbound.proofs._checks import assert_theorem_ok
+from specbound.proofs import registry
+from specbound.proofs.symexec import mutants, verifiers
+from specbound.proofs.symexec import theorems
 
 EXPECTED = manifest.load()
 
@@ -62,9 +65,6 @@ def test_a_renamed_or_deleted_id_in_a_copy_is_named(tmp_path, today):
 
 
 def test_a_mutant_removed_from_its_registry_is_named(monkeypatch):
-    from specbound.proofs import registry
-    from specbound.proofs.symexec import mutants, verifiers
-
     removed = verifiers.fill_prefix.MUTANTS[0]
     monkeypatch.delitem(mutants.BY_ID, removed.id)
     monkeypatch.setattr(registry, "BUILDERS", registry.BUILDERS[:-1])
@@ -76,8 +76,6 @@ def test_a_mutant_removed_from_its_registry_is_named(monkeypatch):
 
 
 def test_a_kernel_property_losing_its_exemption_is_named(monkeypatch):
-    from specbound.proofs.symexec import theorems
-
     monkeypatch.setattr(theorems, "WITHOUT_MUTANT", {})
     assert manifest.check_registries(EXPECTED) == ["kernel_without_mutant: missing fill/NO-WRAP (in the manifest, not there "
                                             "today)"]
@@ -144,8 +142,6 @@ def test_a_new_axiom_under_a_proof_is_named():
 
 
 def test_prove_fails_when_a_verdict_leaves_the_manifest(tmp_path, monkeypatch, capsys):
-    from specbound import cli
-
     planted = copy.deepcopy(EXPECTED)
     planted["spec_theorems"]["VM-WALK-BOUNDED"]["mutants"].append("MUT-NOT-REFUTED-HERE")
     path = tmp_path / "manifest.json"
@@ -160,8 +156,6 @@ def test_prove_fails_when_a_verdict_leaves_the_manifest(tmp_path, monkeypatch, c
 
 
 def test_manifest_command_names_the_difference(tmp_path, monkeypatch, capsys):
-    from specbound import cli
-
     assert cli.main(["manifest"]) == 0
     planted = copy.deepcopy(EXPECTED)
     del planted["sglang_theorems"][next(iter(planted["sglang_theorems"]))]
@@ -230,3 +224,31 @@ def test_docs_are_regenerated_from_the_manifest_and_a_report(tmp_path):
     assert manifest_docs.stale(EXPECTED, root=tmp_path) == []
     assert "| 0.5 | 0.5 |" in text
     assert manifest_docs.write(EXPECTED, None, root=tmp_path) == []       # without a report the seconds stay
+
+
+def test_recording_sglang_verdicts_names_what_is_not_proved():
+    """record_sglang: a result's verdict replaces the entry's, an id without a result keeps its
+    previous verdict, a failed one is named; the totals follow."""
+    from types import SimpleNamespace
+
+    current = manifest.load()
+    first, second = list(current["sglang_theorems"])[:2]
+    result = lambda tid, ok: SimpleNamespace(id=tid, status="proved" if ok else "counterexample", ok=ok, mutants=[],
+                                             axioms_used=set(), witness={})
+    written, problems = manifest.record_sglang([result(first, True)], copy.deepcopy(current))
+    assert problems == [] and written["sglang_theorems"] == current["sglang_theorems"]
+    written, problems = manifest.record_sglang([result(first, False)], copy.deepcopy(current))
+    assert written["sglang_theorems"][first]["verdict"] != "proved"
+    assert written["sglang_theorems"][second]["verdict"] == "proved"
+    assert problems == [f"{first}: {written['sglang_theorems'][first]['verdict']}"]
+    emptied = {**copy.deepcopy(current), "sglang_theorems": {}}
+    _written, problems = manifest.record_sglang([], emptied)
+    assert len(problems) == len(current["sglang_theorems"]) and all(p.endswith(": not run") for p in problems)
+
+
+def test_a_figure_holding_a_less_than_sign_is_read():
+    """A percent such as ``<0.1%`` is a figure's value (a pattern stopping at ``<`` skipped it,
+    so it was never checked nor regenerated)."""
+    text = "a <!-- figure:spec-theorems --><0.1%<!-- /figure --> b <!-- figure:spec-mutants -->3<!-- /figure -->"
+    assert [(m["name"], m["value"]) for m in manifest_docs.FIGURE.finditer(text)] == \
+        [("spec-theorems", "<0.1%"), ("spec-mutants", "3")]

@@ -12,7 +12,16 @@ import pytest
 
 from specbound import manifest
 from specbound.replay import FAULTS as replay_faults
-from specbound.proofs.symexec import theorems
+from specbound.proofs.symexec import mutants, obligations, theorems, verifiers
+from specbound.proofs import core
+from specbound.proofs.symexec.interp import Executor
+from specbound.proofs.symexec.obligations import Obligation, check
+from specbound.proofs.symexec.obligations import check
+from specbound.proofs.symexec.values import INT32, Access, Ptr, TensorModel, V
+from specbound.proofs.symexec.values import INT32, V, lane_range
+from specbound.proofs.symexec.values import INT64, TensorModel
+from specbound.proofs.symexec.values import Unsupported
+import specbound.proofs.symexec as pkg
 
 _cache: dict = {}
 EXPECTED = manifest.load()
@@ -82,8 +91,6 @@ def test_kernel_theorems_list_their_launch_contracts():
 
 
 def test_every_registered_mutant_is_required():
-    from specbound.proofs.symexec import mutants
-
     assert {k: set(v) for k, v in REQUIRED_MUTANTS.items()} == \
         {kind: {m.id for m in mutants.of_kind(kind)} for kind in mutants.KIND_KERNEL}
 
@@ -92,7 +99,6 @@ def test_every_registered_mutant_is_required():
 def test_mutants_refuted_by_replay(kind):
     """Every registered mutant is refuted by the proofs (a counterexample whose concrete
     launch on the planted kernel reproduces the fault)."""
-    from specbound.proofs.symexec import mutants
 
     seen = {m.id: m for sp in _carriers(kind) for r in _results(kind, sp) for m in r.mutants}
     for mid, verdict in REQUIRED_MUTANTS[kind].items():
@@ -106,9 +112,6 @@ def test_mutants_refuted_by_replay(kind):
 def test_footprint_only_mutants_escape_bounds_and_races(kind, mid):
     """The FOOTPRINT mutants are faults bounds, regions and races cannot see: on the mutated
     kernel those theorems still hold, so the footprint obligation is the one that refutes it."""
-    from specbound.proofs.symexec.obligations import check
-
-    from specbound.proofs.symexec import mutants, verifiers
 
     m = mutants.get(mid)
     assert m.prop == "FOOTPRINT"
@@ -122,7 +125,6 @@ def test_footprint_only_mutants_escape_bounds_and_races(kind, mid):
 
 def test_footprint_obligations_cover_every_store():
     """Each store of each kernel gets a soundness and a completeness obligation."""
-    from specbound.proofs.symexec import verifiers
 
     for kind, specs in theorems.default_specs().items():
         run = verifiers.get(kind).run(specs[0])
@@ -133,9 +135,6 @@ def test_footprint_obligations_cover_every_store():
 
 
 def test_unsupported_construct_is_an_error(tmp_path):
-    from specbound.proofs.symexec.interp import Executor
-    from specbound.proofs.symexec.values import Unsupported
-
     src = tmp_path / "k.py"
     src.write_text("import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x_ptr, N: tl.constexpr):\n"
                    "    i = 0\n    while i < N:\n        i += 1\n")
@@ -154,12 +153,9 @@ def test_no_torch_import_for_symbolic_runs():
 
 
 def _run_source(tmp_path, body, scalars):
-    from specbound.proofs.symexec.interp import Executor
-
     src = tmp_path / "k.py"
     src.write_text("import triton\nimport triton.language as tl\n\n@triton.jit\n"
                    "def k(out_ptr, x, N: tl.constexpr):\n" + body)
-    from specbound.proofs.symexec.values import INT64, TensorModel
     out = TensorModel("out", 1, INT64, written=True)
     return Executor(str(src), "k", constexprs={"N": 8}, scalars=scalars, tensors={"out_ptr": out}, grid=[1]).run()
 
@@ -169,9 +165,6 @@ def test_one_hot_selection_is_checked_lane_by_lane(tmp_path):
     fit on every selectable lane (one obligation, not one per nested selection), and a value
     that can wrap is refuted."""
     import z3
-
-    from specbound.proofs import core
-    from specbound.proofs.symexec.values import INT32, V, lane_range
 
     x = z3.Int("x")
     res = _run_source(tmp_path, "    u = tl.arange(0, N)\n    g = tl.sum(tl.where(u == 3, x + u, 0), axis=0)\n"
@@ -188,9 +181,6 @@ def test_definitions_are_withheld_only_for_proofs(tmp_path):
     """A defined value is first left uninterpreted: only unsat counts there.  A goal that
     needs the definition is still proved, and a false one still refuted, by the full query."""
     import z3
-
-    from specbound.proofs.symexec.interp import Executor
-    from specbound.proofs.symexec.obligations import Obligation, check
 
     a = z3.Int("a")
     ex = Executor(str(tmp_path / "none.py"), "k", constexprs={}, scalars={}, tensors={}, grid=[1])
@@ -220,8 +210,6 @@ def test_witness_search_falls_back_to_a_small_box(monkeypatch):
     model of the hypotheses; none there leaves the search without a verdict (never "vacuous")."""
     import z3
 
-    from specbound.proofs.symexec import obligations
-
     x, y = z3.Ints("box_x box_y")
     monkeypatch.setattr(obligations, "WITNESS_PORTFOLIO", tuple((1, seed) for seed in range(4)))
     monkeypatch.setattr(obligations, "_WITNESSES", {})
@@ -242,8 +230,6 @@ def test_executor_modules_import_downwards_only():
     docstring's table (the import graph it documents stays true)."""
     import ast
     import pathlib
-
-    import specbound.proofs.symexec as pkg
 
     lines = pkg.__doc__.splitlines()
     rules = [i for i, line in enumerate(lines) if line.startswith("====")]
@@ -266,9 +252,6 @@ def test_value_types_reject_undeclared_attributes(tmp_path):
     attribute a later ``getattr(..., None)`` would read as absent."""
     import z3
 
-    from specbound.proofs.symexec.interp import Executor
-    from specbound.proofs.symexec.values import INT32, Access, Ptr, TensorModel, V
-
     v = V(z3.IntVal(0), (), INT32)
     t = TensorModel("t", 4, INT32)
     ex = Executor(str(tmp_path / "none.py"), "k", constexprs={}, scalars={}, tensors={}, grid=[1])
@@ -280,7 +263,6 @@ def test_value_types_reject_undeclared_attributes(tmp_path):
 def test_footprint_obligations_need_the_kernels_maps():
     """The generic runner has no default footprint: a run whose maps were not given is an error
     naming the property, never a property proved without its footprint obligations."""
-    from specbound.proofs.symexec import verifiers
 
     fill = verifiers.get("fill")
     run = fill.run(fill.default_specs[0])

@@ -13,6 +13,7 @@ import z3
 from specbound.proofs.symexec import flow, selfcheck
 from specbound.proofs.symexec.interp import Executor
 from specbound.proofs.symexec.values import INT32, INT64, TensorModel, Unsupported, V
+from specbound.replay.sglang import load_kernel
 
 pytest.importorskip("specbound.kernels")  # before triton: it sets TRITON_INTERPRET
 torch = pytest.importorskip("torch")
@@ -184,7 +185,6 @@ class Launch:
 
     def interpreted(self):
         from specbound.kernels import checked_interpreter
-        from specbound.replay.sglang import load_kernel
 
         kernel = load_kernel(self.path, self.name)
         out = torch.full((self.out_size,), self.out_init, dtype=torch.int64)
@@ -330,6 +330,8 @@ def test_the_check_sees_a_wrong_conditional_expression(source, monkeypatch):
 
 FLAG_AND_FLOATS = '''import triton
 import triton.language as tl
+from specbound.proofs import core
+from specbound.proofs.symexec.values import FLOATS
 
 
 @triton.jit
@@ -361,8 +363,6 @@ def _run_small(tmp_path, name, tensors, scalars=None, constexprs=None, **kw):
 
 
 def _provable(run, goal):
-    from specbound.proofs import core
-
     hyps = {label: c for label, c in run.accesses[-1].path}
     try:
         core.check("construct-test", goal, hyps=hyps)
@@ -390,8 +390,6 @@ def test_opaque_floats_and_the_argmax_index(tmp_path):
     """Float loads, literals, arithmetic, where, comparison and ``tl.max(..., return_indices=True)``
     run as opaque values; the index is some lane: ``out + at`` stays inside ``BLOCK`` cells, and
     not inside ``BLOCK - 1``."""
-    from specbound.proofs.symexec.values import FLOATS
-
     tensors = {"out": TensorModel("out", 8, INT64, written=True), "probs": TensorModel("probs", 8, FLOATS["float32"])}
     run = _run_small(tmp_path, "argmax_index", tensors, constexprs={"BLOCK": 8})
     store = run.accesses[-1]

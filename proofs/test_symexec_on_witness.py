@@ -10,6 +10,11 @@ import z3
 from specbound.proofs import core
 from specbound.proofs.symexec import closure, on_witness, theorems, verifiers
 from specbound.proofs.symexec.obligations import check
+from specbound.audit import kernel_proofs
+from specbound.audit.report import ERROR, AuditReport
+from specbound.audit.extract import SourceIndex
+from specbound.proofs.symexec import sglang_tree
+from specbound import cli
 
 PROP = "NO-TRUNCATION"   # the fill kernel's smallest property: a few obligations, quick
 
@@ -87,11 +92,6 @@ def test_the_sglang_audit_row_of_an_unsound_theorem_is_an_error_naming_it(monkey
     of sglang's kernel."""
     from pathlib import Path
 
-    from specbound.audit import kernel_proofs
-    from specbound.audit.report import ERROR, AuditReport
-    from specbound.audit.extract import SourceIndex
-    from specbound.proofs.symexec import sglang_tree
-
     real = sglang_tree.obligations
     planted = {}
 
@@ -144,8 +144,6 @@ def test_a_false_proof_about_another_program_of_the_witness_launch_is_caught(mon
 def test_prove_exits_1_saying_the_core_is_unsound(monkeypatch, capsys):
     """``specbound prove --kernels --only <a kernel theorem>`` with the core forging one false
     proof: exit status 1, and stderr says the core issued a false proof."""
-    from specbound import cli
-
     verifier = verifiers.get("fill")
     sp = verifier.default_specs[0]
     tid = f"KERNEL-{verifier.run(sp).name}-{PROP}[{sp.label}]"

@@ -14,6 +14,9 @@ from specbound import manifest, spec
 from specbound.proofs.symexec import selfcheck
 from specbound.proofs.symexec import sglang_draft_kv
 from specbound.proofs.symexec import sglang_tree
+from specbound.proofs.symexec.values import Unsupported
+from specbound.replay.sglang import load_kernel
+from specbound.proofs.symexec.values import Unsupported
 
 pytest.importorskip("specbound.kernels")  # before triton: it sets TRITON_INTERPRET
 torch = pytest.importorskip("torch")
@@ -53,7 +56,6 @@ KV_SPECS = [sglang_draft_kv.KvSpec(0, False, 4, 4, 16), sglang_draft_kv.KvSpec(0
 @pytest.mark.parametrize("sp,seed", [(sp, s) for sp in KV_SPECS for s in range(2)], ids=str)
 def test_kv_model_matches_the_interpreter(kv_path, sp, seed):
     from specbound.reference import samples
-    from specbound.replay.sglang import load_kernel
 
     rng = random.Random(seed)
     ns = rng.randint(1, 2 if sp.NUM_STEPS else 4)
@@ -88,7 +90,8 @@ def test_kv_model_matches_the_interpreter(kv_path, sp, seed):
     assert mem["kv_indptr"] == kv_p.reshape(-1).tolist()
 
 
-TREE_SPECS = [sglang_tree.TreeSpec(2, 2, 4, 1, 2), sglang_tree.TreeSpec(2, 3, 6, 0, 3)]
+TREE_SPECS = [sglang_tree.TreeSpec(2, 2, 4, 1, 2), sglang_tree.TreeSpec(2, 3, 6, 0, 3), sglang_tree.TreeSpec(2, 3, 6, 0),
+              sglang_tree.TreeSpec(2, 2, 4, 1)]
 
 
 @pytest.mark.parametrize("sp,malformed", [(sp, m) for sp in TREE_SPECS for m in (0.0, 0.3)], ids=str)
@@ -96,23 +99,23 @@ def test_tree_model_matches_the_interpreter(tree_path, sp, malformed):
     """Scalar code with data-dependent ifs and read-modify-write of retrive_next_token: the
     final contents of every output equal the interpreter's, on valid and malformed trees."""
     from specbound.reference.samples import random_tree_batch
-    from specbound.replay.sglang import load_kernel
 
     from specbound.kernels import OutOfBoundsAccess
 
     rng = random.Random(11)
+    batch = sp.bs or 3   # the symbolic-batch model, evaluated at a batch of 3
     kernel = load_kernel(tree_path, sglang_tree.KERNEL)
     for _ in range(20):   # a malformed batch may read outside parent_list: draw one that does not
-        tb = random_tree_batch(rng, sp.bs, sp.topk, sp.depth, sp.n, max_seq_len=20, malformed=malformed)
+        tb = random_tree_batch(rng, batch, sp.topk, sp.depth, sp.n, max_seq_len=20, malformed=malformed)
         seq = tb.seq_lens.tolist()
-        numel = spec.mask_batch_numel(spec.TreeMaskMode(sp.mode), sp.bs, sp.n, sum(seq))
-        outs = [torch.ones(numel, dtype=torch.bool), torch.zeros(sp.bs * sp.n, dtype=torch.int64)] + \
-            [torch.full((sp.bs, sp.n), -1, dtype=torch.int64) for _ in range(3)]
+        numel = spec.mask_batch_numel(spec.TreeMaskMode(sp.mode), batch, sp.n, sum(seq))
+        outs = [torch.ones(numel, dtype=torch.bool), torch.zeros(batch * sp.n, dtype=torch.int64)] + \
+            [torch.full((batch, sp.n), -1, dtype=torch.int64) for _ in range(3)]
         try:
-            _interpreted(lambda: kernel[(sp.bs,)](tb.parent_list, tb.selected_index, tb.seq_lens,
+            _interpreted(lambda: kernel[(batch,)](tb.parent_list, tb.selected_index, tb.seq_lens,
                                                   torch.cumsum(tb.seq_lens, 0) - tb.seq_lens, *outs, topk=sp.topk,
                                                   depth=sp.depth, draft_token_num=sp.n, tree_mask_mode=sp.mode,
-                                                  batch_size=sp.bs, parent_list_stride=sp.pl_width,
+                                                  batch_size=batch, parent_list_stride=sp.pl_width,
                                                   selected_index_stride=sp.sel_width))
             break
         except OutOfBoundsAccess:
@@ -120,10 +123,10 @@ def test_tree_model_matches_the_interpreter(tree_path, sp, malformed):
     else:
         pytest.fail("no in-bounds batch drawn")
     run = sglang_tree.run_kernel(sp, tree_path, sglang_tree.Host(drop=("well_formed_tree",)))
-    cells = sp.bs * sp.n
+    cells = batch * sp.n
     tables = {"seq_len": seq, "P": spec.prefix_sums(seq), "selected_index": tb.selected_index.reshape(-1).tolist(),
               "parent_list": tb.parent_list.reshape(-1).tolist(), "retrive_next_token_initial": [-1] * cells}
-    writes = selfcheck.concrete_writes(run, {"bs": sp.bs, "C": 64}, tables, (sp.bs,))
+    writes = selfcheck.concrete_writes(run, {"bs": batch, "C": 64}, tables, (batch,))
     initial = {"tree_mask": [1] * numel, "positions": [0] * cells}
     initial.update({n: [-1] * cells for n in ("retrive_index", "retrive_next_token", "retrive_next_sibling")})
     mem = selfcheck.final_memory(writes, initial)
@@ -197,16 +200,48 @@ def test_kv_row_offset_wraps_in_int32(kv_path, stride):
 
 
 def test_tree_default_specialization_is_proved(tree_path):
-    results = sglang_tree.prove(sglang_tree.TreeSpec(2, 2, 4, 1, 2), tree_path)
+    """The audit's default: K=2, D=2, n=4, QLEN_ONLY, for every batch size of the envelope at once."""
+    results = sglang_tree.prove(sglang_tree.TreeSpec(2, 2, 4, 1), tree_path)
     assert all(r.ok for r in results), [(r.id, r.detail) for r in results if not r.ok]
     assert manifest.compare_results(results) == []
+    assert all(f"batch_size=1..{sglang_tree.BATCH_MAX}]" in r.id for r in results)
     in_bounds = next(r for r in results if "-IN-BOUNDS[" in r.id)
     assert "well_formed_tree" in in_bounds.hypotheses_used   # the unguarded parent_list read rests on it
 
 
+def test_tree_symbolic_batch_size_rests_on_its_bound(tree_path, monkeypatch):
+    """The symbolic-batch proof is not vacuous in batch_size: the int32 request offsets
+    (``n * n * batch_idx``) wrap once the stated bound is lifted far enough, and NO-WRAP fails."""
+    monkeypatch.setattr(sglang_tree, "BATCH_MAX", 2**40)
+    results = {r.id.split("[")[0]: r for r in sglang_tree.prove(sglang_tree.TreeSpec(2, 2, 4, 1), tree_path)}
+    assert not results["KERNEL-SGLANG-TREE-QLEN-NO-WRAP"].ok
+    assert results["KERNEL-SGLANG-TREE-QLEN-IN-BOUNDS"].ok
+
+
+# batch_size planted where one symbolic run cannot stand for every value: a trip count (direct,
+# or through arithmetic) and a block shape.  A concrete batch size still runs each of them.
+BATCH_SIZE_PLANTS = {
+    "trip count": "    for _extra in range(batch_size):\n        _seen = tl.load(verified_seq_len_ptr + batch_idx)\n",
+    "derived trip count": "    for _extra in range(batch_size - batch_idx - 1):\n"
+                          "        _seen = tl.load(verified_seq_len_ptr + batch_idx)\n",
+    "shape": "    _lanes = tl.arange(0, batch_size)\n",
+}
+
+
+@pytest.mark.parametrize("where", sorted(BATCH_SIZE_PLANTS))
+def test_symbolic_batch_size_refused_in_a_shape_or_trip_count(tree_path, tmp_path, where):
+    anchor = "    seq_len = tl.load(verified_seq_len_ptr + batch_idx)\n"
+    copy = _planted(tmp_path, tree_path, anchor, anchor + BATCH_SIZE_PLANTS[where])
+    with pytest.raises(Unsupported, match="batch_size|non-constexpr"):
+        sglang_tree.run_kernel(sglang_tree.TreeSpec(2, 2, 4, 1), copy)
+    if where != "shape":   # one compiled kernel per batch size: a concrete one is still modelled
+        sglang_tree.run_kernel(sglang_tree.TreeSpec(2, 2, 4, 1, 2), copy)
+
+
 def test_tree_on_malformed_trees_reads_outside_parent_list(tree_path):
-    ref = sglang_tree.refute_malformed(sglang_tree.TreeSpec(2, 2, 4, 1, 2), tree_path)
+    ref = sglang_tree.refute_malformed(sglang_tree.TreeSpec(2, 2, 4, 1), tree_path)   # the audit's default
     assert ref.status == "refuted" and ref.verdict == "oob" and "parent_list" in ref.detail
+    assert 1 <= ref.counterexample["bs"] == len(ref.counterexample["replay.seq_lens"]) <= 4   # replayed at its own batch
 
 
 def _planted(tmp_path, path, old, new):
@@ -237,8 +272,6 @@ def test_planted_search_past_the_row_in_sglang_tree_kernel_is_refuted(tree_path,
 
 
 def test_unsupported_construct_in_a_future_kernel_is_named(kv_path, tmp_path):
-    from specbound.proofs.symexec.values import Unsupported
-
     anchor = "    seq_lens = tl.load(paged_kernel_lens + load_offset, mask=load_offset < bid, other=0)\n"
     copy = _planted(tmp_path, kv_path, anchor, anchor + "    while bid > 0:\n        bid -= 1\n")
     with pytest.raises(Unsupported, match="While"):
@@ -247,7 +280,6 @@ def test_unsupported_construct_in_a_future_kernel_is_named(kv_path, tmp_path):
 
 def test_older_release_without_token_blocks(kv_path, tmp_path):
     """A token-block specialization on a kernel without ``NUM_STEPS`` is refused, by name."""
-    from specbound.proofs.symexec.values import Unsupported
 
     src = tmp_path / "old.py"
     shutil.copy(kv_path, src)
@@ -264,7 +296,6 @@ def test_kv_read_plan_paths_match_the_interpreter(kv_path, paths):
     """The paths the optional arguments switch on (draft window, page-granular read table,
     v2p translation) run in the executor as in the interpreter (they are not proved: the spec
     describes the identity plan only, and ``prove`` refuses them)."""
-    from specbound.replay.sglang import load_kernel
 
     rng = random.Random(5)
     sp = sglang_draft_kv.KvSpec(0, True, 4, 4, 16)

@@ -19,13 +19,16 @@ import pytest
 
 from specbound import manifest
 from specbound.proofs.symexec import sglang_draft_kv, sglang_tree
+from specbound.proofs.symexec.concretise import concretise
+from specbound.proofs.symexec.obligations import check
 
 pytest.importorskip("specbound.kernels")  # before triton: it sets TRITON_INTERPRET
 pytest.importorskip("torch")
 
 KV = sglang_draft_kv.KvSpec(0, False, 8, 4, 32)
-FULL = sglang_tree.TreeSpec(2, 2, 4, 0, 2)
-QLEN = sglang_tree.TreeSpec(2, 2, 4, 1, 2)
+# batch_size symbolic (every batch of the envelope), as the manifest's tree theorems are
+FULL = sglang_tree.TreeSpec(2, 2, 4, 0)
+QLEN = sglang_tree.TreeSpec(2, 2, 4, 1)
 # a seq_len near 2^31 (an int32 wrap); the QLEN_ONLY mask does not grow with it, so it replays
 BIG_SEQ_LEN = {"limits": {"C": (1, 2**31 - 1)}, "content_box": {"seq_len": (0, 2**31 - 1), "P": (0, 2**33)}}
 
@@ -179,8 +182,6 @@ def test_planted_edit_refutes_its_property(sglang_root, tmp_path, family):
 def test_planted_edit_refutes_its_property_without_replay(sglang_root, tmp_path, family):
     """A wrap that needs a mask of 2^31 cells: the solver's counterexample, made concrete in a
     box wide enough for it, on an obligation of the edited line."""
-    from specbound.proofs.symexec.concretise import concretise
-    from specbound.proofs.symexec.obligations import check
 
     e = BY_FAMILY[family]
     prop = family.split("/")[1]
@@ -191,7 +192,8 @@ def test_planted_edit_refutes_its_property_without_replay(sglang_root, tmp_path,
               for out in [check(ob, run.functions, witness=False)] if out.status == "counterexample"]
     assert failed, f"{family}: {e.why}: every {prop} obligation proved"
     ob, _out = failed[0]
-    conc = concretise(run, ob, {"C": (1, 2**31 - 1)}, batch_cap=sp.bs,
+    batch = sglang_tree.REPLAY_LIMITS["bs"]
+    conc = concretise(run, ob, {"C": (1, 2**31 - 1), "bs": batch}, batch_cap=batch[1],
                       content_box={"seq_len": (0, 2**31 - 1), "P": (0, 2**33)})
     assert conc is not None, ob.id
     seq = [conc["_contents"]["seq_len"](i) for i in range(conc["bs"])]

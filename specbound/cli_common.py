@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+import specbound
 from specbound.spec import SpecArgumentError
 
 
@@ -56,8 +57,6 @@ def check_writable(option: str, path) -> None:
 def checkout(command: str) -> Path:
     """The source checkout this specbound is installed from (the folder holding its
     pyproject.toml and docs/), found from the package's own location, not the current folder."""
-    import specbound
-
     root = Path(specbound.__file__).resolve().parent.parent
     project = root / "pyproject.toml"
     if project.is_file() and (root / "docs").is_dir() and 'name = "specbound"' in project.read_text():

@@ -260,6 +260,25 @@ def write(payload: dict, replays: list, previous: dict | None = None) -> tuple[d
     return manifest, problems
 
 
+def record_sglang(results, manifest: dict | None = None) -> tuple[dict, list[str]]:
+    """The manifest with its ``sglang_theorems`` section rewritten: the ids the registries
+    enumerate today, each with the verdict of ``results`` (TheoremResults of sglang's kernel
+    proofs, e.g. ``bench/bench_sglang_symexec.py --all --record``); an id no result covers keeps
+    its previous verdict (as :func:`write` does), a new one is written ``not run`` (no check
+    accepts it), and every id not proved is a problem.  The other sections are left as they
+    are; the totals are recomputed."""
+    manifest = dict(load() if manifest is None else manifest)
+    got = {r.id: _entry_of_result(r)["verdict"] for r in results}
+    previous = manifest.get("sglang_theorems", {})
+    today = enumerate_registries()["sglang_theorems"]
+    manifest["sglang_theorems"] = {
+        tid: {**e, "verdict": got.get(tid, previous.get(tid, {}).get("verdict", "not run"))} for tid, e in today.items()}
+    problems = [f"{tid}: {e['verdict']}" for tid, e in manifest["sglang_theorems"].items() if e["verdict"] != "proved"]
+    problems += [f"{tid}: proved here, not enumerated by the registries" for tid in got if tid not in today]
+    manifest["totals"] = totals(manifest)
+    return manifest, problems
+
+
 def totals(manifest: dict) -> dict:
     kernel = manifest["kernel_theorems"].values()
     specs = {}

@@ -27,7 +27,8 @@ FILES = ("README.md", "docs/kernel-proofs.md")
 PROPS = ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT", "WALK-BOUNDED")
 BLOCK = re.compile(r"(<!-- begin generated:(?P<name>[\w-]+)[^>]*-->\n)(?P<body>.*?)(<!-- end generated:(?P=name) -->)",
                    re.S)
-FIGURE = re.compile(r"(<!-- figure:(?P<name>[\w-]+) -->)(?P<value>[^<]*)(<!-- /figure -->)")
+# a value may hold "<" (a percent "<0.1%"), never the start of a comment
+FIGURE = re.compile(r"(<!-- figure:(?P<name>[\w-]+) -->)(?P<value>[^<]*(?:<(?!!--)[^<]*)*)(<!-- /figure -->)")
 SECONDS = "s?"   # a seconds cell in the checked form
 
 
@@ -44,7 +45,7 @@ def figures(manifest: dict) -> dict:
         "prove-all-proved": t["prove_kernels_all"]["proved"],
         "prove-all-mutants": t["prove_kernels_all"]["mutants_refuted"],
         "sglang-specializations": t["sglang_specializations"], "sglang-theorems": t["sglang_theorems"],
-        **envelope_figures(manifest),
+        **envelope_figures(manifest), **sglang_envelope_figures(manifest),
     }
 
 
@@ -79,6 +80,20 @@ def envelope_figures(manifest: dict) -> dict:
             "envelope-percent": _percent(len(every - unproved), len(every)),
             "envelope-selection": f"{len(selection):,}",
             "envelope-selection-proved": f"{sum(key in proved for key in selection):,}"}
+
+
+def sglang_envelope_figures(manifest: dict) -> dict:
+    """Per sglang kernel (``kv``, ``tree``) and scope (``envelope``, ``typical``): the
+    specializations sglang launches, how many the manifest proves, the fraction
+    (:func:`specbound.audit.envelope.coverage`)."""
+    from specbound.audit import envelope
+
+    out = {}
+    for r in envelope.coverage(manifest):
+        key = f"sglang-{'kv' if r['kernel'] == 'SGLANG-DRAFT-KV' else 'tree'}-{r['scope'].split()[0]}"
+        out.update({f"{key}-total": f"{r['total']:,}", f"{key}-proved": f"{r['proved']:,}",
+                    f"{key}-percent": _percent(r["proved"], r["total"])})
+    return out
 
 
 def envelope_table(manifest: dict) -> str:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import pytest
 
 from specbound.fuzz.command import positive_float
+from specbound.audit.locate import NotInstalled, locate
 
 _session = {"scale": 1.0}
 
@@ -86,7 +87,6 @@ def cuda_device():
 def installed_sglang_root():
     """The installed sglang's package folder (read as source text, never imported); skips
     without one."""
-    from specbound.audit.locate import NotInstalled, locate
     try:
         return locate().root
     except NotInstalled:

@@ -181,12 +181,17 @@ def test_sglang_envelope_names_what_sglang_launches():
     assert envelope.tree_in_envelope("K=1,D=3,n=4,mode=QLEN,batch_size=4")
     assert not envelope.tree_in_envelope("K=1,D=3,n=4,mode=QLEN,batch_size=257")
     assert not envelope.tree_in_envelope("K=1,D=3,n=9,mode=QLEN,batch_size=4")   # n - 1 > K + (D-1)K^2
+    assert envelope.tree_batches("K=1,D=3,n=4,mode=QLEN,batch_size=1..256") == 256
+    assert envelope.tree_batches("K=1,D=3,n=4,mode=QLEN,batch_size=200..300") == 57   # clipped to the envelope
+    assert envelope.tree_batches("K=1,D=3,n=9,mode=QLEN,batch_size=1..256") == 0
     manifest = manifest_mod.load()
     full = {(r["kernel"], r["scope"]): r for r in envelope.coverage(manifest)}
     tid = next(t for t, e in manifest["sglang_theorems"].items()
                if e["kernel"] == "SGLANG-TREE-QLEN" and e["specialization"].startswith("K=1,D=3,n=4,"))
     manifest["sglang_theorems"][tid] = {**manifest["sglang_theorems"][tid], "verdict": "failed"}
     less = {(r["kernel"], r["scope"]): r for r in envelope.coverage(manifest)}
+    batches = envelope.tree_batches(manifest["sglang_theorems"][tid]["specialization"])
+    assert batches == (256 if "batch_size=1..256" in tid else 1)   # a symbolic-batch proof: every batch
     for scope in ("envelope", "typical configurations"):
-        assert less["SGLANG-TREE", scope]["proved"] == full["SGLANG-TREE", scope]["proved"] - 1
+        assert less["SGLANG-TREE", scope]["proved"] == full["SGLANG-TREE", scope]["proved"] - batches
         assert less["SGLANG-DRAFT-KV", scope] == full["SGLANG-DRAFT-KV", scope]

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from specbound import spec
 from specbound.fuzz import strategies as sst
+from specbound.fuzz.records import case_from_json
 from specbound.pytest_plugin import fuzz_budget
 from specbound.reference import check_tree_well_formed
 
@@ -28,7 +29,7 @@ def test_cases_respect_their_preconditions_and_round_trip(tree, kv):
     assert all(0 <= s <= tree.max_context_len for s in tree.seq_lens)
     assert all(0 <= s and s + kv.num_steps <= kv.max_context_len for s in kv.seq_lens)
     assert kv.used_len() <= kv.width()
-    assert sst.case_from_json(tree.to_json()) == tree and sst.case_from_json(kv.to_json()) == kv
+    assert case_from_json(tree.to_json()) == tree and case_from_json(kv.to_json()) == kv
 
 
 def test_shapes_cover_serving_defaults_chains_flat_and_full_trees():

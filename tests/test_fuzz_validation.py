@@ -109,7 +109,7 @@ def test_oracle_names_a_float_seq_lens_as_a_dtype_violation():
 
 
 def test_calls_round_trip_through_json():
-    from specbound.fuzz.strategies import case_from_json
+    from specbound.fuzz.records import case_from_json
     for call in [*examples.tree_call_examples(), *examples.kv_call_examples(), *examples.verify_mask_examples()]:
         assert case_from_json(call.to_json()) == call
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import z3
 
 from .values import FLOATS, INT1, V, broadcast, fresh_name, lift
+from .values import INT32, Unsupported
 
 F32 = FLOATS["float32"]
 
@@ -73,8 +74,6 @@ def full(shape: tuple, dt) -> V:
 def reduce(ex, line, x: V, axis, return_indices: bool = False):
     """``tl.max/min/sum`` of a float block: a fresh value; with ``return_indices`` also the
     index of the attaining lane, some lane of the reduced axis (``0 <= index < size``)."""
-    from .values import INT32, Unsupported
-
     if axis is None and x.rank <= 1:
         axis = 0
     if not isinstance(axis, int) or not 0 <= axis < max(x.rank, 1):

@@ -19,6 +19,8 @@ from typing import Callable
 
 import z3
 
+from specbound.proofs.terms import subterms
+
 from . import arith, floats, flow, truncation
 from .kernel_files import torch_free_module
 from .run_state import ExecResult, RunState
@@ -26,6 +28,7 @@ from .tl_builtins import BUILTINS, store
 from .values import (
     DTYPES, FLOATS, INT1, INT64, LaneTag, Ptr, PtrDType, Unsupported, V, as_int, fresh_name, reshape,
 )
+from specbound import spec as spec_mod
 
 
 class TL:
@@ -38,7 +41,7 @@ class TritonMod:
 
 class Executor(RunState):
     __slots__ = ("path", "func_name", "constexprs", "scalars", "tensors", "transform", "max_unroll",
-                 "globals", "dropped", "helper_depth", "abstract_carried")
+                 "globals", "dropped", "helper_depth", "abstract_carried", "symbolic_constexprs")
 
     def __init__(self, path: str, func_name: str, *, constexprs: dict, scalars: dict,
                  tensors: dict, grid: list, transform: Callable | None = None,
@@ -55,6 +58,11 @@ class Executor(RunState):
         self.dropped: dict = {}          # name -> line of the fork after which it is unbound
         self.helper_depth = 0            # depth of inlined @triton.jit helpers (flow.py)
         self.abstract_carried = frozenset(abstract_carried)   # loop-carried names havocked (flow.havoc)
+        # A constexpr given as a Z3 value (one proof for all its values) may flow into arithmetic,
+        # extents and comparisons, never into a shape or a loop trip count: Triton would compile a
+        # different kernel per value there, which one symbolic run does not model.  Shapes refuse a
+        # non-int already (tl_builtins); trip counts are checked in exec_for.
+        self.symbolic_constexprs = {name: v for name, v in self.constexprs.items() if isinstance(v, V)}
 
     # --- source -----------------------------------------------------------------------------
     def load_module(self):
@@ -64,7 +72,6 @@ class Executor(RunState):
             tree = self.transform(tree)
             ast.fix_missing_locations(tree)
         self.globals = {"tl": TL(), "triton": TritonMod()}
-        from specbound import spec as spec_mod
         for node in tree.body:
             if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
                     and isinstance(node.value, ast.Call) and _is_tl_attr(node.value.func, "constexpr"):
@@ -185,6 +192,7 @@ class Executor(RunState):
                                               or _is_tl_attr(it.func, "range"))):
             raise Unsupported("loop over something other than range/tl.range/tl.static_range", line)
         args = [self.eval(a, env) for a in it.args]
+        self.refuse_symbolic_constexpr(args, "a loop's trip count", line)
         if len(args) == 1:
             start, stop, step = 0, args[0], 1
         elif len(args) == 2:
@@ -227,6 +235,17 @@ class Executor(RunState):
         for name in assigned | {st.target.id}:
             env.pop(name, None)  # values of "the last iteration" are not modelled
         return None
+
+    def refuse_symbolic_constexpr(self, values, where: str, line):
+        """Unsupported when any of ``values`` depends on a constexpr given as a Z3 value."""
+        if not self.symbolic_constexprs:
+            return
+        consts = {v.e.get_id(): name for name, v in self.symbolic_constexprs.items()}
+        terms = [v.e for v in values if isinstance(v, V)]
+        for t in subterms(*terms):
+            if t.get_id() in consts:
+                raise Unsupported(f"the symbolic constexpr {consts[t.get_id()]!r} flows into {where} "
+                                  "(one compiled kernel per value: prove it per value)", line)
 
     def bind(self, target, value, env, line):
         if isinstance(target, ast.Name):

@@ -9,7 +9,7 @@ import z3
 
 from specbound import spec
 from specbound.proofs import core
-from specbound.proofs.lemmas import mul_le_mono
+from specbound.proofs.lemmas import cdiv_covers, mul_le_mono
 
 
 @cache
@@ -77,7 +77,6 @@ def kv_extension_read_in_row():
     ``req_to_token`` at ``seq_len <= kv_extension_read < kv_req_to_token_span`` (both the
     contiguous and the page-aligned layout; the spec's KV-PAGED-READS-IN-ROW over plain
     variables, so the kernel's paged read bound needs no nonlinear search of its own)."""
-    from specbound.proofs.lemmas import cdiv_covers
 
     def body(s, t, e, k, d, page):
         read = spec.kv_extension_read(s, t, e, k, d, page)

@@ -23,7 +23,7 @@ from specbound.proofs.terms import subterms
 
 from .interp import ExecResult
 from .kernel_files import torch_free_module
-from .obligations import Obligation
+from .obligations import instantiate, Obligation
 from .values import INT32, V, lane_range, lane_vars_in
 
 def launch_plans():
@@ -292,7 +292,6 @@ def check_plan(kernel: str, plan, scalars: dict, tensors: dict) -> None:
 def make_oracle(global_hyps: dict, functions: dict, axioms: list):
     """Side facts for term simplification, each proved by the trusted core under the run's
     hypotheses (a failed or unknown check just leaves the general term)."""
-    from .obligations import instantiate
 
     def oracle(name, hyps, goal):
         h = dict(global_hyps)

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 import z3
 
 from specbound.proofs import core, witness
+from .closure import contents
+
 
 @dataclass
 class Evaluation:
@@ -73,8 +75,6 @@ def _launch(run, closed) -> tuple:
     """The closure's values of the launch's own symbols: the constants of its preconditions,
     contracts and report (program ids and loop indices aside) and every function the closure
     interprets but the executor's own (reductions, definitions, witness lanes)."""
-    from .closure import contents
-
     formulas = [*run.hyps.values(), *(core.facts(a).goal for a in run.axioms),
                 *(t for t in run.report.values() if z3.is_expr(t))]
     local = {c.decl().name() for c in [*_as_list(run.result.pid), *run.result.local_consts] if z3.is_expr(c)}

@@ -12,13 +12,16 @@ from typing import Callable
 import z3
 
 from specbound.proofs.theorem import evaluate_report
+from specbound.proofs import core
+from specbound.proofs.terms import prove_rewritten
 
-from .obligations import check
+from .obligations import _witness, check, instantiate, Outcome
+from .concretise import concretise
+from .theorems import theorem_result
 
 
 def prove(run, obligations: Callable, props, progress: Callable | None = None) -> list:
     """Every property theorem of one symbolic run (``obligations(run, prop)``)."""
-    from .theorems import theorem_result
 
     out = []
     shared = Shared()
@@ -64,10 +67,6 @@ def check_all(obs, functions, shared: Shared | None = None) -> list:
       are a subset of its own (the longest paths are searched first).
 
     Anything else is the ordinary ``check`` (portfolio, witness search, dead accesses)."""
-    from specbound.proofs import core
-    from specbound.proofs.terms import prove_rewritten
-
-    from .obligations import Outcome, _witness, instantiate
 
     shared = shared or Shared()
     order = sorted(range(len(obs)), key=lambda i: -len(obs[i].hyps))
@@ -131,7 +130,6 @@ def refute(run, obligations: Callable, props, replay: Callable, limits: dict, ba
     and replayed (``replay(conc) -> specbound.replay.Replay``), reproduces a fault in ``expect``.
     A counterexample the replay does not reproduce is reported in ``detail``, never as a
     refutation."""
-    from .concretise import concretise
 
     start = time.perf_counter()
     notes = []

@@ -39,13 +39,15 @@ int32 row offsets, ``(num_steps - 1) * stride < 2^31`` for both buffers
 (``spec.int32_row_offsets_ok``: the kernel multiplies the constexpr stride by the program id
 in int32; sglang asserts only ``width < 2^31``).
 
-Obligations: :mod:`.sglang_draft_kv_obligations`; replays: :func:`replay`, launched by
+The launch layout and the kernel's symbols: :mod:`.sglang_draft_kv_layout`; obligations:
+:mod:`.sglang_draft_kv_obligations`; replays: :func:`replay`, launched by
 :func:`specbound.replay.sglang.draft_kv`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from dataclasses import replace as dc_replace
 from typing import Callable
 
 import z3
@@ -59,19 +61,18 @@ from specbound.proofs.model import C, D, K, P, Q, labelled, num_seqs, page, seq_
 from . import lemmas as symexec_lemmas
 from .interp import Executor
 from .models import Run, content_preconditions, launch_contracts, mul_mono, prefix_schema, register_function, seq_len_schema, make_oracle
-from .values import DTYPES, INT32, INT64, LANES, TensorModel, V
+from .sglang_common import prove as prove_run
+from .sglang_common import refute
+from .sglang_draft_kv_layout import (  # noqa: F401  (the kernel's symbols, read as sglang_draft_kv.width etc.)
+    G0, SCOPED, SPEC_TERMS, alloc_bs, block_of, blocks, indptr_stride, iters_of, pool_rows, r2t_width, spec_hyps, width,
+)
+from .sglang_draft_kv_obligations import obligations
+from .values import DTYPES, INT32, INT64, LANES, V, TensorModel, Unsupported
 
 from specbound.replay.sglang import KV_KERNEL as KERNEL  # the one name of the kernel
+from specbound.replay import sglang
 SOURCE = "kernels/ops/speculative/cache_locs.py"   # inside the sglang package (0.5.23)
 
-SCOPED = "!scoped"   # a precondition given only to the no-wrap queries that mention its symbols
-
-alloc_bs = z3.Int("alloc_bs")            # requests the kv_indices row was sized for
-indptr_stride = z3.Int("indptr_stride")
-r2t_width, pool_rows = z3.Ints("row_stride pool_rows")
-blocks = z3.Int("token_blocks")
-G0 = z3.Int("grid0")
-width = z3.Int("width")
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,6 @@ def kernel_params(path: str) -> list:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == KERNEL:
             return [a.arg for a in node.args.args]
-    from .values import Unsupported
     raise Unsupported(f"no function {KERNEL} in {path}")
 
 
@@ -228,7 +228,6 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
     }
     params = kernel_params(path)
     if sp.NUM_STEPS and "NUM_STEPS" not in params:
-        from .values import Unsupported
         raise Unsupported(f"specialization NUM_STEPS={sp.NUM_STEPS}: this release's kernel has no token-block "
                           "launch (no NUM_STEPS parameter)")
     # the req_to_token row stride: a runtime argument (0.5.23) or the constexpr pool_len (older releases)
@@ -287,17 +286,6 @@ def capacity(run):
         return None
 
 
-# The host's shape, sizing and per-request conditions: what the capacity (and the spec's cell
-# map, which races are proved through) rests on; none of the kernel's launch facts (lane
-# bounds, int32 arguments), so facts proved from them hold for every launch.
-SPEC_TERMS = ("topk_positive", "num_steps_positive", "page_size_positive", "context_positive", "sized_for_the_batch")
-
-
-def spec_hyps(run) -> dict:
-    return {label: cond for label, cond in run.hyps.items()
-            if label in SPEC_TERMS or label in run.host_width_hyps or z3.is_quantifier(cond)}
-
-
 def _lemmas(sp, res, pool_row) -> list:
     """Lemma instances at the program's own terms: the branch segment stays in its row
     (L-KV-SEGMENT-IN-ROW, with the capacity that draft room and sglang's width give),
@@ -319,24 +307,7 @@ def _lemmas(sp, res, pool_row) -> list:
             symexec_lemmas.at(symexec_lemmas.kv_segment_start_nonneg, P(b), b, t, K, it, s), symexec_lemmas.at(symexec_lemmas.div_unique, num_seqs, z3.IntVal(0), K)]
 
 
-# --- the launch layout -------------------------------------------------------------------------
-
 PROPERTIES = ("IN-BOUNDS", "NO-WRAP", "NO-TRUNCATION", "RACE-FREE", "FOOTPRINT")
-
-# Every store is read through the launch layout, never through kernel variable names: program
-# (pid0, pid1, pid2) works on step ``iters`` (from pid0), request pid1 and branch pid2, and a
-# store's column is its address minus the start of that branch's segment.  So a release that
-# renames the kernel's variables is still proved, and one that changes the layout fails.
-
-
-def iters_of(sp, pid0):
-    """The step (1-based) program ``pid0`` works on: the launch layout of the grid's axis 0."""
-    return pid0 + 1 if sp.NUM_STEPS == 0 else pid0 % sp.NUM_STEPS + 1
-
-
-def block_of(sp, pid0):
-    """The token block of program ``pid0`` (0 without token blocks)."""
-    return z3.IntVal(0) if sp.NUM_STEPS == 0 else pid0 / sp.NUM_STEPS
 
 
 # --- proving, refuting, replaying --------------------------------------------------------------------
@@ -366,9 +337,6 @@ IDENTITY_PATHS = {"window_size": 0, "sink_size": 0, "ENTRY_PAGE_SIZE": 1, "TRANS
 
 
 def prove(sp: KvSpec, path: str, host: Host | None = None, progress=None) -> list:
-    from .sglang_common import prove as prove_run
-    from .sglang_draft_kv_obligations import obligations
-
     if host is not None and any(host.paths.get(k, d) != d for k, d in IDENTITY_PATHS.items()):
         raise ValueError(f"read-plan settings {host.paths}: the spec describes the identity plan only "
                          f"({IDENTITY_PATHS})")
@@ -385,11 +353,6 @@ def refute_without(sp: KvSpec, path: str, precondition: str = "", host: Host | N
     smallest buffers that show it (3 rows of 2^30 cells, allocated, never filled).  ``props``
     (default: the property the precondition protects) and ``wrap_box`` (default: for a row
     offset precondition) choose what a planted edit of the kernel is refuted by."""
-    from dataclasses import replace as dc_replace
-
-    from .sglang_common import refute
-    from .sglang_draft_kv_obligations import obligations
-
     host = host or Host()
     if precondition:
         host = dc_replace(host, drop=tuple(host.drop) + (precondition,))
@@ -404,7 +367,6 @@ def refute_without(sp: KvSpec, path: str, precondition: str = "", host: Host | N
 def replay(sp: KvSpec, conc: dict, path: str):
     """The counterexample as a batch, launched on sglang's kernel (source at ``path``) by
     :func:`specbound.replay.sglang.draft_kv` as the launch sites launch it."""
-    from specbound.replay import sglang
 
     ns_, k, d = conc["num_seqs"], conc["topk"], conc["num_steps"]
     page = conc["page_size"] if sp.paged else 1

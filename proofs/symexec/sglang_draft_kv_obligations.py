@@ -13,8 +13,12 @@ from specbound.proofs.terms import subterms
 
 from . import lemmas as symexec_lemmas
 from .models import mul_mono
-from .sglang_draft_kv import SCOPED, blocks, block_of, indptr_stride, iters_of, r2t_width, spec_hyps, width
-from .values import LANES
+from .sglang_draft_kv_layout import SCOPED, blocks, block_of, indptr_stride, iters_of, r2t_width, spec_hyps, width
+from .values import LANES, Unsupported
+from .footprint import cover, sound
+from .obligations import Obligation
+from .obligations import instantiate
+from .theorems import obligations as generic
 
 def _iteration(run, a):
     """The iteration constant ``k`` of the symbolic loop a store runs in (None outside one)."""
@@ -55,7 +59,6 @@ def _store_indices(run, a):
         return "kv_indices", (it, pid1, pid2, col)
     if a.tensor.name == "kv_indptr":
         return "kv_indptr", (it, z3.simplify(a.off.e - spec.kv_indices_cell(indptr_stride, it, z3.IntVal(0)), som=True))
-    from .values import Unsupported
     raise Unsupported(f"footprint map: a store to {a.tensor.name}, which the spec does not name", a.line)
 
 
@@ -133,7 +136,6 @@ def footprint_obligations(run) -> list:
     segment, row ``iters - 1``) with the spec's value; kv_indptr entries ``1..bs_d`` with the
     spec's entry.  Completeness: for every spec cell the program and lane chosen as functions
     of the cell run the store, active, at that address (entry 0 is the caller's zero)."""
-    from .footprint import cover, sound
 
     sp = run.spec
     out = []
@@ -190,7 +192,6 @@ def race_obligations(run) -> list:
     extension and kv_indptr); kv_indptr entry z is written by the branch ``indptr_branch``
     assigns it.  ``injective`` (spec terms only): the spec's cell map is strictly increasing
     in (iters, b, t, col) and (iters, z), so two programs never denote the same cell."""
-    from .obligations import Obligation
 
     sp = run.spec
     out = []
@@ -217,8 +218,6 @@ def race_obligations(run) -> list:
 
 
 def _injective(run) -> list:
-    from .obligations import Obligation
-
     A = z3.Ints("itA bA tA cA")
     B = z3.Ints("itB bB tB cB")
     # spec terms only (the quantified per-request hypotheses only discharge the cited
@@ -268,8 +267,6 @@ def split_by_program_cases(run, obs) -> list:
     ``zid == 0`` of the last kv_indptr entry): smaller queries; a case is dropped only when
     the core proves the preconditions exclude it."""
     from dataclasses import replace
-
-    from .obligations import instantiate
 
     out = []
     for ob in obs:
@@ -335,8 +332,6 @@ def _bounds(run) -> list:
 
 
 def _obligations(run, prop) -> list:
-    from .theorems import obligations as generic
-
     return generic(run, prop, bounds=_bounds,
                    executor=lambda r, kinds: split_by_program_cases(r, r.executor_obligations(kinds)),
                    races=lambda r: split_by_program_cases(r, race_obligations(r)),

@@ -3,9 +3,13 @@ XPU): launch model, host contract, specializations and obligations (issue 15).
 
 Every shape parameter of this kernel is a ``tl.constexpr`` — ``topk``, ``depth``,
 ``draft_token_num``, ``tree_mask_mode``, ``batch_size`` and both row strides — so Triton
-compiles one kernel per (K, D, n, mode, batch size) and the proofs here are **per
-specialization**: for a stated set of them, not for unbounded batch sizes.  Within one,
-the program id, every ``seq_len``, the prefix sums and every tree entry are symbolic.
+compiles one kernel per (K, D, n, mode, batch size).  The proofs are per (K, D, n, mode):
+``batch_size`` is given to the executor as the batch's Z3 term ``bs`` (``TreeSpec.bs =
+None``, every batch size from 1 to the envelope's largest, a declared precondition), which
+is sound because the kernel uses it only in arithmetic, extents and the grid: the executor
+refuses (``Unsupported``) if it ever flows into a shape or a loop trip count.  A concrete
+``TreeSpec.bs`` proves that one batch size.  Within one, the program id, every
+``seq_len``, the prefix sums and every tree entry are symbolic.
 
 The kernel is scalar code: one program per request, loops over the nodes unrolled
 (constexpr trip counts), data-dependent ``if``s on loaded values, and a read-modify-write
@@ -35,12 +39,19 @@ from specbound.proofs import model
 from specbound.proofs.model import C, P, bs, labelled, seq_len
 
 from .interp import Executor
+from .kernel_files import torch_free_module
 from .models import Run, content_preconditions, prefix_schema, register_function, seq_len_schema, make_oracle
 from .obligations import Obligation
-from .values import DTYPES, INT64, TensorModel
+from .values import DTYPES, INT32, INT64, TensorModel, Unsupported, V
+from .sglang_common import prove as prove_run
+from .sglang_common import refute
+from .theorems import obligations as generic
 
 from specbound.replay.sglang import TREE_KERNEL as KERNEL  # the one name of the kernel
+from specbound.replay import sglang
 SOURCE = "kernels/ops/speculative/spec_tree.py"
+# The largest batch a symbolic-batch proof covers: the serving envelope's (kernels/plan.py).
+BATCH_MAX = torch_free_module("plan").ENVELOPE.batch[1]
 MODE_NAMES = {0: "FULL", 1: "QLEN"}
 
 
@@ -50,7 +61,7 @@ class TreeSpec:
     depth: int
     n: int          # draft_token_num
     mode: int       # 0 FULL_MASK, 1 QLEN_ONLY
-    bs: int         # batch_size (a constexpr: one specialization per batch size)
+    bs: int | None = None   # batch_size: None = symbolic, 1..BATCH_MAX; an int = that batch size only
 
     @property
     def name(self):
@@ -58,7 +69,12 @@ class TreeSpec:
 
     @property
     def label(self):
-        return f"K={self.topk},D={self.depth},n={self.n},mode={MODE_NAMES[self.mode]},batch_size={self.bs}"
+        return f"K={self.topk},D={self.depth},n={self.n},mode={MODE_NAMES[self.mode]},batch_size={self.batches}"
+
+    @property
+    def batches(self) -> str:
+        """The batch sizes one proof covers: ``N`` or ``1..BATCH_MAX`` (symbolic)."""
+        return str(self.bs) if self.bs is not None else f"1..{BATCH_MAX}"
 
     @property
     def pl_width(self):
@@ -92,7 +108,7 @@ def run_kernel(sp: TreeSpec, path: str, host: Host | None = None) -> Run:
     functions: dict = {}
     sel = z3.Function("selected_index", z3.IntSort(), z3.IntSort())
     pl = z3.Function("parent_list", z3.IntSort(), z3.IntSort())
-    sel_cells = sp.bs * sp.sel_width
+    sel_cells = bs * sp.sel_width
     hyps = labelled(spec.context_ok(C))
     # per-request and per-entry conditions: quantified hypotheses, used at each value read
     # through the core's instances
@@ -125,11 +141,16 @@ def run_kernel(sp: TreeSpec, path: str, host: Host | None = None) -> Run:
         "retrieve_next_sibling_ptr": TensorModel("retrive_next_sibling", numel["retrive_next_sibling"], INT64,
                                                  written=True),
     }
-    hyps["batch_size_constexpr"] = bs == sp.bs   # the grid and every extent use it
+    if sp.bs is None:   # one proof for every batch size: batch_size is the batch's own term
+        hyps["batch_size_in_envelope"] = z3.And(1 <= bs, bs <= BATCH_MAX)
+        batch_size = V(bs, (), INT32)   # a constexpr below 2^31 enters arithmetic as int32
+    else:
+        hyps["batch_size_constexpr"] = bs == sp.bs   # the grid and every extent use it
+        batch_size = sp.bs
     hyps.update(labelled(spec.int32_arg_ok(C, "max_context_len")))
     # the host's seq_len_prefix_sum is the exclusive prefix sum (its content function is P)
     constexprs = {"topk": sp.topk, "depth": sp.depth, "draft_token_num": n, "tree_mask_mode": sp.mode,
-                  "batch_size": sp.bs, "parent_list_stride": sp.pl_width if sp.pl_width else 1,
+                  "batch_size": batch_size, "parent_list_stride": sp.pl_width if sp.pl_width else 1,
                   "selected_index_stride": sp.sel_width if sp.sel_width else 1}
     ex = Executor(path, KERNEL, constexprs=constexprs, scalars={}, tensors=tensors, grid=[bs],
                   oracle=make_oracle(hyps, functions, []))
@@ -165,7 +186,6 @@ def _row_base(run, a, b):
     if a.tensor.name == "tree_mask":
         t = a.env.get("draft_tokenx")
         if not isinstance(t, int):
-            from .values import Unsupported
             raise Unsupported("footprint map: tree_mask store outside the constexpr node loop (draft_tokenx)", a.line)
         mode = spec.TreeMaskMode(sp.mode)
         return t, spec.mask_tree_cell(mode, b, t, 0, sp.n, seq_len(b), P(b))
@@ -177,7 +197,7 @@ def _in_row(run, a):
     b = run.result.pid[0]
     _t, base = _row_base(run, a, b)
     off = a.off.e
-    return z3.And(0 <= b, b < run.spec.bs, base <= off, off < base + run.spec.n), off - base
+    return z3.And(0 <= b, b < bs, base <= off, off < base + run.spec.n), off - base
 
 
 def _stores(run):
@@ -204,13 +224,13 @@ def _requests_disjoint(run) -> list:
     """Rows of request bA < bB never share a cell (none to state with one request: its one
     program cannot race)."""
     sp = run.spec
-    if sp.bs < 2:
+    if sp.bs is not None and sp.bs < 2:
         return []
     n = sp.n
     mode = spec.TreeMaskMode(sp.mode)
     ba, bb, ta, tb, ja, jb = z3.Ints("bA bB tA tB jA jB")
     hyps = dict(run.hyps)
-    hyps["requests_ordered"] = z3.And(0 <= ba, ba < bb, bb < sp.bs)
+    hyps["requests_ordered"] = z3.And(0 <= ba, ba < bb, bb < bs)
     hyps["cells"] = z3.And(0 <= ta, ta < n, 0 <= tb, tb < n, 0 <= ja, ja < n, 0 <= jb, jb < n)
     lem = [proof_core.instantiate(spec_lemmas.prefix_monotone(bs), bb, ba + 1), proof_core.instantiate(spec_lemmas.prefix_bound(bs), bb)]
     cell = lambda b_, t_, j_: spec.mask_tree_cell(mode, b_, t_, j_, n, seq_len(b_), P(b_))
@@ -258,7 +278,7 @@ def footprint_obligations(run) -> list:
                     continue
                 i, a = hit
                 hyps = dict(run.hyps)
-                hyps["spec_request"] = z3.And(0 <= fb, fb < sp.bs)
+                hyps["spec_request"] = z3.And(0 <= fb, fb < bs)
                 hyps["chosen_pid"] = b == fb
                 goal = z3.And(*[c for _l, c in a.path], a.mask)
                 out.append(Obligation(f"coverage-{name}[{where}j={j}]@{a.line}#{i}", "coverage", a.line,
@@ -283,19 +303,15 @@ def walk_obligations(run) -> list:
 
 
 def obligations(run, prop: str) -> list:
-    from .theorems import obligations as generic
-
     return generic(run, prop, races=race_obligations, values=walk_obligations, footprints=footprint_obligations)
 
 
 # --- proving, refuting, replaying --------------------------------------------------------------------
 
-REPLAY_LIMITS = {"C": (1, 24)}
+REPLAY_LIMITS = {"C": (1, 24), "bs": (1, 4)}   # bs: a symbolic-batch counterexample's batch
 
 
 def prove(sp: TreeSpec, path: str, host: Host | None = None, progress=None) -> list:
-    from .sglang_common import prove as prove_run
-
     return prove_run(run_kernel(sp, path, host), obligations, PROPERTIES, progress)
 
 
@@ -311,10 +327,10 @@ def refute_run(sp: TreeSpec, path: str, host: Host | None = None, props=PROPERTI
     """The first counterexample of ``props`` under ``host`` that a replay on the kernel at
     ``path`` reproduces (see :func:`.sglang_common.refute`; ``limits`` widen the replay box,
     e.g. a ``seq_len`` near 2^31 for an int32 wrap)."""
-    from .sglang_common import refute
 
     run = run_kernel(sp, path, host)
-    cells = sp.bs * max(sp.sel_width, sp.pl_width, sp.n)
+    batch = sp.bs if sp.bs is not None else REPLAY_LIMITS["bs"][1]
+    cells = batch * max(sp.sel_width, sp.pl_width, sp.n)
     return refute(run, obligations, props, lambda conc: replay(sp, conc, path), {**REPLAY_LIMITS, **(limits or {})},
                   batch_cap=cells, expect=expect, content_box=content_box)
 
@@ -323,12 +339,11 @@ def replay(sp: TreeSpec, conc: dict, path: str):
     """The counterexample's trees, launched on sglang's tree kernel (source at ``path``) by
     :func:`specbound.replay.sglang.build_tree`; its outputs are compared with the reference
     only for a well-formed tree."""
-    from specbound.replay import sglang
 
-    c = conc["_contents"]
-    seq = [max(0, c["seq_len"](i)) for i in range(sp.bs)]
-    sel = [c["selected_index"](i) for i in range(sp.bs * sp.sel_width)]
-    pl = [c["parent_list"](i) for i in range(sp.bs * sp.pl_width)]
+    c, batch = conc["_contents"], conc["bs"]   # the counterexample's batch (sp.bs when concrete)
+    seq = [max(0, c["seq_len"](i)) for i in range(batch)]
+    sel = [c["selected_index"](i) for i in range(batch * sp.sel_width)]
+    pl = [c["parent_list"](i) for i in range(batch * sp.pl_width)]
     inputs = {"seq_lens": seq, "selected_index": sel, "parent_list": pl, "spec": sp.label}
     return sglang.build_tree(sglang.load_kernel(path, KERNEL), seq_lens=seq, selected_index=sel, parent_list=pl,
                              topk=sp.topk, depth=sp.depth, n=sp.n, mode=spec.TreeMaskMode(sp.mode),

@@ -19,6 +19,7 @@ from . import mutants as kernel_mutants
 from . import on_witness, verifiers
 from .closure import theorem_witness
 from .obligations import check
+from .concretise import concretise
 
 FAMILY = "kernel symexec"
 
@@ -136,7 +137,6 @@ def kernel_obligations(verifier, run, prop: str) -> list:
 def refute(kind: str, sp, mutant: kernel_mutants.KernelMutant) -> MutantResult:
     """Run the mutated kernel/host symbolically; the first counterexample of the property is
     concretised and replayed; refuted only when the replay reproduces the fault."""
-    from .concretise import concretise
 
     start = time.perf_counter()
     verifier = verifiers.get(kind)

@@ -21,6 +21,9 @@ from specbound.cli_common import add_output_option, verdict
 from specbound.spec import SpecArgumentError
 
 from .run import DEFAULT_EXAMPLES, DEFAULT_SEED
+from .sarif import write_sarif
+from specbound import __version__
+from specbound.engines.vllm.audit import register as register_vllm
 
 
 def _positive(text: str) -> int:
@@ -32,8 +35,6 @@ def _positive(text: str) -> int:
 
 def cmd_audit_sglang(args) -> int:
     import sys
-
-    from specbound import __version__
 
     from . import run
     from .report import EXIT_INCOMPLETE, plural, render_markdown, render_text
@@ -52,8 +53,6 @@ def cmd_audit_sglang(args) -> int:
     if args.json:
         rep.write_json(args.json)
     if args.sarif:
-        from .sarif import write_sarif
-
         write_sarif(rep, args.sarif, __version__)
     rc = rep.exit_code(strict=args.strict)
     word, reason = rep.verdict(strict=args.strict)
@@ -87,6 +86,4 @@ def register(subparsers) -> None:
                        help="prove sglang's Triton kernels symbolically for every listed specialization "
                        "(kernel.symbolic_proof rows; about 6 minutes more on 2 cores) instead of one per kernel")
     p.set_defaults(func=cmd_audit_sglang)
-    from specbound.engines.vllm.audit import register as register_vllm
-
     register_vllm(targets)

@@ -7,17 +7,18 @@ The draft kv kernel's constexprs (:mod:`specbound.proofs.symexec.sglang_draft_kv
 bounds ``bs_upper = pow2(num_seqs)``, ``iter_upper = pow2(num_steps)``,
 ``num_tokens_upper = pow2(num_seqs * topk)``: enumerated over every batch size.  The tree
 build's (:mod:`specbound.proofs.symexec.sglang_tree`) are the batch shape itself
-``(K, D, n, mode, batch_size)``, one compiled kernel per batch size: counted, not listed.
+``(K, D, n, mode, batch_size)``, one compiled kernel per batch size: counted, not listed; a
+proof symbolic in the batch size (label ``batch_size=1..N``) covers every batch of its range.
 """
 
 from __future__ import annotations
 
 from specbound import spec
+from specbound.proofs.symexec.kernel_files import torch_free_module
+from specbound.proofs.symexec.sglang_draft_kv import KvSpec
 
 
 def _plan():
-    from specbound.proofs.symexec.kernel_files import torch_free_module
-
     return torch_free_module("plan")
 
 
@@ -30,29 +31,51 @@ def _configs(env, configs):
             if spec.conjunction(spec.tree_shape_ok(k, d, n))]
 
 
-def kv_labels(configs=None) -> set:
-    """The sglang draft kv specializations' labels over the envelope (or at ``configs``)."""
-    from specbound.proofs.symexec.sglang_draft_kv import KvSpec
+def kv_specs(configs=None) -> list:
+    """The sglang draft kv specializations (``KvSpec``) over the envelope (or at ``configs``):
+    the constexprs sglang's launch sites compute for every batch size, topk and step count, in
+    a stable order (each once)."""
 
     plan = _plan()
     env = plan.ENVELOPE
-    pairs = {(k, d) for k, d, _n in _configs(env, configs)}
-    out = set()
+    pairs = sorted({(k, d) for k, d, _n in _configs(env, configs)})
+    out: dict = {}
     for k, d in pairs:
         for bs in range(env.batch[0], env.batch[1] + 1):
             for steps in (0, d):
                 for paged in (False, True):
-                    out.add(KvSpec(steps, paged, plan.pow2(bs), plan.pow2(d), plan.pow2(bs * k)).label)
-    return out
+                    sp = KvSpec(steps, paged, plan.pow2(bs), plan.pow2(d), plan.pow2(bs * k))
+                    out.setdefault(sp.label, sp)
+    return list(out.values())
+
+
+def kv_labels(configs=None) -> set:
+    """The sglang draft kv specializations' labels over the envelope (or at ``configs``)."""
+    return {sp.label for sp in kv_specs(configs)}
+
+
+def _label_fields(label: str) -> dict:
+    return dict(part.split("=", 1) for part in label.split(","))
+
+
+def tree_batches(label: str, configs=None) -> int:
+    """How many batch sizes of the envelope a sglang tree specialization's label
+    (``K=..,D=..,n=..,mode=..,batch_size=N`` or ``batch_size=LO..HI``, a proof symbolic in the
+    batch size) covers: 0 when its (K, D, n) is not in the envelope (or ``configs``)."""
+    env = _plan().ENVELOPE
+    f = _label_fields(label)
+    k, d, n = int(f["K"]), int(f["D"]), int(f["n"])
+    lo, _sep, hi = f["batch_size"].partition("..")
+    lo, hi = int(lo), int(hi or lo)
+    if (k, d, n) not in set(_configs(env, configs)):
+        return 0
+    return max(0, min(hi, env.batch[1]) - max(lo, env.batch[0]) + 1)
 
 
 def tree_in_envelope(label: str, configs=None) -> bool:
-    """Whether a sglang tree specialization's label (``K=..,D=..,n=..,mode=..,batch_size=..``)
-    is a batch of the envelope (or of ``configs``)."""
-    env = _plan().ENVELOPE
-    f = dict(part.split("=", 1) for part in label.split(","))
-    k, d, n, bs = int(f["K"]), int(f["D"]), int(f["n"]), int(f["batch_size"])
-    return (k, d, n) in set(_configs(env, configs)) and env.batch[0] <= bs <= env.batch[1]
+    """Whether a sglang tree specialization's label covers some batch of the envelope (or of
+    ``configs``)."""
+    return tree_batches(label, configs) > 0
 
 
 def coverage(manifest: dict) -> list[dict]:
@@ -72,5 +95,5 @@ def coverage(manifest: dict) -> list[dict]:
         rows.append({"kernel": "SGLANG-DRAFT-KV", "scope": scope, "total": len(kv), "proved": len(kv & kv_ok)})
         batches = env.batch[1] - env.batch[0] + 1
         rows.append({"kernel": "SGLANG-TREE", "scope": scope, "total": 2 * batches * len(_configs(env, configs)),
-                     "proved": sum(tree_in_envelope(label, configs) for label in tree_ok)})
+                     "proved": sum(tree_batches(label, configs) for label in tree_ok)})
     return rows

@@ -21,6 +21,7 @@ from .report import (
     DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNGUARDED, UNKNOWN_SIGNATURE, AuditReport, Row,
 )
 from .extract import Found, SourceIndex
+from . import kernel_proofs
 
 from specbound.replay import checked_launch
 from specbound.replay import sglang as sglang_launches
@@ -230,6 +231,5 @@ def check_symbolic(report: AuditReport, full: bool = False) -> None:
                        UNAVAILABLE, "symbolic kernel proof: executor not available in this specbound; the "
                        "kernels are only fuzzed"))
         return
-    from . import kernel_proofs
 
     kernel_proofs.check(report, full)

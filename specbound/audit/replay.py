@@ -28,11 +28,12 @@ from . import kernels
 from . import kv_kernel, tree_kernel
 from .report import DIVERGED, OOB
 from .extract import SourceIndex
+from .judge import seq_lens_for
+from .locate import NotInstalled, locate
 
 
 def kv_case(values: dict, rows: int, width: int) -> dict:
     """A replay case from a counterexample: the batch and the buffer's shape."""
-    from .judge import seq_lens_for
 
     cap = values["max_context_len"] - values["num_steps"]   # the kv kernel's contract: draft room
     return {"topk": values["topk"], "num_steps": values["num_steps"], "page_size": 1,
@@ -43,8 +44,6 @@ def kv_case(values: dict, rows: int, width: int) -> dict:
 def tree_case(values: dict, mode, numel: int, cap: int) -> dict | None:
     """A replay case: valid draft trees for the counterexample's shape, ``numel`` mask cells."""
     from specbound.reference.samples import random_tree_batch
-
-    from .judge import seq_lens_for
 
     seq = seq_lens_for(values, cap)
     if seq is None:
@@ -137,7 +136,6 @@ def main(argv=None) -> int:
     p.add_argument("--kernel", required=True, choices=("draft_kv_indices", "tree_mask"))
     p.add_argument("--case", required=True, help="the case as JSON (from the audit's row)")
     args = p.parse_args(argv)
-    from .locate import NotInstalled, locate
 
     try:
         inst = locate(args.sglang_path)

@@ -8,6 +8,15 @@ from typing import Callable
 
 from .report import ERROR, NOT_PRESENT, AuditReport, Row, plural
 from .locate import ENV_VAR, NotInstalled, locate
+from . import helpers
+from . import kernels, kv_kernel, tree_kernel
+from .buffers import check_buffers
+from .consumers import check_consumers
+from .verify_kv import check_verify_kv
+from .program import Program
+from .extract import SourceIndex
+from .helpers import SPEC_UTILS_FILE
+from .cuda.check import check_cuda_tree
 
 DEFAULT_EXAMPLES = 40
 DEFAULT_SEED = 20240607
@@ -36,9 +45,6 @@ def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, 
         return rep
     rep = AuditReport(str(inst.root), inst.version, inst.located_by, examples=examples, seed=seed)
     say(f"sglang {inst.version} at {inst.root}")
-    from .extract import SourceIndex
-
-    from .program import Program
 
     index = SourceIndex(inst.root)
     program = Program(index)   # one parse of the package for the buffer and consumer stages
@@ -75,35 +81,23 @@ def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, 
 
 
 def _helpers(index, rep):
-    from . import helpers
-
     helpers.run_all(index, rep)
 
 
 def _buffers(index, rep, replay, program):
-    from .buffers import check_buffers
-
     check_buffers(index, rep, replay=replay, program=program)
 
 
 def _consumers(index, rep, program, replay):
-    from .consumers import check_consumers
-    from .verify_kv import check_verify_kv
-
     check_consumers(index, rep, program)
     check_verify_kv(program, rep, replay=replay)
 
 
 def _tree(index, rep, examples, seed):
-    from . import tree_kernel
-
     tree_kernel.check_tree_kernel(index, rep, examples, seed)
 
 
 def _kv(index, rep, examples, seed):
-    from . import kv_kernel
-    from .helpers import SPEC_UTILS_FILE
-
     width_fn, width_source = None, ""
     found = index.find("draft_kv_indices_buffer_width", (SPEC_UTILS_FILE,))
     if found is not None and len(found.params()) == 3:
@@ -115,18 +109,12 @@ def _kv(index, rep, examples, seed):
 
 
 def _sites(index, rep):
-    from . import kernels
-
     kernels.check_launch_sites(index, rep)
 
 
 def _cuda(index, rep, examples, seed):
-    from .cuda.check import check_cuda_tree
-
     check_cuda_tree(index, rep, examples, seed)
 
 
 def _symbolic(rep, symbolic_all):
-    from . import kernels
-
     kernels.check_symbolic(rep, full=symbolic_all)

@@ -284,7 +284,7 @@ def select_checks(only, target) -> tuple[list, list[str]]:
 def replay_case(names, text: str, out=None) -> int:
     out = out or sys.stdout
     from . import properties
-    from .strategies import case_from_json
+    from .records import case_from_json
     if text.startswith("@"):
         try:
             text = Path(text[1:]).read_text()

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
+from specbound.spec import SpecArgumentError
 
 PROFILES = ("ci", "dev", "deep")
 
@@ -80,7 +81,6 @@ def load_profile(name: str | None = None, *, database: str | Path | None = None)
     register_profiles(database)
     name = name or default_profile()
     if name not in PROFILES:
-        from specbound.spec import SpecArgumentError
         raise SpecArgumentError("--profile", f"unknown Hypothesis profile {name!r}; known: {', '.join(PROFILES)}")
     settings.load_profile(name)
     return name

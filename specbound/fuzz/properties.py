@@ -43,35 +43,19 @@ import torch
 from specbound import kernels, spec
 from specbound import reference as ref
 from specbound.kernels import OutOfBoundsAccess, checked_interpreter
-from specbound.spec import TreeMaskMode
+from specbound.spec import SpecArgumentError
 
-from . import calls
-from .calls import _SIGNED, _signed, seed_of as _seed
+from . import calls, examples, refusals
+from .calls import _signed, seed_of as _seed
+from .expected import PropertyFailure  # noqa: F401  (the failure every check raises)
+from .expected import TOKEN_OUTPUTS, expected_kv, expected_tree, spec_mask_dtype, spec_tree_footprint
+from .expected import fail as _fail
+from .expected import same as _same
 from .strategies import KvCase, TreeCase, kv_cases, tree_cases
 
 PAD = 16                     # padding cells/rows around reference outputs (sentinel diff)
-TOKEN_OUTPUTS = ("positions", "retrive_index", "retrive_next_token", "retrive_next_sibling")
 _KERNEL_ARG = {"positions": "positions_ptr", "retrive_index": "retrive_index_ptr",
                "retrive_next_token": "next_token_ptr", "retrive_next_sibling": "next_sibling_ptr"}
-
-
-class PropertyFailure(AssertionError):
-    """A property does not hold on a case."""
-
-
-def _fail(what: str) -> None:
-    raise PropertyFailure(what)
-
-
-def _same(name: str, got: torch.Tensor, want: torch.Tensor) -> None:
-    if got.dtype != want.dtype or tuple(got.shape) != tuple(want.shape):
-        _fail(f"{name}: dtype/shape {got.dtype} {tuple(got.shape)} != {want.dtype} {tuple(want.shape)}")
-    a, b = _signed(got).reshape(-1), _signed(want).reshape(-1)
-    diff = (a != b).nonzero().reshape(-1)
-    if diff.numel():
-        cells = diff[:8].tolist()
-        _fail(f"{name}: {diff.numel()} cell(s) differ, first {cells}: got {a[diff[:8]].tolist()}, "
-              f"want {b[diff[:8]].tolist()}")
 
 
 def _same_set(name: str, got: set[int], want: set[int]) -> None:
@@ -91,80 +75,6 @@ def _checked_run(fn, *args, **kwargs):
         except OutOfBoundsAccess as exc:
             _fail(f"out-of-bounds access: {exc}")
     return out, session
-
-
-# --- tree: what the spec says ----------------------------------------------------------------
-
-def _ancestors(parent_of, t):
-    out, cur, seen = [], t, set()
-    while cur is not None and cur != 0 and cur not in seen:
-        seen.add(cur)
-        out.append(cur)
-        cur = parent_of[cur]
-    return out, cur == 0
-
-
-def expected_tree(case: TreeCase) -> dict[str, torch.Tensor]:
-    """The outputs of a build into freshly allocated buffers (mask zero-filled, positions
-    zero, retrive_* -1), computed from the spec alone."""
-    k, d, n, mode = case.topk, case.depth, case.num_draft_tokens, case.tree_mode
-    prefix = spec.prefix_sums(case.seq_lens)
-    numel = spec.mask_batch_numel(mode, case.bs, n, prefix[-1])
-    bitpack = mode is TreeMaskMode.QLEN_ONLY_BITPACKING
-    mask = [0] * numel
-    positions = [0] * spec.token_numel(case.bs, n)
-    next_token, next_sibling = [], []
-    for b, s in enumerate(case.seq_lens):
-        sel_row, pl_row, p = case.selected_index[b], case.parent_list[b], prefix[b]
-        parent_of = spec.parents(sel_row, pl_row, k, d, n)
-        nt, ns = spec.links(parent_of)
-        next_token += nt
-        next_sibling += ns
-        for t in range(n):
-            walk = spec.bounded_walk(t, sel_row, pl_row, k, d, n)
-            marked = {0, *walk}
-            if not case.defects and t:
-                chain, rooted = _ancestors(parent_of, t)
-                if not rooted or set(chain) != set(walk) or len(walk) != len(chain):
-                    _fail(f"spec: request {b} node {t}: bounded_walk {walk} is not the ancestor chain "
-                          f"{chain} of a valid EAGLE tree")
-            positions[spec.token_cell(b, t, n)] = s + len(walk)
-            if bitpack:
-                cell = spec.mask_tree_cell(mode, b, t, 0, n, s, p)
-                mask[cell] = sum(1 << spec.mask_bit(mode, j) for j in marked)
-            else:
-                for j in range(n):
-                    mask[spec.mask_tree_cell(mode, b, t, j, n, s, p)] = int(j in marked)
-                if case.fill_prefix_mask:
-                    for c in range(spec.mask_prefix_columns(mode, s)):
-                        mask[spec.mask_prefix_cell(mode, b, t, c, n, s, p)] = 1
-    dtype = spec_mask_dtype(mode, n)
-    if dtype in _SIGNED:
-        bits = torch.empty(0, dtype=dtype).element_size() * 8
-        mask_t = torch.tensor([v - (1 << bits) if v >> (bits - 1) else v for v in mask],
-                              dtype=_SIGNED[dtype]).view(dtype)
-    else:
-        mask_t = torch.tensor(mask, dtype=torch.int64).to(dtype)
-    shape = (case.bs, n)
-    return {
-        "tree_mask": mask_t,
-        "positions": torch.tensor(positions, dtype=torch.int64),
-        "retrive_index": torch.arange(spec.token_numel(case.bs, n), dtype=torch.int64).reshape(shape),
-        "retrive_next_token": torch.tensor(next_token, dtype=torch.int64).reshape(shape),
-        "retrive_next_sibling": torch.tensor(next_sibling, dtype=torch.int64).reshape(shape),
-    }
-
-
-def spec_mask_dtype(mode, n) -> torch.dtype:
-    return getattr(torch, spec.mask_dtype_name(mode, n))
-
-
-def spec_tree_footprint(case: TreeCase) -> dict[str, set[int]]:
-    mode, n = case.tree_mode, case.num_draft_tokens
-    fill = spec.mask_fill_cells(mode, n, case.seq_lens) if case.fill_prefix_mask else set()
-    tokens = spec.token_cells(case.bs, n)
-    return {"tree_mask.kernel": spec.mask_kernel_cells(mode, n, case.seq_lens), "tree_mask.fill": fill,
-            **{name: tokens for name in TOKEN_OUTPUTS}}
 
 
 # --- tree: running the implementations ----------------------------------------------------------
@@ -301,34 +211,6 @@ def check_tree_differential(case: TreeCase) -> None:
         _fail(f"a valid EAGLE tree was rejected by strict=True: {verdicts[0]}")
 
 
-# --- kv: what the spec says -------------------------------------------------------------------
-
-def expected_kv(case: KvCase, fill: int = -1, buffers=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """kv_indices and kv_indptr after a build into ``case.buffers(fill)`` (or into copies of
-    ``buffers``), from the spec alone."""
-    kv_indices, kv_indptr = case.buffers(fill) if buffers is None else (t.clone() for t in buffers)
-    pool, r2t, _ = case.tensors()
-    k, steps, page = case.topk, case.num_steps, case.page_size
-    width = kv_indices.shape[1]
-    flat = kv_indices.view(-1)
-    prefix = spec.prefix_sums(case.seq_lens)
-    for iters in range(1, steps + 1):
-        for b, s in enumerate(case.seq_lens):
-            row = r2t[case.req_pool_indices[b]]
-            for t in range(k):
-                start = spec.kv_segment_start(prefix[b], b, t, k, iters, s)
-                cell = spec.kv_indices_cell(width, iters, start)
-                reads = list(range(s)) + [spec.kv_extension_read(s, t, e, k, steps, page) for e in range(iters)]
-                assert len(reads) == spec.kv_segment_len(s, iters)
-                flat[cell:cell + len(reads)] = row[reads].to(flat.dtype)
-    positions = spec.prefix_sums([s for s in case.seq_lens for _ in range(k)])
-    ind = kv_indptr.view(-1)
-    for iters in range(1, steps + 1):
-        for z in range(spec.kv_indptr_row_len(case.num_seqs, k)):
-            ind[spec.kv_indices_cell(kv_indptr.shape[1], iters, z)] = spec.kv_indptr_entry(positions[z], z, iters)
-    return kv_indices, kv_indptr
-
-
 def run_kv(case: KvCase, target: str, kv_indices=None, kv_indptr=None):
     """Build ``case`` into the given buffers (default: ``case.buffers()``); returns
     ((kv_indices, kv_indptr), session)."""
@@ -413,60 +295,46 @@ def _p(name, target, cost, strategy, check, doc, examples=None):
     return Property(name, target, cost, strategy, check, doc, examples or (lambda: []))
 
 
-def _refusals():
-    from . import refusals   # it imports this module's helpers
-    return refusals
-
-
-def _tree_examples():
-    from .examples import tree_boundary_cases
-    return tree_boundary_cases()
-
-
-def _kv_examples():
-    from .examples import kv_boundary_cases
-    return kv_boundary_cases()
-
-
 def _call_examples(name):
-    def build():
-        from . import examples
-        return getattr(examples, name)()
-    return build
+    return lambda: getattr(examples, name)()
 
 
 PROPERTIES: tuple[Property, ...] = (
     _p("tree.footprint.reference", "reference", "cheap", tree_cases,
-       lambda c: check_tree_footprint(c, "reference"), "reference writes exactly the spec's cells", _tree_examples),
+       lambda c: check_tree_footprint(c, "reference"), "reference writes exactly the spec's cells",
+       examples.tree_boundary_cases),
     _p("tree.semantics.reference", "reference", "cheap", tree_cases,
        lambda c: check_tree_semantics(c, "reference"), "reference outputs equal the spec's semantics",
-       _tree_examples),
+       examples.tree_boundary_cases),
     _p("kv.footprint.reference", "reference", "cheap", kv_cases,
-       lambda c: check_kv_footprint(c, "reference"), "reference writes exactly the spec's kv cells", _kv_examples),
+       lambda c: check_kv_footprint(c, "reference"), "reference writes exactly the spec's kv cells",
+       examples.kv_boundary_cases),
     _p("kv.semantics.reference", "reference", "cheap", kv_cases,
-       lambda c: check_kv_semantics(c, "reference"), "reference kv outputs equal the spec's", _kv_examples),
+       lambda c: check_kv_semantics(c, "reference"), "reference kv outputs equal the spec's",
+       examples.kv_boundary_cases),
     _p("verify_mask.reuse", "reference", "cheap", calls.verify_mask_calls,
-       lambda c: _refusals().check_verify_mask_call(c),
+       lambda c: refusals.check_verify_mask_call(c),
        "VerifyMask reuses its buffer exactly when the spec's sizes allow; hands out exactly the spec's cells",
        _call_examples("verify_mask_examples")),
     _p("tree.footprint.triton", "triton", "kernel", tree_cases,
        lambda c: check_tree_footprint(c, "triton"), "kernel writes exactly the spec's cells, never OOB",
-       _tree_examples),
+       examples.tree_boundary_cases),
     _p("tree.semantics.triton", "triton", "kernel", tree_cases,
-       lambda c: check_tree_semantics(c, "triton"), "kernel outputs equal the spec's semantics", _tree_examples),
+       lambda c: check_tree_semantics(c, "triton"), "kernel outputs equal the spec's semantics",
+       examples.tree_boundary_cases),
     _p("tree.differential", "all", "kernel", tree_cases, check_tree_differential,
-       "kernel == reference bit for bit (valid and malformed trees, strict verdicts)", _tree_examples),
-    _p("tree.validation", "all", "kernel", calls.tree_calls, lambda c: _refusals().check_tree_call(c),
+       "kernel == reference bit for bit (valid and malformed trees, strict verdicts)", examples.tree_boundary_cases),
+    _p("tree.validation", "all", "kernel", calls.tree_calls, lambda c: refusals.check_tree_call(c),
        "at each validation boundary: accepted exactly when the spec's conditions hold, else the same "
        "named refusal, nothing written", _call_examples("tree_call_examples")),
     _p("kv.footprint.triton", "triton", "kernel", kv_cases,
        lambda c: check_kv_footprint(c, "triton"), "kernel writes exactly the spec's kv cells, never OOB",
-       _kv_examples),
+       examples.kv_boundary_cases),
     _p("kv.semantics.triton", "triton", "kernel", kv_cases,
-       lambda c: check_kv_semantics(c, "triton"), "kernel kv outputs equal the spec's", _kv_examples),
+       lambda c: check_kv_semantics(c, "triton"), "kernel kv outputs equal the spec's", examples.kv_boundary_cases),
     _p("kv.differential", "all", "kernel", kv_cases, check_kv_differential,
-       "kernel == reference bit for bit on kv batches", _kv_examples),
-    _p("kv.validation", "all", "kernel", calls.kv_calls, lambda c: _refusals().check_kv_call(c),
+       "kernel == reference bit for bit on kv batches", examples.kv_boundary_cases),
+    _p("kv.validation", "all", "kernel", calls.kv_calls, lambda c: refusals.check_kv_call(c),
        "at each validation boundary (req_to_token rows at every page size, pool indices, widths, dtypes, "
        "layouts): accepted exactly when the spec's conditions hold", _call_examples("kv_call_examples")),
 )
@@ -476,7 +344,6 @@ def property_named(name: str) -> Property:
     for p in PROPERTIES:
         if p.name == name:
             return p
-    from specbound.spec import SpecArgumentError
     raise SpecArgumentError("--property", f"unknown property {name!r}; known: "
                             f"{', '.join(p.name for p in PROPERTIES)}")
 
@@ -489,5 +356,4 @@ def select(target: str) -> list[Property]:
         return [p for p in PROPERTIES if p.target == "reference"]
     if target == "triton":
         return [p for p in PROPERTIES if p.target in ("triton", "all")]
-    from specbound.spec import SpecArgumentError
     raise SpecArgumentError("--target", f"must be reference, triton or all, got {target!r}")

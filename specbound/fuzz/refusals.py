@@ -28,7 +28,7 @@ from specbound import reference as ref
 from specbound.kernels import checked_interpreter
 from specbound.spec import SpecArgumentError
 
-from . import properties
+from . import expected
 from .calls import (
     KV_INPUTS, TREE_INPUTS, KvCall, TreeCall, VerifyMaskCall, _name, _signed, junk_like, kv_call_tensors,
     kv_violations, seed_of, tree_call_tensors, tree_violations,
@@ -41,7 +41,7 @@ def _device(target: str) -> str:
 
 
 def _fail(text: str) -> None:
-    raise properties.PropertyFailure(text)
+    raise expected.PropertyFailure(text)
 
 
 def _conds_text(conds) -> str:
@@ -122,10 +122,10 @@ def _tree_want(call: TreeCall, before: dict[str, torch.Tensor]) -> dict[str, tor
     """The outputs after a build the spec accepts: its values on its footprint, the old
     content elsewhere."""
     case = call.tree
-    values = properties.expected_tree(case)
-    footprint = properties.spec_tree_footprint(case)
+    values = expected.expected_tree(case)
+    footprint = expected.spec_tree_footprint(case)
     cells = {"tree_mask": footprint["tree_mask.kernel"] | footprint["tree_mask.fill"],
-             **{name: footprint[name] for name in properties.TOKEN_OUTPUTS}}
+             **{name: footprint[name] for name in expected.TOKEN_OUTPUTS}}
     want = {}
     for name, old in before.items():
         flat = old.reshape(-1).clone()
@@ -148,8 +148,8 @@ def check_tree_call(call: TreeCall) -> None:
     want = _tree_want(call, before)
     for name in want:
         got_ref = _signed(results["reference"][name]).reshape(-1)
-        properties._same(f"{name} (triton vs reference)", _signed(results["triton"][name].cpu()).reshape(-1), got_ref)
-        properties._same(f"{name} (reference vs spec, old content outside the footprint)", got_ref, want[name])
+        expected.same(f"{name} (triton vs reference)", _signed(results["triton"][name].cpu()).reshape(-1), got_ref)
+        expected.same(f"{name} (reference vs spec, old content outside the footprint)", got_ref, want[name])
 
 
 # --- draft kv builds ------------------------------------------------------------------------------
@@ -162,10 +162,10 @@ def check_kv_call(call: KvCall) -> None:
                                       (ref.draft_decode_kv_indices, kernels.draft_decode_kv_indices), KV_INPUTS, kw)
     if not _judge("draft kv build", violated, runs):
         return
-    want_ind, want_ptr = properties.expected_kv(call.kv, buffers=(before["kv_indices"], before["kv_indptr"]))
+    want_ind, want_ptr = expected.expected_kv(call.kv, buffers=(before["kv_indices"], before["kv_indptr"]))
     for name, want in (("kv_indices", want_ind), ("kv_indptr", want_ptr)):
-        properties._same(f"{name} (triton vs reference)", results["triton"][name].cpu(), results["reference"][name])
-        properties._same(f"{name} (reference vs spec, old content outside the footprint)", results["reference"][name], want)
+        expected.same(f"{name} (triton vs reference)", results["triton"][name].cpu(), results["reference"][name])
+        expected.same(f"{name} (reference vs spec, old content outside the footprint)", results["reference"][name], want)
 
 
 # --- the preallocated verify mask ---------------------------------------------------------------------

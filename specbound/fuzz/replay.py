@@ -50,6 +50,7 @@ from specbound.spec import TreeMaskMode  # noqa: E402
 from specbound.reference import samples  # noqa: E402
 
 from . import launch  # noqa: E402
+from .runner import describe
 
 FULL, QLEN = TreeMaskMode.FULL_MASK, TreeMaskMode.QLEN_ONLY
 
@@ -403,7 +404,6 @@ def replay_one(theorem_id: str, mutant, cx: dict) -> MutantCheck:
         rp.status, rp.note = "FAILED", f"kernel variant cannot be built: {exc}"
         return rp
     except Exception as exc:
-        from .runner import describe
         rp.status, rp.note = "FAILED", f"the replay raised {describe(exc)}"
         return rp
     reproduced = rp.mutant_outcome.startswith("oob: ")   # an overrun, not any other fault

@@ -40,9 +40,10 @@ from specbound import reference as ref  # noqa: E402
 from specbound.kernels import checked_interpreter  # noqa: E402
 from specbound.reference import samples  # noqa: E402
 from specbound.spec import TreeMaskMode  # noqa: E402
+from specbound.proofs import registry
 
 from . import launch  # noqa: E402
-from .properties import PropertyFailure, expected_tree  # noqa: E402
+from .expected import PropertyFailure, expected_tree  # noqa: E402
 from .strategies import TreeCase, tree_shapes  # noqa: E402
 
 CAPTURE_BS = 8
@@ -243,7 +244,6 @@ def machine_with(*, fits=None, kv_width=None, name="MutantCudaGraphMachine", **a
 
 def mutant_override(theorem_id: str, mutant_id: str, name: str):
     """``Mutant.overrides[name]`` of a theorem's mutant, from the proof registry."""
-    from specbound.proofs import registry
     for th in registry.theorems():
         if th.id == theorem_id:
             for m in th.mutants:

@@ -28,7 +28,7 @@ defects (``samples.DEFECTS``): missing parents, cycles (including self-loops),
 out-of-range, negative and huge entries, unsorted rows, or fully arbitrary rows.
 
 Batches: :func:`tree_cases` and :func:`kv_cases` return :class:`TreeCase` /
-:class:`KvCase`, plain JSON-able records (``to_json`` / ``from_json``) so a failing
+:class:`KvCase`, plain JSON-able records (``to_json``, read back by :func:`.records.case_from_json`) so a failing
 case can be printed and replayed.  A batch is a list of requests (``st.lists``: from
 0 requests up), each with its own ``seq_len`` in ``[0, C]`` and, for a tree build, its
 own tree; with ``targeting=True``, ``hypothesis.target`` pushes the batch toward the
@@ -53,7 +53,7 @@ from specbound.spec import TreeMaskMode
 
 __all__ = [
     "SERVING_SHAPES", "TreeCase", "KvCase", "tree_shapes", "eagle_tree", "malformed_tree", "draft_trees",
-    "seq_lens", "tree_cases", "kv_cases", "case_from_json", "DEFECTS",
+    "seq_lens", "tree_cases", "kv_cases", "DEFECTS",
 ]
 
 # (topk, depth, num_draft_tokens) of common serving configurations, smallest first (a shrink
@@ -157,24 +157,6 @@ class KvCase:
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
-
-
-def case_from_json(text: str):
-    """Inverse of ``to_json`` for every record (the ``kind`` field tells which): the
-    batches here and the validation calls of :mod:`.calls`."""
-    data = json.loads(text)
-    kind = data.get("kind") if isinstance(data, dict) else None
-    if kind == "tree":
-        return TreeCase(**data)
-    if kind == "kv":
-        return KvCase(**data)
-    from .calls import call_from_json
-    call = call_from_json(data) if kind else None
-    if call is not None:
-        return call
-    from specbound.spec import SpecArgumentError
-    raise SpecArgumentError("--replay", f"not a fuzz case: kind must be 'tree', 'kv', 'tree_call', 'kv_call' "
-                                        f"or 'verify_mask', got {kind!r}")
 
 
 # --- shapes and trees ------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from ..models import (KernelVerifier, Region, Run, check_plan, content_precondit
                       prefix_schema, register_function, request_preconditions, int32_scalar, seq_len_schema, launch_plans, make_oracle)
 from ..plant import KernelMutant, Plant, kernel_of, swap
 from specbound.replay import Replay
+from specbound import replay as replays
 from ..values import DTYPES, INT64, LANES, TensorModel
 
 KERNEL = ("draft_kv", "draft_kv_kernel")   # specbound.kernels.<module>, the @triton.jit function
@@ -288,7 +289,6 @@ def replay(sp, conc: dict, plant=None, host: dict | None = None) -> Replay:
     reference (a row narrower than the reference's used length is an ``output`` difference)."""
     import torch
 
-    from specbound import replay as replays
     from specbound.kernels import plan as concrete_plans
     from specbound.reference import draft_decode_kv_indices, samples
 

@@ -20,6 +20,7 @@ from ..kernel_files import kernel_path
 from ..models import KernelVerifier, Run, check_plan, int32_scalar, launch_plans, make_oracle
 from ..plant import kernel_of, swap
 from specbound.replay import Replay
+from specbound import replay as replays
 from ..values import LANES, Unsupported
 from .tree_build import LIMITS, mask_region, tree_common, tree_lemmas, tree_tensors
 
@@ -116,7 +117,6 @@ def replay(sp, conc: dict, plant=None, host=None) -> Replay:
     compared with ``spec.mask_fill_cells`` (exactly those cells True)."""
     import torch
 
-    from specbound import replay as replays
     from specbound.kernels import plan as concrete_plans
 
     bs_, n_ = conc["bs"], conc["n"]

@@ -25,6 +25,7 @@ from ..models import (KernelVerifier, Region, Run, content_preconditions, launch
 from ..obligations import Obligation
 from ..plant import KernelMutant, Plant, kernel_of, swap
 from specbound.replay import Replay
+from specbound import replay as replays
 from ..values import DTYPES, INT64, LANES, TensorModel
 
 KERNEL = ("tree_build", "build_tree_kernel")   # specbound.kernels.<module>, the @triton.jit function
@@ -273,7 +274,6 @@ def replay(sp, conc: dict, plant=None, host=None) -> Replay:
     import torch
 
     from specbound import reference
-    from specbound import replay as replays
     from specbound.kernels import plan as concrete_plans
     from specbound.kernels.testing import signed_view
     from specbound.reference import validation

@@ -33,6 +33,10 @@ from .build import BuildError, Library, Unavailable, build, probe_toolchain
 from .harness import Session
 from .probes import PROBES
 from .tree import FULL, KERNEL_MODES, make_launch, prefilled, roles, run_case
+from specbound.fuzz import strategies as sst
+from specbound.fuzz.runner import run_property
+from specbound.fuzz.strategies import TreeCase
+from specbound.reference.samples import random_draft_tree
 
 HOST_WRAPPER = "build_tree_kernel_efficient"
 ROW = {"build_tree_efficient": "kernel.build_tree[cuda]",
@@ -134,9 +138,6 @@ def _subject(prep: Prepared, name: str) -> str:
 # --- valid trees --------------------------------------------------------------------------------
 
 def _valid_row(prep: Prepared, session: Session, name: str, examples: int, seed: int) -> Row:
-    from specbound.fuzz import strategies as sst
-    from specbound.fuzz.runner import run_property
-
     kernel = prep.kernels[name]
     modes = KERNEL_MODES[name]
     what = (f"valid EAGLE trees ({', '.join(m.name for m in modes)}), pre-filled as sglang does: outputs == "
@@ -203,9 +204,6 @@ def _probe_rows(prep: Prepared, session: Session, name: str) -> list[Row]:
 
 
 def _random_malformed_row(prep: Prepared, session: Session, name: str, examples: int, seed: int) -> Row:
-    from specbound.fuzz import strategies as sst
-    from specbound.fuzz.runner import run_property
-
     kernel = prep.kernels[name]
     counts: dict[str, int] = {}
     first: dict[str, object] = {}
@@ -245,9 +243,6 @@ def wrap_case(n: int, seq_len: int):
     """One request at the smallest wrapping seq_len, a serving-shaped tree (K=4, D=5), and
     no prefix fill (sglang's ``fill_prefix_mask=False``: the kernel alone touches the mask)."""
     import numpy as np
-
-    from specbound.fuzz.strategies import TreeCase
-    from specbound.reference.samples import random_draft_tree
 
     sel, pl = random_draft_tree(np.random.default_rng(0), 4, 5, n)
     return TreeCase(topk=4, depth=5, num_draft_tokens=n, mode=int(FULL), max_context_len=seq_len,

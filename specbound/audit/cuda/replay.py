@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from ..locate import NotInstalled, locate
+from .harness import Session
+from .tree import cell_bytes, extents, make_launch, prefilled, run_case
 
 LAZY_MASK_BYTES = 1 << 28        # above this, the mask is a lazy mapping and is not compared
 
 
 def main(argv: list[str] | None = None) -> int:
-    from specbound.fuzz.strategies import case_from_json
+    from specbound.fuzz.records import case_from_json
 
-    from ..locate import NotInstalled, locate
     from .check import prepare
-    from .harness import Session
-    from .tree import cell_bytes, extents, make_launch, prefilled, run_case
 
     ap = argparse.ArgumentParser(prog="python -m specbound.audit.cuda.replay", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -21,6 +21,10 @@ from specbound.audit.report import (
 )
 
 from . import contract, locate
+from . import prove, refute
+from . import replay as replays
+from specbound.cli_common import verdict
+from specbound.cli_common import add_output_option
 
 # the kernels whose refuted row product replays here in seconds; the recovered-token kernel's
 # would first run every earlier program's full-vocabulary loop under the interpreter (~2^18
@@ -84,8 +88,6 @@ def _findings_detail(fs) -> tuple[str, dict, dict]:
 
 
 def run_audit(path=None, kernels=None, replay: bool = True) -> VllmReport:
-    from . import prove, refute
-    from . import replay as replays
 
     start = time.perf_counter()
     try:
@@ -129,8 +131,6 @@ def run_audit(path=None, kernels=None, replay: bool = True) -> VllmReport:
 
 
 def cmd_audit_vllm(args) -> int:
-    from specbound.cli_common import verdict
-
     rep = run_audit(args.vllm_path, replay=not args.no_replay)
     print(rep.render())
     if args.json:
@@ -146,8 +146,6 @@ def cmd_audit_vllm(args) -> int:
 
 def register(targets) -> None:
     import argparse
-
-    from specbound.cli_common import add_output_option
 
     p = targets.add_parser("vllm", help="prove vLLM's speculative-decoding Triton kernels from its source text "
                            "(never imported)", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from .audit import run_audit
+from . import locate
 
 
 def matrix(trees: dict) -> dict:
     """``{version: vLLM tree}`` -> ``{theorem id: {version: status}}`` (a kernel a release lacks:
     its rows are ``error`` there)."""
-    from .audit import run_audit
-
     out: dict = {}
     for version, tree in trees.items():
         for row in run_audit(tree).rows:
@@ -44,8 +44,6 @@ def spans(table: dict, versions: list) -> dict:
 
 
 def main(argv=None) -> int:
-    from . import locate
-
     p = argparse.ArgumentParser(prog="python -m specbound.engines.vllm.matrix", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("versions", nargs="+")

@@ -20,6 +20,8 @@ from specbound.proofs.symexec.obligations import Obligation
 from specbound.proofs.symexec.values import LANES
 
 from . import contract, models
+from specbound.proofs.symexec.theorems import obligations as generic
+from specbound.proofs.symexec.sglang_common import prove
 
 
 def _cu(run):
@@ -157,15 +159,11 @@ def footprint_obligations(run) -> list:
 
 
 def obligations(run, prop: str) -> list:
-    from specbound.proofs.symexec.theorems import obligations as generic
-
     return generic(run, prop, races=race_obligations, footprints=footprint_obligations)
 
 
 def prove_kernel(root, kernel: contract.Kernel, path: str | None = None, progress=None) -> list:
     """Every property theorem of every specialization of ``kernel``."""
-    from specbound.proofs.symexec.sglang_common import prove
-
     out = []
     for sp in kernel.specializations:
         out.extend(prove(models.run_kernel(root, kernel, sp, path), obligations, kernel.properties, progress))

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pathlib
 
+from specbound.replay.checked import checked_launch
 from specbound.replay.outcome import Replay
+from specbound.replay.sglang import load_kernel
 
 
 def _inputs(counts, vocab, max_spec_len):
@@ -34,9 +36,6 @@ def random_sample(root, kernel, spec, vocab: int, counts: list) -> Replay:
     ``(batch,)``, ``vocab_size = target_probs.shape[1]``), NO_DRAFT_PROBS as ngram / EAGLE
     verification runs it; the draft probabilities, when the specialization has them, are a
     second ``[num_tokens, vocab_size]`` buffer."""
-    from specbound.replay.checked import checked_launch
-    from specbound.replay.sglang import load_kernel
-
     label, constexprs, _none = spec
     k = load_kernel(str(pathlib.Path(root) / kernel.file), kernel.name)
     max_spec_len = max(counts)
