@@ -10,9 +10,10 @@ import textwrap
 import pytest
 import z3
 
+from specbound.proofs import core
 from specbound.proofs.symexec import flow, selfcheck
 from specbound.proofs.symexec.interp import Executor
-from specbound.proofs.symexec.values import INT32, INT64, TensorModel, Unsupported, V
+from specbound.proofs.symexec.values import FLOATS, INT32, INT64, TensorModel, Unsupported, V
 from specbound.replay.sglang import load_kernel
 
 pytest.importorskip("specbound.kernels")  # before triton: it sets TRITON_INTERPRET
@@ -330,8 +331,6 @@ def test_the_check_sees_a_wrong_conditional_expression(source, monkeypatch):
 
 FLAG_AND_FLOATS = '''import triton
 import triton.language as tl
-from specbound.proofs import core
-from specbound.proofs.symexec.values import FLOATS
 
 
 @triton.jit

@@ -16,7 +16,6 @@ from specbound.proofs.symexec import sglang_draft_kv
 from specbound.proofs.symexec import sglang_tree
 from specbound.proofs.symexec.values import Unsupported
 from specbound.replay.sglang import load_kernel
-from specbound.proofs.symexec.values import Unsupported
 
 pytest.importorskip("specbound.kernels")  # before triton: it sets TRITON_INTERPRET
 torch = pytest.importorskip("torch")
