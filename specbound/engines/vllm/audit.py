@@ -22,10 +22,9 @@ from specbound.audit.report import (
 
 from . import contract, locate
 
-# the kernels whose refuted row product replays here in seconds; the recovered-token kernel's
-# would first run every earlier program's full-vocabulary loop under the interpreter (~2^18
-# blocks of 8192 lanes)
-REPLAYS = {"rejection_random_sample_kernel": "random_sample"}
+# the replay of each kernel's refuted row product (the recovered-token kernel's runs only the
+# wrapping request's programs of the grid: see replay.recovered_tokens)
+REPLAYS = {"rejection_random_sample_kernel": "random_sample", "sample_recovered_tokens_kernel": "recovered_tokens"}
 
 
 @dataclass

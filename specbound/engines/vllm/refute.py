@@ -101,12 +101,14 @@ def refute_row_products(root, kernel: contract.Kernel, replay_fn=None) -> list:
             f.min_num_tokens = n if what == "num_tokens" else 0
             f.detail = f"{ob.note}; fewest {what}: {n} ({n - 1}: proved by the core)"
             if what == "batch":
-                f.configuration = {"max_num_seqs": n, "note": f"{n} requests with draft tokens in one verify step"}
-                f.seconds = time.perf_counter() - start
-                out.append(f)
-                continue
-            f.counts = layout(n, MAX_SPEC_LEN)
-            f.configuration = configuration(n)
+                # every request but the last without draft tokens: only the request index is large
+                f.counts = [0] * (n - 1) + [1]
+                f.configuration = {"max_num_seqs": n, "num_speculative_tokens": SERVING_K,
+                                   "note": f"{n} running requests in one verify step, the last with a draft token "
+                                           "(a request without draft tokens this step still has its row)"}
+            else:
+                f.counts = layout(n, MAX_SPEC_LEN)
+                f.configuration = configuration(n)
             if replay_fn is not None:
                 rep = replay_fn(kernel, sp, vocab, f.counts)
                 f.verdict = rep.verdict

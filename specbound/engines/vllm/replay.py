@@ -55,3 +55,41 @@ def random_sample(root, kernel, spec, vocab: int, counts: list) -> Replay:
 
     fault = checked_launch(launch, shown, kernel=kernel.name)
     return fault or Replay("none", "ran clean", shown, kernel.name)
+
+
+def recovered_tokens(root, kernel, spec, vocab: int, counts: list) -> Replay:
+    """``sample_recovered_tokens_kernel`` as ``_sample_recovered_tokens`` launches it (grid
+    ``(batch, max_spec_len)``, ``vocab_size = target_probs.shape[1]``, ``BLOCK_SIZE=8192``),
+    restricted to the programs of the last request (every position, the early exits
+    included): program ``(r, pos)`` reads only inputs and stores only its own token cell (the
+    kernel's RACE-FREE theorem, proved), so it computes in this launch exactly what it
+    computes in the full one, without the interpreter first running every earlier token's
+    full-vocabulary loop.  A request with no draft tokens is legitimate (``cu`` repeats)."""
+    import numpy as np
+    import torch
+
+    from specbound.replay.checked import checked_launch
+    from specbound.replay.sglang import load_kernel
+    from specbound.replay.subgrid import only_programs
+
+    label, constexprs, _none = spec
+    k = load_kernel(str(pathlib.Path(root) / kernel.file), kernel.name)
+    batch, n, max_spec_len = len(counts), sum(counts), max(max(counts), 1)
+    q_dtype = torch.float64 if constexprs["USE_FP64_GUMBEL"] else torch.float32
+    target = torch.empty((n, vocab), dtype=torch.float32)
+    draft = None if constexprs["NO_DRAFT_PROBS"] else torch.empty_like(target)
+    args = (torch.zeros(n, dtype=torch.int32), torch.tensor(np.cumsum(counts), dtype=torch.int32),
+            torch.zeros(n, dtype=torch.int32), draft, target, torch.empty((batch, vocab), dtype=q_dtype))
+    grid = (batch, max_spec_len)
+    programs = [(batch - 1, p) for p in range(max_spec_len)]
+    shown = {"counts": f"{batch} requests, num_draft_tokens {counts[0]} ... {counts[-1]}", "num_tokens": n,
+             "vocab_size": vocab, "max_spec_len": max_spec_len, "spec": label,
+             "launched": f"programs ({batch - 1}, 0..{max_spec_len - 1}) of the grid {grid}"}
+
+    def launch():
+        with only_programs(grid, programs) as small:
+            k[small](*args, vocab, BLOCK_SIZE=constexprs["BLOCK_SIZE"], NO_DRAFT_PROBS=constexprs["NO_DRAFT_PROBS"],
+                     USE_FP64_GUMBEL=constexprs["USE_FP64_GUMBEL"])
+
+    fault = checked_launch(launch, shown, kernel=kernel.name)
+    return fault or Replay("none", "ran clean", shown, kernel.name)
