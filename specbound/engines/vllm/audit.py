@@ -20,7 +20,7 @@ from specbound.audit.report import (
     ERROR, EXIT_FINDING, EXIT_INCOMPLETE, FAILING, HOLDS_ONLY_IF, INCOMPLETE, PROVED, REFUTED, UNKNOWN, Row,
 )
 
-from . import contract, locate
+from . import contract, locate, releases
 
 # the replay of each kernel's refuted row product (the recovered-token kernel's runs only the
 # wrapping request's programs of the grid: see replay.recovered_tokens)
@@ -34,6 +34,8 @@ class VllmReport:
     findings: list = field(default_factory=list)
     seconds: float = 0.0
     fatal: str | None = None
+    variants: dict = field(default_factory=dict)   # kernel -> the older signature audited (releases.py)
+    absent: list = field(default_factory=list)      # kernels this release does not have
 
     def exit_code(self) -> int:
         if any(r.status in FAILING for r in self.rows):
@@ -52,6 +54,7 @@ class VllmReport:
         return {"vllm": {"path": self.vllm_path}, "seconds": round(self.seconds, 2),
                 "summary": {"counts": self.counts(), "fatal": self.fatal, "exit": self.exit_code()},
                 "rows": [asdict(r) for r in self.rows], "findings": [asdict(f) for f in self.findings],
+                "variants": self.variants, "absent": self.absent,
                 "contract": contract_rows()}
 
     def render(self) -> str:
@@ -60,6 +63,10 @@ class VllmReport:
             lines.append(f"{r.status:>14}  {r.id}  ({r.seconds:.1f}s)")
             if r.status != PROVED and r.detail:
                 lines.append(f"{'':>16}{r.detail}")
+        for name, what in self.variants.items():
+            lines.append(f"  {name}: {what}")
+        if self.absent:
+            lines.append(f"  not in this release: {', '.join(self.absent)}")
         relied = [f for k in contract.KERNELS for f in contract.facts(k) if f.kind == "relied"]
         if relied:
             lines.append("relied on, never checked by vLLM:")
@@ -97,7 +104,13 @@ def run_audit(path=None, kernels=None, replay: bool = True) -> VllmReport:
             continue
         t0 = time.perf_counter()
         try:
-            contract.check_signature(kernel, (root / kernel.file).read_text())
+            source = (root / kernel.file).read_text() if (root / kernel.file).is_file() else ""
+            if f"def {kernel.name}(" not in source:
+                rep.absent.append(kernel.name)   # a release before the kernel was written: no row
+                continue
+            kernel, variant = releases.adapt(kernel, source)
+            if variant is not None:
+                rep.variants[kernel.name] = f"signature of vLLM {variant.releases} ({variant.difference()}): {variant.note}"
             results = prove.prove_kernel(root, kernel)
         except Exception as exc:  # noqa: BLE001 - a kernel the executor cannot read is a row, not a crash
             rep.rows.append(Row(f"vllm.{kernel.name}", f"{kernel.file}:{kernel.name}", "symbolic proof", "symexec",

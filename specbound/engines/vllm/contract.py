@@ -329,17 +329,30 @@ def facts(kernel: Kernel) -> tuple:
                                 for c in sorted(used))
 
 
-def check_signature(kernel: Kernel, source: str) -> None:
-    """The kernel's parameters in the source are exactly the table's; a changed signature
-    (a vLLM release that added or renamed one) is an error naming the difference."""
+def table_params(kernel: Kernel) -> set:
+    """The kernel parameters the table names: buffers, scalars and the specializations'
+    constexprs (not the format keys of the buffers' dtypes, such as ``{dtype}``)."""
+    import string
+
+    fmt = {f for b in kernel.buffers for _t, f, _s, _c in string.Formatter().parse(b.dtype) if f}
+    known = {b.arg for b in kernel.buffers} | {a for a, _ in kernel.scalars}
+    for _label, constexprs, _none in kernel.specializations:
+        known |= {k for k in constexprs if k not in fmt}
+    return known
+
+
+def source_params(kernel: Kernel, source: str) -> list:
     tree = ast.parse(source)
     fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == kernel.name), None)
     if fn is None:
         raise ValueError(f"{kernel.file}: no kernel {kernel.name}")
-    params = {a.arg for a in fn.args.args}
-    known = {b.arg for b in kernel.buffers} | {a for a, _ in kernel.scalars}
-    for _label, constexprs, _none in kernel.specializations:
-        known |= {k for k in constexprs if k in params}
+    return [a.arg for a in fn.args.args]
+
+
+def check_signature(kernel: Kernel, source: str) -> None:
+    """The kernel's parameters in the source are exactly the table's; a changed signature
+    (a vLLM release that added, dropped or renamed one) is an error naming the difference."""
+    params, known = set(source_params(kernel, source)), table_params(kernel)
     if params != known:
         raise ValueError(f"{kernel.name}: parameters in the source {sorted(params - known)} not in the contract "
                          f"table, table entries {sorted(known - params)} not in the source")

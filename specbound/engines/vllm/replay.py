@@ -43,18 +43,28 @@ def random_sample(root, kernel, spec, vocab: int, counts: list) -> Replay:
     t = _inputs(counts, vocab, max_spec_len)
     import torch
 
-    draft_probs = None if constexprs["NO_DRAFT_PROBS"] else torch.empty_like(t["target_probs"])
+    no_draft = constexprs.get("NO_DRAFT_PROBS", constexprs.get("IS_NGRAM"))
+    draft_probs = None if no_draft else torch.empty_like(t["target_probs"])
     shown = {"counts": f"{len(counts)} requests, num_draft_tokens {counts[0]} ... {counts[-1]}",
              "num_tokens": sum(counts), "vocab_size": vocab, "max_spec_len": max_spec_len, "spec": label}
+    named = {f"{a}_ptr": v for a, v in t.items()}
+    named.update(draft_probs_ptr=draft_probs, max_spec_len=max_spec_len, vocab_size=vocab,
+                 synthetic_conditional_rates_ptr=None, SYNTHETIC_MODE=False)
+    named.update(constexprs)
 
     def launch():
-        k[(len(counts),)](t["output_token_ids"], t["cu_num_draft_tokens"], t["draft_token_ids"], draft_probs,
-                          t["target_probs"], t["bonus_token_ids"], t["recovered_token_ids"], t["uniform_probs"],
-                          t["is_greedy"], max_spec_len, vocab, None,
-                          NO_DRAFT_PROBS=constexprs["NO_DRAFT_PROBS"], SYNTHETIC_MODE=False)
+        k[(len(counts),)](**by_signature(root, kernel, named))
 
     fault = checked_launch(launch, shown, kernel=kernel.name)
     return fault or Replay("none", "ran clean", shown, kernel.name)
+
+
+def by_signature(root, kernel, named: dict) -> dict:
+    """The arguments the release's kernel takes, by name (an older signature lacks some:
+    :mod:`.releases`)."""
+    from .models import kernel_params
+
+    return {a.arg: named[a.arg] for a in kernel_params(str(pathlib.Path(root) / kernel.file), kernel.name)}
 
 
 def recovered_tokens(root, kernel, spec, vocab: int, counts: list) -> Replay:
@@ -75,11 +85,14 @@ def recovered_tokens(root, kernel, spec, vocab: int, counts: list) -> Replay:
     label, constexprs, _none = spec
     k = load_kernel(str(pathlib.Path(root) / kernel.file), kernel.name)
     batch, n, max_spec_len = len(counts), sum(counts), max(max(counts), 1)
-    q_dtype = torch.float64 if constexprs["USE_FP64_GUMBEL"] else torch.float32
+    q_dtype = torch.float64 if constexprs.get("USE_FP64_GUMBEL") else torch.float32
     target = torch.empty((n, vocab), dtype=torch.float32)
     draft = None if constexprs["NO_DRAFT_PROBS"] else torch.empty_like(target)
-    args = (torch.zeros(n, dtype=torch.int32), torch.tensor(np.cumsum(counts), dtype=torch.int32),
-            torch.zeros(n, dtype=torch.int32), draft, target, torch.empty((batch, vocab), dtype=q_dtype))
+    named = dict(zip(("output_token_ids_ptr", "cu_num_draft_tokens_ptr", "draft_token_ids_ptr", "draft_probs_ptr",
+                      "target_probs_ptr", "inv_q_ptr"),
+                     (torch.zeros(n, dtype=torch.int32), torch.tensor(np.cumsum(counts), dtype=torch.int32),
+                      torch.zeros(n, dtype=torch.int32), draft, target, torch.empty((batch, vocab), dtype=q_dtype))))
+    named.update({c: v for c, v in constexprs.items() if c.isupper()}, vocab_size=vocab)
     grid = (batch, max_spec_len)
     programs = [(batch - 1, p) for p in range(max_spec_len)]
     shown = {"counts": f"{batch} requests, num_draft_tokens {counts[0]} ... {counts[-1]}", "num_tokens": n,
@@ -88,8 +101,7 @@ def recovered_tokens(root, kernel, spec, vocab: int, counts: list) -> Replay:
 
     def launch():
         with only_programs(grid, programs) as small:
-            k[small](*args, vocab, BLOCK_SIZE=constexprs["BLOCK_SIZE"], NO_DRAFT_PROBS=constexprs["NO_DRAFT_PROBS"],
-                     USE_FP64_GUMBEL=constexprs["USE_FP64_GUMBEL"])
+            k[small](**by_signature(root, kernel, named))
 
     fault = checked_launch(launch, shown, kernel=kernel.name)
     return fault or Replay("none", "ran clean", shown, kernel.name)
