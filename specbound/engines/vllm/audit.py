@@ -25,6 +25,8 @@ from . import contract, locate, releases
 # the replay of each kernel's refuted row product (the recovered-token kernel's runs only the
 # wrapping request's programs of the grid: see replay.recovered_tokens)
 REPLAYS = {"rejection_random_sample_kernel": "random_sample", "sample_recovered_tokens_kernel": "recovered_tokens"}
+# the replay of a stored index outside its consumer's rows
+INDEX_REPLAYS = {"eagle_prepare_inputs_padded_kernel": "prepare_inputs_padded"}
 
 
 @dataclass
@@ -122,11 +124,17 @@ def run_audit(path=None, kernels=None, replay: bool = True) -> VllmReport:
             wraps = refute.refute_row_products(
                 root, kernel, (lambda k, sp, v, c: fn(root, k, sp, v, c)) if fn else None)
             rep.findings += wraps
+        if any(r.status != "proved" and "-INDEX-IN-RANGE[" in r.id for r in results):
+            fn = getattr(replays, INDEX_REPLAYS[kernel.name]) if replay and kernel.name in INDEX_REPLAYS else None
+            found = refute.refute_stored_index(root, kernel, (lambda k, sp: fn(root, k, sp)) if fn else None)
+            wraps += found
+            rep.findings += found
         for r in results:
             status, detail, cex, conf = PROVED, "", None, None
             if r.status != "proved":
                 status, detail = (UNKNOWN if r.status == "unknown" else REFUTED), r.detail
-                mine = [f for f in wraps if r.id.endswith(f"[{f.specialization}]") and "-NO-WRAP[" in r.id]
+                mine = [f for f in wraps if r.id.endswith(f"[{f.specialization}]")
+                        and f"-{'INDEX-IN-RANGE' if f.obligation.startswith('index-in-range') else 'NO-WRAP'}[" in r.id]
                 if mine:
                     detail, cex, conf = _findings_detail(mine)
                     if all(f.status != "refuted" for f in mine):

@@ -105,3 +105,35 @@ def recovered_tokens(root, kernel, spec, vocab: int, counts: list) -> Replay:
 
     fault = checked_launch(launch, shown, kernel=kernel.name)
     return fault or Replay("none", "ran clean", shown, kernel.name)
+
+
+def prepare_inputs_padded(root, kernel, spec) -> Replay:
+    """``eagle_prepare_inputs_padded_kernel`` as ``prepare_inputs_padded`` launches it (grid
+    ``(num_reqs,)``) on the smallest batch the core names: one request with one draft token
+    (``query_start_loc [0, 2]``), discarded (``valid_sampled_tokens_count 0``).  Its stored
+    index is compared with the rows ``[0, 2)`` that ``last_hidden_states[token_indices_to_sample]``
+    reads; torch reads index -1 as the last row."""
+    import torch
+
+    from specbound.replay.checked import checked_launch
+    from specbound.replay.sglang import load_kernel
+
+    k = load_kernel(str(pathlib.Path(root) / kernel.file), kernel.name)
+    out = torch.full((1,), 7, dtype=torch.int32)
+    named = {"cu_num_draft_tokens_ptr": torch.tensor([1], dtype=torch.int32),
+             "valid_sampled_tokens_count_ptr": torch.tensor([0], dtype=torch.int32),
+             "query_start_loc_gpu_ptr": torch.tensor([0, 2], dtype=torch.int32),
+             "token_indices_to_sample_ptr": out, "num_rejected_tokens_gpu_ptr": torch.zeros(1, dtype=torch.int32),
+             "num_reqs": 1}
+    shown = {"cu_num_draft_tokens": [1], "valid_sampled_tokens_count": [0], "query_start_loc": [0, 2],
+             "spec": spec[0]}
+    fault = checked_launch(lambda: k[(1,)](**by_signature(root, kernel, named)), shown, kernel=kernel.name)
+    if fault is not None:
+        return fault
+    idx = int(out[0])
+    if 0 <= idx < 2:
+        return Replay("none", f"stored token_indices_to_sample[0] = {idx}, inside [0, 2)", shown, kernel.name)
+    rows = torch.arange(2)
+    return Replay("output", f"stored token_indices_to_sample[0] = {idx}, outside [0, 2); "
+                  f"last_hidden_states[{idx}] reads row {int(rows[idx])} (the last) instead of failing", shown,
+                  kernel.name)
