@@ -151,3 +151,23 @@ def test_the_release_matrix_on_real_releases():
             assert "is not modelled" in row.detail, (v, row.detail)
         else:
             assert rec == "refuted", (v, status)
+
+
+def _real_tree():
+    try:
+        return locate.locate()
+    except locate.NotFound:
+        return None
+
+
+@pytest.mark.skipif(_real_tree() is None, reason=f"opt-in: set ${locate.ENV} to a vLLM tree (or fill the cache)")
+def test_the_real_recovered_token_wrap_and_stored_index_replay():
+    """vLLM's own recovered-token kernel wraps at 8,390 draft tokens (the token product) and
+    8,390 requests (the request product), replayed on the wrapping request's programs; the
+    EAGLE input kernel stores -1 for a discarded request 0 with draft tokens."""
+    rep = audit.run_audit(_real_tree(), kernels=["sample_recovered_tokens_kernel", "eagle_prepare_inputs_padded_kernel"])
+    status = {r.id: r.status for r in rep.rows}
+    assert status["vllm.KERNEL-VLLM-sample_recovered_tokens_kernel-NO-WRAP[no_draft_probs]"] == "refuted", status
+    assert status["vllm.KERNEL-VLLM-eagle_prepare_inputs_padded_kernel-INDEX-IN-RANGE[plain]"] == "refuted", status
+    rec = [f for f in rep.findings if f.kernel == "sample_recovered_tokens_kernel"]
+    assert all(f.verdict == "wrap" for f in rec) and {len(f.counts) for f in rec} == {67, 8390}, rec
