@@ -111,8 +111,20 @@ def test_an_older_signature_is_audited_as_named_or_refused_naming_the_difference
         releases.adapt(k, src.replace("vocab_size", "vocab_size, extra_ptr"))
     r = contract.BY_NAME["sample_recovered_tokens_kernel"]
     old = sorted((contract.table_params(r) - {"inv_q_ptr", "BLOCK_SIZE", "USE_FP64_GUMBEL"}) | {"q_ptr", "PADDED_VOCAB_SIZE"})
-    with pytest.raises(releases.UnmodelledSignature, match="0.8.5 .. 0.16.0"):
-        releases.adapt(r, f"def sample_recovered_tokens_kernel({', '.join(old)}):\n    pass\n")
+    old_src = f"def sample_recovered_tokens_kernel({', '.join(old)}):\n    pass\n"
+    derived, v = releases.adapt(r, old_src)
+    assert v.releases == "0.8.5 .. 0.16.0" and "q_ptr" in {b.arg for b in derived.buffers}
+    assert {s[1]["PADDED_VOCAB_SIZE"] for s in derived.specializations} == {releases.PADDED_LANES}
+    contract.check_signature(derived, old_src)
+
+
+def test_a_named_but_unmodelled_signature_is_refused_by_name(monkeypatch):
+    k = contract.BY_NAME["expand_kernel"]
+    params = sorted(contract.table_params(k) - {"replace_to"})
+    monkeypatch.setattr(releases, "VARIANTS", (releases.Variant("expand_kernel", "0.1 .. 0.2", ("replace_to",),
+                                                                modelled=False, note="why not"),))
+    with pytest.raises(releases.UnmodelledSignature, match=r"0.1 .. 0.2 \(without replace_to\) is not modelled: why not"):
+        releases.adapt(k, f"def expand_kernel({', '.join(params)}):\n    pass\n")
 
 
 def test_a_dropped_constexpr_is_a_difference_not_silence():
@@ -139,18 +151,13 @@ RELEASES = os.environ.get("SPECBOUND_VLLM_RELEASES", "").split()
 
 @pytest.mark.skipif(not RELEASES, reason="opt-in: set SPECBOUND_VLLM_RELEASES to vLLM versions (cached or fetched)")
 def test_the_release_matrix_on_real_releases():
-    """Each named release: the int32 token-row products refuted and replayed wherever the
-    random sampler exists, and in the recovered-token kernel wherever its signature is modelled."""
+    """Each named release: the int32 token-row products of the random sampler and the
+    recovered-token kernel refuted and replayed (both exist since 0.8.3)."""
     for v in RELEASES:
         rep = audit.run_audit(locate.fetch(v), kernels=["rejection_random_sample_kernel", "sample_recovered_tokens_kernel"])
         status = {r.id: r.status for r in rep.rows}
         assert status["vllm.KERNEL-VLLM-rejection_random_sample_kernel-NO-WRAP[no_draft_probs]"] == "refuted", (v, status)
-        rec = status.get("vllm.KERNEL-VLLM-sample_recovered_tokens_kernel-NO-WRAP[no_draft_probs]")
-        if rec is None:   # the one-block signature of 0.8.3 .. 0.16.0: an error row naming it
-            row = next(r for r in rep.rows if r.id == "vllm.sample_recovered_tokens_kernel")
-            assert "is not modelled" in row.detail, (v, row.detail)
-        else:
-            assert rec == "refuted", (v, status)
+        assert status["vllm.KERNEL-VLLM-sample_recovered_tokens_kernel-NO-WRAP[no_draft_probs]"] == "refuted", (v, status)
 
 
 def _real_tree():

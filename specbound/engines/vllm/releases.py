@@ -16,6 +16,24 @@ from . import contract
 
 SYNTHETIC = ("synthetic_conditional_rates_ptr", "SYNTHETIC_MODE")
 
+# vLLM < 0.17: the recovered-token kernel reads the whole vocabulary as one block of
+# PADDED_VOCAB_SIZE = next_power_of_2(vocab_size) lanes, a constexpr that follows the model; audited
+# at the block of the largest real vocabularies (Gemma-2 256,000, Qwen3 151,936)
+PADDED_LANES = 2 ** 18
+ONE_BLOCK = (f"one block of PADDED_VOCAB_SIZE = next_power_of_2(vocab_size) lanes divided by q (inv_q and BLOCK_SIZE "
+             f"came in 0.17.0): audited at PADDED_VOCAB_SIZE = {PADDED_LANES}, vocabularies up to {PADDED_LANES}")
+Q = contract.Buf("q_ptr", "[batch, vocab_size]", "batch * vocab_size", "float32",
+                 f"{contract.REJ}:sample_recovered_tokens: q = torch.empty((batch_size, vocab_size)).exponential_()")
+# only the upper half of next_power_of_2 is assumed (weaker, so still sound), which leaves the
+# proofs small vocabularies for their closed witnesses
+PADDED = contract.Fact("padded_vocab", "vocab_size <= PADDED_VOCAB_SIZE", "checked",
+                       f"{contract.REJ}:sample_recovered_tokens: PADDED_VOCAB_SIZE=triton.next_power_of_2(vocab_size)")
+
+
+def _padded(flag: str) -> tuple:
+    return tuple((f"{'no_' if nd else ''}draft_probs", {"PADDED_VOCAB_SIZE": PADDED_LANES, flag: nd},
+                  ("draft_probs_ptr",) if nd else ()) for nd in (False, True))
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -26,6 +44,10 @@ class Variant:
     extra: tuple = ()           # parameters only this signature has
     modelled: bool = True       # False: named, not audited (the note says why)
     note: str = ""
+    buffers: tuple = ()         # the buffers only this signature has
+    specializations: tuple = () # this signature's own (else the table's, adapted)
+    facts: tuple = ()           # what this signature's launch site adds
+    properties: tuple = ()      # the properties the table's model covers here (else the table's)
 
     def difference(self) -> str:
         parts = [f"without {', '.join(self.absent)}"] if self.absent else []
@@ -44,14 +66,14 @@ VARIANTS = (
     Variant("sample_recovered_tokens_kernel", "0.17.0 .. 0.22.1", ("USE_FP64_GUMBEL",),
             note="inv_q always float32 (USE_FP64_GUMBEL added in 0.23.0): the float32 specializations"),
     Variant("sample_recovered_tokens_kernel", "0.8.5 .. 0.16.0", ("inv_q_ptr", "BLOCK_SIZE", "USE_FP64_GUMBEL"),
-            extra=("q_ptr", "PADDED_VOCAB_SIZE"), modelled=False,
-            note="one block over the whole padded vocabulary (tl.arange(0, PADDED_VOCAB_SIZE), PADDED_VOCAB_SIZE = "
-                 "next_power_of_2(vocab_size)) divided by q: a block width that is a runtime quantity, which the "
-                 "executor does not model; the int32 products (start_idx + pos) * vocab_size and req_idx * "
-                 "vocab_size are in its text"),
+            extra=("q_ptr", "PADDED_VOCAB_SIZE"), buffers=(Q,), specializations=_padded("NO_DRAFT_PROBS"),
+            facts=(PADDED,), note=ONE_BLOCK),
     Variant("sample_recovered_tokens_kernel", "0.8.3 .. 0.8.4", ("inv_q_ptr", "BLOCK_SIZE", "USE_FP64_GUMBEL"),
-            (("NO_DRAFT_PROBS", "IS_NGRAM"),), ("q_ptr", "PADDED_VOCAB_SIZE"), modelled=False,
-            note="as in 0.8.5 .. 0.16.0, with IS_NGRAM for NO_DRAFT_PROBS"),
+            (("NO_DRAFT_PROBS", "IS_NGRAM"),), ("q_ptr", "PADDED_VOCAB_SIZE"), buffers=(Q,),
+            specializations=_padded("IS_NGRAM"), facts=(PADDED,), properties=("IN-BOUNDS", "NO-WRAP"),
+            note=ONE_BLOCK + "; IS_NGRAM for NO_DRAFT_PROBS; RACE-FREE not audited: the IS_NGRAM path writes "
+                 "target_probs in place (zeroes the draft token's probability, restores it), a region the table "
+                 "(one token cell per program) does not describe"),
     Variant("eagle_prepare_inputs_padded_kernel", "0.12.0 .. 0.13.0", ("num_rejected_tokens_gpu_ptr",),
             note="no num_rejected_tokens output (added in 0.14.0)"),
 )
@@ -73,9 +95,10 @@ def derive(kernel: contract.Kernel, v: Variant) -> contract.Kernel:
     specs = tuple((label, {ren.get(k, k): x for k, x in cx.items() if k not in v.absent},
                    tuple(a for a in none if a not in v.absent))
                   for label, cx, none in kernel.specializations if not any(cx.get(a) for a in v.absent))
-    return dataclasses.replace(kernel, buffers=tuple(b for b in kernel.buffers if b.arg not in v.absent),
+    return dataclasses.replace(kernel, buffers=tuple(b for b in kernel.buffers if b.arg not in v.absent) + v.buffers,
                                scalars=tuple(s for s in kernel.scalars if s[0] not in v.absent),
-                               specializations=specs)
+                               specializations=v.specializations or specs, facts=kernel.facts + v.facts,
+                               properties=v.properties or kernel.properties)
 
 
 def adapt(kernel: contract.Kernel, source: str) -> tuple:

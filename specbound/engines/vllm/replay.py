@@ -87,12 +87,12 @@ def recovered_tokens(root, kernel, spec, vocab: int, counts: list) -> Replay:
     batch, n, max_spec_len = len(counts), sum(counts), max(max(counts), 1)
     q_dtype = torch.float64 if constexprs.get("USE_FP64_GUMBEL") else torch.float32
     target = torch.empty((n, vocab), dtype=torch.float32)
-    draft = None if constexprs["NO_DRAFT_PROBS"] else torch.empty_like(target)
+    draft = None if constexprs.get("NO_DRAFT_PROBS", constexprs.get("IS_NGRAM")) else torch.empty_like(target)
     named = dict(zip(("output_token_ids_ptr", "cu_num_draft_tokens_ptr", "draft_token_ids_ptr", "draft_probs_ptr",
                       "target_probs_ptr", "inv_q_ptr"),
                      (torch.zeros(n, dtype=torch.int32), torch.tensor(np.cumsum(counts), dtype=torch.int32),
                       torch.zeros(n, dtype=torch.int32), draft, target, torch.empty((batch, vocab), dtype=q_dtype))))
-    named.update({c: v for c, v in constexprs.items() if c.isupper()}, vocab_size=vocab)
+    named.update({c: v for c, v in constexprs.items() if c.isupper()}, vocab_size=vocab, q_ptr=named["inv_q_ptr"])
     grid = (batch, max_spec_len)
     programs = [(batch - 1, p) for p in range(max_spec_len)]
     shown = {"counts": f"{batch} requests, num_draft_tokens {counts[0]} ... {counts[-1]}", "num_tokens": n,
