@@ -178,3 +178,29 @@ def test_the_real_recovered_token_wrap_and_stored_index_replay():
     assert status["vllm.KERNEL-VLLM-eagle_prepare_inputs_padded_kernel-INDEX-IN-RANGE[plain]"] == "refuted", status
     rec = [f for f in rep.findings if f.kernel == "sample_recovered_tokens_kernel"]
     assert all(f.verdict == "wrap" for f in rec) and {len(f.counts) for f in rec} == {67, 8390}, rec
+
+
+def test_fetch_keeps_the_python_files_and_deletes_the_wheel(tmp_path, monkeypatch):
+    import subprocess
+    import tempfile
+    import zipfile
+
+    made = []
+
+    def fake_pip(cmd, check):
+        dest = cmd[cmd.index("-d") + 1]
+        made.append(dest)
+        with zipfile.ZipFile(f"{dest}/vllm-9.9.9-cp38-abi3-manylinux_2_28_x86_64.whl", "w") as z:
+            z.writestr("vllm/v1/sample/rejection_sampler.py", "# kernels\n")
+            z.writestr("vllm/_C.abi3.so", b"\0")
+
+    monkeypatch.setattr(subprocess, "run", fake_pip)
+    monkeypatch.setattr(locate, "cache_dir", lambda v: tmp_path / "cache" / v)
+    def fake_mkdtemp(prefix):
+        (tmp_path / "dl").mkdir()
+        return str(tmp_path / "dl")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", fake_mkdtemp)
+    root = locate.fetch("9.9.9")
+    assert (root / "v1" / "sample" / "rejection_sampler.py").is_file() and not (root / "_C.abi3.so").exists()
+    assert made and not os.path.exists(made[0]), "the downloaded wheel is deleted once unpacked"
