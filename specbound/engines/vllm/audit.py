@@ -118,22 +118,22 @@ def run_audit(path=None, kernels=None, replay: bool = True) -> VllmReport:
             rep.rows.append(Row(f"vllm.{kernel.name}", f"{kernel.file}:{kernel.name}", "symbolic proof", "symexec",
                                 ERROR, f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - t0))
             continue
-        wraps = []
+        found = []   # the refuted rows' findings: int32 products, stored indices
         if any(r.status != "proved" and "-NO-WRAP[" in r.id for r in results):
             fn = getattr(replays, REPLAYS[kernel.name]) if replay and kernel.name in REPLAYS else None
-            wraps = refute.refute_row_products(
+            found = refute.refute_row_products(
                 root, kernel, (lambda k, sp, v, c: fn(root, k, sp, v, c)) if fn else None)
-            rep.findings += wraps
+            rep.findings += found
         if any(r.status != "proved" and "-INDEX-IN-RANGE[" in r.id for r in results):
             fn = getattr(replays, INDEX_REPLAYS[kernel.name]) if replay and kernel.name in INDEX_REPLAYS else None
-            found = refute.refute_stored_index(root, kernel, (lambda k, sp: fn(root, k, sp)) if fn else None)
-            wraps += found
-            rep.findings += found
+            more = refute.refute_stored_index(root, kernel, (lambda k, sp: fn(root, k, sp)) if fn else None)
+            found += more
+            rep.findings += more
         for r in results:
             status, detail, cex, conf = PROVED, "", None, None
             if r.status != "proved":
                 status, detail = (UNKNOWN if r.status == "unknown" else REFUTED), r.detail
-                mine = [f for f in wraps if r.id.endswith(f"[{f.specialization}]")
+                mine = [f for f in found if r.id.endswith(f"[{f.specialization}]")
                         and f"-{'INDEX-IN-RANGE' if f.obligation.startswith('index-in-range') else 'NO-WRAP'}[" in r.id]
                 if mine:
                     detail, cex, conf = _findings_detail(mine)
