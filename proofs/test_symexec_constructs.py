@@ -351,6 +351,14 @@ def argmax_index(out, probs, BLOCK: tl.constexpr):
     best, at = tl.max(score, axis=0, return_indices=True)
     if best > 0.5:
         tl.store(out + at, 1)
+
+
+@triton.jit
+def argmax_call(out, probs, BLOCK: tl.constexpr):
+    lanes = tl.arange(0, BLOCK)
+    p = tl.load(probs + lanes)
+    at = tl.argmax(p / 2.0, axis=-1)
+    tl.store(out + at, 1)
 '''
 
 
@@ -391,6 +399,17 @@ def test_opaque_floats_and_the_argmax_index(tmp_path):
     not inside ``BLOCK - 1``."""
     tensors = {"out": TensorModel("out", 8, INT64, written=True), "probs": TensorModel("probs", 8, FLOATS["float32"])}
     run = _run_small(tmp_path, "argmax_index", tensors, constexprs={"BLOCK": 8})
+    store = run.accesses[-1]
+    assert store.kind == "store"
+    assert _provable(run, z3.And(store.off.e >= 0, store.off.e < 8))
+    assert not _provable(run, store.off.e < 7)
+
+
+def test_the_argmax_call(tmp_path):
+    """``tl.argmax(x, axis=-1)`` of a float block (vLLM < 0.17's recovered-token kernel): the
+    index is some lane of the block, the negative axis counted from the end."""
+    tensors = {"out": TensorModel("out", 8, INT64, written=True), "probs": TensorModel("probs", 8, FLOATS["float32"])}
+    run = _run_small(tmp_path, "argmax_call", tensors, constexprs={"BLOCK": 8})
     store = run.accesses[-1]
     assert store.kind == "store"
     assert _provable(run, z3.And(store.off.e >= 0, store.off.e < 8))

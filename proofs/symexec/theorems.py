@@ -54,6 +54,9 @@ PROPERTIES = {
                   "the stored cells are exactly the spec's footprint: every active lane of every store writes the "
                   "spec cell of the indices it denotes (and, for kv_indptr and retrive_index, the spec value), and "
                   "every spec cell of the batch is stored by some active lane of some program"),
+    "INDEX-IN-RANGE": ({"value"},
+                       "every stored index lies in the rows its consumer indexes with it (never a negative index, "
+                       "which torch indexing reads as a row counted from the end)"),
     "WALK-BOUNDED": ({"value"},
                      "every stored position is seq_len + depth with depth <= walk_max_steps(D), for any "
                      "(even malformed) tree"),

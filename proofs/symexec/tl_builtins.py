@@ -178,6 +178,20 @@ def _reduction(kind):
     return f
 
 
+def _arg_reduction(kind):
+    """``tl.argmax/argmin`` of a float block: the index of the attaining lane, some lane of
+    the reduced axis (the values are not modelled, so neither is which lane)."""
+    def f(ex: RunState, line, x, axis=None, **kw):
+        if set(kw) - {"tie_break_left", "keep_dims"} or kw.get("keep_dims"):
+            raise Unsupported(f"tl.arg{kind} options {sorted(kw)}", line)
+        if not floats.is_float(x):
+            raise Unsupported(f"tl.arg{kind} of an integer block", line)
+        if isinstance(axis, int) and axis < 0:
+            axis += x.rank
+        return floats.reduce(ex, line, x, axis, True)[1]
+    return f
+
+
 def _outside_for(ex: RunState, line, *a):
     raise Unsupported("tl.static_range outside a for loop", line)
 
@@ -215,6 +229,7 @@ BUILTINS = {
     "zeros": zeros, "full": full, "broadcast_to": broadcast_to, "where": where,
     "device_assert": device_assert, "load": load, "store": store,
     "max": _reduction("max"), "min": _reduction("min"), "sum": _reduction("sum"),
+    "argmax": _arg_reduction("max"), "argmin": _arg_reduction("min"),
     "static_range": _outside_for, "range": _outside_for, "constexpr": constexpr,
     "minimum": _elementwise_pick("min"), "maximum": _elementwise_pick("max"), "cast": cast,
 }

@@ -20,16 +20,17 @@ from specbound.audit.report import (
     ERROR, EXIT_FINDING, EXIT_INCOMPLETE, FAILING, HOLDS_ONLY_IF, INCOMPLETE, PROVED, REFUTED, UNKNOWN, Row,
 )
 
-from . import contract, locate
+from . import contract, locate, releases
 from . import prove, refute
 from . import replay as replays
 from specbound.cli_common import verdict
 from specbound.cli_common import add_output_option
 
-# the kernels whose refuted row product replays here in seconds; the recovered-token kernel's
-# would first run every earlier program's full-vocabulary loop under the interpreter (~2^18
-# blocks of 8192 lanes)
-REPLAYS = {"rejection_random_sample_kernel": "random_sample"}
+# the replay of each kernel's refuted row product (the recovered-token kernel's runs only the
+# wrapping request's programs of the grid: see replay.recovered_tokens)
+REPLAYS = {"rejection_random_sample_kernel": "random_sample", "sample_recovered_tokens_kernel": "recovered_tokens"}
+# the replay of a stored index outside its consumer's rows
+INDEX_REPLAYS = {"eagle_prepare_inputs_padded_kernel": "prepare_inputs_padded"}
 
 
 @dataclass
@@ -39,6 +40,8 @@ class VllmReport:
     findings: list = field(default_factory=list)
     seconds: float = 0.0
     fatal: str | None = None
+    variants: dict = field(default_factory=dict)   # kernel -> the older signature audited (releases.py)
+    absent: list = field(default_factory=list)      # kernels this release does not have
 
     def exit_code(self) -> int:
         if any(r.status in FAILING for r in self.rows):
@@ -57,6 +60,7 @@ class VllmReport:
         return {"vllm": {"path": self.vllm_path}, "seconds": round(self.seconds, 2),
                 "summary": {"counts": self.counts(), "fatal": self.fatal, "exit": self.exit_code()},
                 "rows": [asdict(r) for r in self.rows], "findings": [asdict(f) for f in self.findings],
+                "variants": self.variants, "absent": self.absent,
                 "contract": contract_rows()}
 
     def render(self) -> str:
@@ -65,6 +69,10 @@ class VllmReport:
             lines.append(f"{r.status:>14}  {r.id}  ({r.seconds:.1f}s)")
             if r.status != PROVED and r.detail:
                 lines.append(f"{'':>16}{r.detail}")
+        for name, what in self.variants.items():
+            lines.append(f"  {name}: {what}")
+        if self.absent:
+            lines.append(f"  not in this release: {', '.join(self.absent)}")
         relied = [f for k in contract.KERNELS for f in contract.facts(k) if f.kind == "relied"]
         if relied:
             lines.append("relied on, never checked by vLLM:")
@@ -100,23 +108,35 @@ def run_audit(path=None, kernels=None, replay: bool = True) -> VllmReport:
             continue
         t0 = time.perf_counter()
         try:
-            contract.check_signature(kernel, (root / kernel.file).read_text())
+            source = (root / kernel.file).read_text() if (root / kernel.file).is_file() else ""
+            if f"def {kernel.name}(" not in source:
+                rep.absent.append(kernel.name)   # a release before the kernel was written: no row
+                continue
+            kernel, variant = releases.adapt(kernel, source)
+            if variant is not None:
+                rep.variants[kernel.name] = f"signature of vLLM {variant.releases} ({variant.difference()}): {variant.note}"
             results = prove.prove_kernel(root, kernel)
         except Exception as exc:  # noqa: BLE001 - a kernel the executor cannot read is a row, not a crash
             rep.rows.append(Row(f"vllm.{kernel.name}", f"{kernel.file}:{kernel.name}", "symbolic proof", "symexec",
                                 ERROR, f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - t0))
             continue
-        wraps = []
+        found = []   # the refuted rows' findings: int32 products, stored indices
         if any(r.status != "proved" and "-NO-WRAP[" in r.id for r in results):
             fn = getattr(replays, REPLAYS[kernel.name]) if replay and kernel.name in REPLAYS else None
-            wraps = refute.refute_row_products(
+            found = refute.refute_row_products(
                 root, kernel, (lambda k, sp, v, c: fn(root, k, sp, v, c)) if fn else None)
-            rep.findings += wraps
+            rep.findings += found
+        if any(r.status != "proved" and "-INDEX-IN-RANGE[" in r.id for r in results):
+            fn = getattr(replays, INDEX_REPLAYS[kernel.name]) if replay and kernel.name in INDEX_REPLAYS else None
+            more = refute.refute_stored_index(root, kernel, (lambda k, sp: fn(root, k, sp)) if fn else None)
+            found += more
+            rep.findings += more
         for r in results:
             status, detail, cex, conf = PROVED, "", None, None
             if r.status != "proved":
                 status, detail = (UNKNOWN if r.status == "unknown" else REFUTED), r.detail
-                mine = [f for f in wraps if r.id.endswith(f"[{f.specialization}]") and "-NO-WRAP[" in r.id]
+                mine = [f for f in found if r.id.endswith(f"[{f.specialization}]")
+                        and f"-{'INDEX-IN-RANGE' if f.obligation.startswith('index-in-range') else 'NO-WRAP'}[" in r.id]
                 if mine:
                     detail, cex, conf = _findings_detail(mine)
                     if all(f.status != "refuted" for f in mine):

@@ -59,6 +59,7 @@ class Kernel:
     properties: tuple = ("IN-BOUNDS", "NO-WRAP", "RACE-FREE")
     quantities: tuple = ("batch", "max_spec_len", "num_tokens")
     region: str = "row"              # what one program owns (prove.py): row | segment | token | cell
+    stored_ranges: tuple = ()        # (tensor, lo, hi, consumer): INDEX-IN-RANGE: lo <= stored value < hi
 
 
 # Per-cell content conditions: ``v`` the cell's value, ``i`` its index, ``f`` the tensor's
@@ -75,11 +76,17 @@ CONTENTS = {
                  "model of another vocabulary size (heterogeneous vocabularies go through a vocab mapping); EAGLE/MTP "
                  "heads and n-gram drafts propose the target's ids; -1 pads are rejected in the kernel (draft ids "
                  "index the target's [num_tokens, vocab_size] rows)"),
-    "valid_count": ("And(0 <= v, v <= max_spec_len + 1)", "checked",
-                    f"{UT}:eagle_prepare_next_token_padded_kernel: tl.sum of a mask over num_spec_tokens + 1 lanes"),
-    "qsl": (f"And(0 <= v, v < {INT32_MAX} - 256)", "relied",
-            "query_start_loc is a cumsum of query lengths (<= max_num_batched_tokens); the int32 index arithmetic "
-            "needs it below 2^31 - max_spec_len - 1; never checked, unreachable"),
+    "valid_count": ("And(0 <= v, v <= max_spec_len + 1, "
+                    "v <= cu_num_draft_tokens(i) - If(i == 0, 0, cu_num_draft_tokens(i - 1)) + 1)", "checked",
+                    f"{UT}:eagle_prepare_next_token_padded_kernel: tl.sum of a mask over num_spec_tokens + 1 lanes of "
+                    "the rejection sampler's row, which holds at most num_draft_tokens + 1 ids before its -1 "
+                    "placeholders (0 for a discarded request: a request with draft tokens may count 0)"),
+    "qsl": (f"And(0 <= v, v < {INT32_MAX} - 256, v <= total_in, "
+            "Implies(i >= 1, v >= cu_num_draft_tokens(i - 1) + i))", "relied",
+            "query_start_loc is a cumsum of query lengths (<= max_num_batched_tokens), the last total_in (the verify "
+            "step's tokens); each request schedules its draft tokens and at least one more (so query_start_loc[i] >= "
+            "cu_num_draft_tokens[i - 1] + i); the int32 index arithmetic needs it below 2^31 - max_spec_len - 1; "
+            "never checked, unreachable"),
     "position": ("And(0 <= v, v <= max_model_len)", "relied",
                  "positions of the previous step are < max_model_len or clamped to 0 by this kernel; not checked"),
     "block_id": ("And(0 <= v, v < num_kv_blocks)", "relied", "block ids name KV-cache blocks; not checked"),
@@ -148,7 +155,12 @@ EAGLE = (
                 f"{PROP}:prepare_inputs_padded: torch.empty((num_reqs,), int32)", written=True),
             Buf("num_rejected_tokens_gpu_ptr", "[num_reqs]", "batch", "int32",
                 f"{PROP}:prepare_inputs_padded: torch.empty((num_reqs,), int32)", written=True)),
-           (("plain", {}, ()),), COMMON[:3], region="cell"),
+           (("plain", {}, ()),), COMMON[:3], region="cell",
+           properties=("IN-BOUNDS", "NO-WRAP", "RACE-FREE", "INDEX-IN-RANGE"),
+           quantities=("batch", "max_spec_len", "num_tokens", "total_in"),
+           stored_ranges=(("token_indices_to_sample_ptr", "0", "total_in",
+                           f"{PROP}:propose: sample_hidden_states = last_hidden_states[token_indices_to_sample] "
+                           "(rows [0, total_in): the verify step's tokens)"),)),
     Kernel("eagle_step_slot_mapping_metadata_kernel", UT, f"{PROP}:_update_positions_dependent_metadata "
            f"({UT}:eagle_step_update_slot_mapping_and_metadata)", ("input_batch",),
            (("block_table_stride", "bt_stride"), ("batch_size", "batch")),
@@ -329,17 +341,30 @@ def facts(kernel: Kernel) -> tuple:
                                 for c in sorted(used))
 
 
-def check_signature(kernel: Kernel, source: str) -> None:
-    """The kernel's parameters in the source are exactly the table's; a changed signature
-    (a vLLM release that added or renamed one) is an error naming the difference."""
+def table_params(kernel: Kernel) -> set:
+    """The kernel parameters the table names: buffers, scalars and the specializations'
+    constexprs (not the format keys of the buffers' dtypes, such as ``{dtype}``)."""
+    import string
+
+    fmt = {f for b in kernel.buffers for _t, f, _s, _c in string.Formatter().parse(b.dtype) if f}
+    known = {b.arg for b in kernel.buffers} | {a for a, _ in kernel.scalars}
+    for _label, constexprs, _none in kernel.specializations:
+        known |= {k for k in constexprs if k not in fmt}
+    return known
+
+
+def source_params(kernel: Kernel, source: str) -> list:
     tree = ast.parse(source)
     fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == kernel.name), None)
     if fn is None:
         raise ValueError(f"{kernel.file}: no kernel {kernel.name}")
-    params = {a.arg for a in fn.args.args}
-    known = {b.arg for b in kernel.buffers} | {a for a, _ in kernel.scalars}
-    for _label, constexprs, _none in kernel.specializations:
-        known |= {k for k in constexprs if k in params}
+    return [a.arg for a in fn.args.args]
+
+
+def check_signature(kernel: Kernel, source: str) -> None:
+    """The kernel's parameters in the source are exactly the table's; a changed signature
+    (a vLLM release that added, dropped or renamed one) is an error naming the difference."""
+    params, known = set(source_params(kernel, source)), table_params(kernel)
     if params != known:
         raise ValueError(f"{kernel.name}: parameters in the source {sorted(params - known)} not in the contract "
                          f"table, table entries {sorted(known - params)} not in the source")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -64,6 +65,7 @@ def fetch(version: str = DEFAULT_VERSION, wheel: str | None = None) -> pathlib.P
     dest = cache_dir(version)
     if dest.is_dir():
         return package_root(dest)
+    tmp = None
     if wheel is None:
         tmp = tempfile.mkdtemp(prefix="specbound-vllm-")
         subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
@@ -73,6 +75,12 @@ def fetch(version: str = DEFAULT_VERSION, wheel: str | None = None) -> pathlib.P
             raise NotFound(f"pip download vllm=={version}: no wheel")
         wheel = str(wheels[0])
     part = dest.with_name(dest.name + ".part")
-    unpack_py(wheel, part)
+    if part.exists():
+        shutil.rmtree(part)    # an earlier unpack cut short
+    try:
+        unpack_py(wheel, part)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp)    # the wheel (300+ MB) is not kept: only its .py files are read
     part.rename(dest)
     return package_root(dest)

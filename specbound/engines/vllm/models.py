@@ -79,7 +79,7 @@ def run_kernel(root, kernel: contract.Kernel, spec: tuple, path: str | None = No
     report = {**q, **{f"pid{i}": p for i, p in enumerate(res.pid)}}
     run = Run(f"VLLM-{kernel.name}", label, res, hyps, functions, tensors, {}, None, None, report,
               list(res.side_proofs))
-    run.spec, run.kernel, run.q = spec, kernel, q
+    run.spec, run.kernel, run.q, run.cx = spec, kernel, q, cx
     run.contract = tuple(f"{f.kind}: {f.name}: {f.cite}" for f in contract.facts(kernel))
     return run
 

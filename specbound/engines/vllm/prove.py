@@ -158,8 +158,25 @@ def footprint_obligations(run) -> list:
     return out
 
 
+def value_obligations(run) -> list:
+    """INDEX-IN-RANGE: every active lane's stored value in a tensor of the table's
+    ``stored_ranges`` lies in ``[lo, hi)``, the rows its consumer indexes with it."""
+    out = []
+    ranges = {arg.removesuffix("_ptr"): (lo, hi, who) for arg, lo, hi, who in run.kernel.stored_ranges}
+    for i, a in enumerate(run.result.accesses):
+        if a.kind != "store" or a.tensor.name not in ranges:
+            continue
+        lo, hi, who = ranges[a.tensor.name]
+        v = a.value.e
+        goal = z3.And(contract.term(lo, run.q, **run.cx) <= v, v < contract.term(hi, run.q, **run.cx))
+        out.append(Obligation(f"index-in-range-{a.tensor.name}@{a.line}#{i}", "value", a.line,
+                              f"every stored {a.tensor.name} lies in [{lo}, {hi}) ({who})",
+                              run.base_hyps(a.path, a.shape, a.mask), goal, list(run.lemmas)))
+    return out
+
+
 def obligations(run, prop: str) -> list:
-    return generic(run, prop, races=race_obligations, footprints=footprint_obligations)
+    return generic(run, prop, races=race_obligations, values=value_obligations, footprints=footprint_obligations)
 
 
 def prove_kernel(root, kernel: contract.Kernel, path: str | None = None, progress=None) -> list:

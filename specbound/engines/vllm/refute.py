@@ -101,17 +101,53 @@ def refute_row_products(root, kernel: contract.Kernel, replay_fn=None) -> list:
             f.min_num_tokens = n if what == "num_tokens" else 0
             f.detail = f"{ob.note}; fewest {what}: {n} ({n - 1}: proved by the core)"
             if what == "batch":
-                f.configuration = {"max_num_seqs": n, "note": f"{n} requests with draft tokens in one verify step"}
-                f.seconds = time.perf_counter() - start
-                out.append(f)
-                continue
-            f.counts = layout(n, MAX_SPEC_LEN)
-            f.configuration = configuration(n)
+                # every request but the last without draft tokens: only the request index is large
+                f.counts = [0] * (n - 1) + [1]
+                f.configuration = {"max_num_seqs": n, "num_speculative_tokens": SERVING_K,
+                                   "note": f"{n} running requests in one verify step, the last with a draft token "
+                                           "(a request without draft tokens this step still has its row)"}
+            else:
+                f.counts = layout(n, MAX_SPEC_LEN)
+                f.configuration = configuration(n)
             if replay_fn is not None:
                 rep = replay_fn(kernel, sp, vocab, f.counts)
                 f.verdict = rep.verdict
                 f.detail += f"; replay: {rep.detail[:200]}"
                 if rep.verdict == "wrap":
+                    f.status = "refuted"
+            f.seconds = time.perf_counter() - start
+            out.append(f)
+    return out
+
+
+def refute_stored_index(root, kernel: contract.Kernel, replay_fn=None) -> list:
+    """``eagle_prepare_inputs_padded_kernel``'s INDEX-IN-RANGE: the core shows which
+    requests store an index outside ``[0, total_in)`` (request 0 with draft tokens whose
+    next-token count is 0: a discarded request; every later request and every count >= 1
+    proved), then ``replay_fn(kernel, spec) -> Replay`` runs vLLM's kernel on the smallest
+    such batch."""
+    out = []
+    for sp in kernel.specializations:
+        run = models.run_kernel(root, kernel, sp)
+        r, cu, valid = run.result.pid[0], run.cx["cu_num_draft_tokens"], run.cx["valid_sampled_tokens_count"]
+        drafts = cu(r) - z3.If(r == 0, 0, cu(r - 1))
+        for ob in prove.obligations(run, "INDEX-IN-RANGE"):
+            start = time.perf_counter()
+            if check(ob, run.functions, witness=False).status != "counterexample":
+                continue
+            cases = {"request 0, drafts, count 0": _holds(run, ob, {"r0": r == 0, "d": drafts >= 1, "v0": valid(r) == 0}),
+                     "count >= 1": _holds(run, ob, {"v1": valid(r) >= 1}),
+                     "request >= 1": _holds(run, ob, {"r1": r >= 1})}
+            f = Finding(kernel.name, sp[0], ob.id, ob.line, "survived")
+            f.detail = (f"{ob.note}; the core: " + ", ".join(f"{k}: {v}" for k, v in cases.items()))
+            f.configuration = {"note": "a request at batch index 0 that has draft tokens and is discarded this step "
+                                       "(discard_request_mask: its scheduled tokens end before the request's tokens); "
+                                       "the next-token kernel gives it valid_sampled_tokens_count 0"}
+            if replay_fn is not None and list(cases.values()) == ["counterexample", "proved", "proved"]:
+                rep = replay_fn(kernel, sp)
+                f.verdict, f.detail = rep.verdict, f.detail + f"; replay: {rep.detail[:240]}"
+                f.counts = [1]
+                if rep.verdict == "output":
                     f.status = "refuted"
             f.seconds = time.perf_counter() - start
             out.append(f)
