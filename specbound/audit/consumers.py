@@ -267,10 +267,10 @@ def judge_page_table(delta, width, conds, name="page_table") -> judge.Judgement:
 
 # --- the verify mask copied into a backend's custom-mask buffer ----------------------------------
 
-def _mask_copies(program: Program):
-    """(function, statement, destination expression) of every slice copy of a ``custom_mask``."""
-    out = []
-    for p in program.files_mentioning("custom_mask", whole_words=False):
+def attention_nodes(program: Program, text: str, whole_words: bool = True):
+    """(function, AST node) of every node in a function of an attention backend file that
+    mentions ``text`` (``srt/layers/attention/``)."""
+    for p in program.files_mentioning(text, whole_words=whole_words):
         if "/layers/attention/" not in str(p).replace("\\", "/"):
             continue
         tree = program.index.tree(p)
@@ -278,9 +278,16 @@ def _mask_copies(program: Program):
             continue
         for fn in program._functions_in(p, tree):
             for node in ast.walk(fn.node):
-                dest = _copy_destination(node)
-                if dest is not None:
-                    out.append((fn, node, dest))
+                yield fn, node
+
+
+def _mask_copies(program: Program):
+    """(function, statement, destination expression) of every slice copy of a ``custom_mask``."""
+    out = []
+    for fn, node in attention_nodes(program, "custom_mask", whole_words=False):
+        dest = _copy_destination(node)
+        if dest is not None:
+            out.append((fn, node, dest))
     return out
 
 

@@ -20,7 +20,7 @@ import ast
 import time
 
 from . import judge
-from .consumers import selves, traced_allocations
+from .consumers import attention_nodes, selves, traced_allocations
 from .extract import SourceIndex
 from .kernels import KV_ALIASES, Unavailable, bind, launch_finding, triton_env
 from .program import Program
@@ -164,20 +164,13 @@ def _handed_on(expr) -> bool:
 
 def _sites(program: Program, writers: dict):
     out = []
-    for p in program.files_mentioning("kv_indices_buf"):
-        if "/layers/attention/" not in str(p).replace("\\", "/"):
-            continue
-        tree = program.index.tree(p)
-        if tree is None:
-            continue
-        for fn in program._functions_in(p, tree):
-            for node in ast.walk(fn.node):
-                if isinstance(node, ast.Dict):
-                    out += [(fn, node, v) for k, v in zip(node.keys, node.values)
-                            if isinstance(k, ast.Constant) and k.value == WRITER_PARAMS[0]]
-                elif isinstance(node, ast.Call) and _callee(node) in writers:
-                    out += [(fn, node, kw.value) for kw in node.keywords
-                            if kw.arg == WRITER_PARAMS[0] and not _handed_on(kw.value)]
+    for fn, node in attention_nodes(program, "kv_indices_buf"):
+        if isinstance(node, ast.Dict):
+            out += [(fn, node, v) for k, v in zip(node.keys, node.values)
+                    if isinstance(k, ast.Constant) and k.value == WRITER_PARAMS[0]]
+        elif isinstance(node, ast.Call) and _callee(node) in writers:
+            out += [(fn, node, kw.value) for kw in node.keywords
+                    if kw.arg == WRITER_PARAMS[0] and not _handed_on(kw.value)]
     return out
 
 
