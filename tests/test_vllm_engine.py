@@ -255,3 +255,38 @@ def test_the_release_matrix_reports_since_and_until(tree, tmp_path, monkeypatch)
     spans = matrix.spans(table, ["1.0", "1.1", "1.2"])
     row = next(v for k, v in spans.items() if "IN-BOUNDS[int32]" in k)
     assert row == {"proved": [("1.0", "1.0"), ("1.2", "1.2")], "holds only if": [("1.1", "1.1")]}, row
+
+
+def test_the_sarif_log_puts_each_finding_on_its_kernel(tree, tmp_path, monkeypatch):
+    """``audit vllm --sarif``: one error result per finding, on the ``def`` line of the kernel
+    in its file under VLLM_ROOT, valid against the SARIF 2.1.0 objects the audit writes (the
+    schema the sglang audit's SARIF is checked with); a clean tree gives no result."""
+    import json
+
+    import jsonschema
+
+    from specbound.cli import main
+
+    schema = json.loads((pathlib.Path(__file__).parent / "data" / "sarif-2.1.0-subset.schema.json").read_text())
+    monkeypatch.delenv(locate.ENV, raising=False)
+    monkeypatch.setattr(contract, "KERNELS", (contract.BY_NAME["expand_kernel"],))
+    bad = tmp_path / "bad" / "vllm" / "v1" / "sample"
+    bad.mkdir(parents=True)
+    planted = GOOD.replace(PLANTS[1][3], PLANTS[1][4])
+    (bad / "rejection_sampler.py").write_text(planted)
+    for root, expect_findings in ((tree.parent, False), (bad.parent.parent, True)):
+        out = tmp_path / f"{expect_findings}.sarif"
+        rc = main(["audit", "vllm", "--vllm-path", str(root), "--sarif", str(out), "--no-replay"])
+        log = json.loads(out.read_text())
+        jsonschema.Draft7Validator(schema).validate(log)
+        results = log["runs"][0]["results"]
+        rows = audit.run_audit(root, replay=False).rows
+        findings = [r.id for r in rows if r.status in audit.FAILING]
+        assert (rc == 1) == expect_findings == bool(findings)
+        assert sorted(r["properties"]["row"] for r in results) == sorted(findings)
+        assert all(r["level"] == "error" for r in results)
+        def_line = 1 + next(i for i, line in enumerate(planted.splitlines()) if line.startswith("def expand_kernel"))
+        for r in results:
+            where = r["locations"][0]["physicalLocation"]
+            assert where["artifactLocation"] == {"uri": "v1/sample/rejection_sampler.py", "uriBaseId": "VLLM_ROOT"}
+            assert where["region"]["startLine"] == def_line

@@ -1,4 +1,4 @@
-"""The audit as SARIF 2.1.0 (``specbound audit sglang --sarif PATH``), for GitHub code scanning.
+"""The audit as SARIF 2.1.0 (``specbound audit sglang|vllm --sarif PATH``), for GitHub code scanning.
 
 One result per row whose status kind has a SARIF level in :mod:`.statuses` (findings ``error``,
 unguarded conditions ``warning``); its rule is the status, its location the row's file and line
@@ -28,7 +28,7 @@ def _level(row: Row) -> str | None:
     return st.SARIF_LEVEL[row.kind]
 
 
-def _result(row: Row, rule_index: int) -> dict[str, Any]:
+def _result(row: Row, rule_index: int, where_of, base: str) -> dict[str, Any]:
     text = f"{row.id}: {row.check}. {row.detail}".strip()
     evidence = row.evidence or cex_text(row)
     if evidence and evidence not in text:
@@ -41,18 +41,21 @@ def _result(row: Row, rule_index: int) -> dict[str, Any]:
     }
     # Code scanning shows a result on a file and line; a row that names none is put on the
     # package's __init__.py, line 1 (the package as a whole).
-    where = location(row) or ("__init__.py", 1)
+    where = where_of(row) or ("__init__.py", 1)
     result["locations"] = [{"physicalLocation": {
-        "artifactLocation": {"uri": where[0], "uriBaseId": BASE},
+        "artifactLocation": {"uri": where[0], "uriBaseId": base},
         "region": {"startLine": max(where[1], 1)}}}]
     if row.replay_command:
         result["properties"]["replay"] = row.replay_command
     return result
 
 
-def to_sarif(report: AuditReport, version: str) -> dict[str, Any]:
-    """The SARIF log of ``report``; ``version`` is specbound's."""
-    rows = [r for r in report.rows if _level(r) is not None]
+def sarif_log(rows: list, version: str, *, base: str, root: str | None, exit_code: int, successful: bool,
+              properties: dict, where_of=location) -> dict[str, Any]:
+    """A SARIF log of audit ``rows`` (any engine's): one result per row whose status kind has a
+    level, located by ``where_of(row)`` (file relative to ``root``, line) under the base id
+    ``base``; ``version`` is specbound's."""
+    rows = [r for r in rows if _level(r) is not None]
     used = list(dict.fromkeys(r.status for r in rows))
     rules = [{"id": rule_id(name), "name": name.title().replace(" ", ""),
               "shortDescription": {"text": f"{name}: {st.status(name).words}"},
@@ -60,14 +63,25 @@ def to_sarif(report: AuditReport, version: str) -> dict[str, Any]:
               "properties": {"kind": st.status(name).kind}} for name in used]
     run: dict[str, Any] = {
         "tool": {"driver": {"name": "specbound", "version": version, "rules": rules}},
-        "results": [_result(r, used.index(r.status)) for r in rows],
-        "invocations": [{"executionSuccessful": not report.fatal, "exitCode": report.exit_code()}],
-        "properties": {"sglang": report.sglang_version, "summary": report.kind_counts()},
+        "results": [_result(r, used.index(r.status), where_of, base) for r in rows],
+        "invocations": [{"executionSuccessful": successful, "exitCode": exit_code}],
+        "properties": properties,
     }
-    if report.sglang_path:
-        run["originalUriBaseIds"] = {BASE: {"uri": Path(report.sglang_path).resolve().as_uri() + "/"}}
+    if root:
+        run["originalUriBaseIds"] = {base: {"uri": Path(root).resolve().as_uri() + "/"}}
     return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}
 
 
+def to_sarif(report: AuditReport, version: str) -> dict[str, Any]:
+    """The SARIF log of an sglang audit ``report``; ``version`` is specbound's."""
+    return sarif_log(report.rows, version, base=BASE, root=report.sglang_path, exit_code=report.exit_code(),
+                     successful=not report.fatal,
+                     properties={"sglang": report.sglang_version, "summary": report.kind_counts()})
+
+
 def write_sarif(report: AuditReport, path: str, version: str) -> None:
-    Path(path).write_text(json.dumps(to_sarif(report, version), indent=2) + "\n")
+    write_log(to_sarif(report, version), path)
+
+
+def write_log(log: dict, path: str) -> None:
+    Path(path).write_text(json.dumps(log, indent=2) + "\n")

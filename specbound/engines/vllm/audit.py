@@ -4,7 +4,8 @@ source text (never imported), with the statuses and exit codes of ``audit sglang
 own kernel under the checked interpreter, with the serving configuration that reaches it);
 ``holds only if`` (the property fails only outside a bound vLLM never checks: the bound, and
 whether a real configuration reaches it, in the detail); ``unknown`` / ``error`` when a proof
-did not finish or the kernel could not be read.
+did not finish or the kernel could not be read.  ``--json`` and ``--sarif`` (SARIF 2.1.0, one
+result per finding on its kernel's ``def`` line) are the machine outputs.
 
 Exit status: 1 when a row is ``refuted`` or ``holds only if``; 3 when nothing was found but a
 row is ``unknown``/``error`` or no vLLM tree was found; 0 otherwise; 2 a bad command line.
@@ -12,7 +13,9 @@ row is ``unknown``/``error`` or no vLLM tree was found; 0 otherwise; 2 a bad com
 
 from __future__ import annotations
 
+import ast
 import json
+import pathlib
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -23,8 +26,9 @@ from specbound.audit.report import (
 from . import contract, locate, releases
 from . import prove, refute
 from . import replay as replays
-from specbound.cli_common import verdict
-from specbound.cli_common import add_output_option
+from specbound import __version__
+from specbound.audit.sarif import sarif_log, write_log
+from specbound.cli_common import add_output_option, verdict
 
 # the replay of each kernel's refuted row product (the recovered-token kernel's runs only the
 # wrapping request's programs of the grid: see replay.recovered_tokens)
@@ -150,14 +154,38 @@ def run_audit(path=None, kernels=None, replay: bool = True) -> VllmReport:
     return rep
 
 
+def kernel_line(root, kernel) -> int:
+    """The line of ``def <kernel>`` in the release's source (1 when it cannot be read)."""
+    try:
+        text = (locate.package_root(root) / kernel.file).read_text()
+    except (OSError, ValueError):
+        return 1
+    mod = ast.parse(text)
+    fn = next((n for n in mod.body if isinstance(n, ast.FunctionDef) and n.name == kernel.name), None)
+    return fn.lineno if fn else 1
+
+
+def to_sarif(rep: VllmReport) -> dict:
+    """The SARIF log of a vLLM audit: one result per finding (``error``), on the kernel's ``def``
+    line in its file, relative to the audited ``vllm`` package (base id ``VLLM_ROOT``)."""
+    root = locate.package_root(rep.vllm_path) if rep.vllm_path else None
+    lines = {k.name: (k.file, kernel_line(root, k)) for k in contract.KERNELS} if root else {}
+
+    def where(row):
+        return next((at for name, at in lines.items() if row.subject.endswith(":" + name)), None)
+
+    return sarif_log(rep.rows, __version__, base="VLLM_ROOT", root=str(root) if root else None,
+                     exit_code=rep.exit_code(), successful=not rep.fatal,
+                     properties={"vllm": rep.vllm_path, "counts": rep.counts()}, where_of=where)
+
+
 def cmd_audit_vllm(args) -> int:
     rep = run_audit(args.vllm_path, replay=not args.no_replay)
     print(rep.render())
-    if args.json:
-        from pathlib import Path
-
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(rep.to_json(), indent=2, default=str) + "\n")
+    if args.json:   # the folder exists: checked before the run (cli_common.check_outputs)
+        pathlib.Path(args.json).write_text(json.dumps(rep.to_json(), indent=2, default=str) + "\n")
+    if args.sarif:
+        write_log(to_sarif(rep), args.sarif)
     rc = rep.exit_code()
     counts = ", ".join(f"{v} {k}" for k, v in rep.counts().items()) or (rep.fatal or "no rows")
     verdict("audit", rc == 0, f"{len(rep.rows)} rows: {counts}", word="INCOMPLETE" if rc == EXIT_INCOMPLETE else None)
@@ -170,6 +198,7 @@ def register(targets) -> None:
     p = targets.add_parser("vllm", help="prove vLLM's speculative-decoding Triton kernels from its source text "
                            "(never imported)", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_output_option(p)
+    add_output_option(p, "--sarif", help="write the findings as SARIF 2.1.0 here (GitHub code scanning)")
     p.add_argument("--vllm-path", metavar="DIR", help="the vllm package folder, or a folder holding vllm/ "
                    f"(also ${locate.ENV}; else the cache {locate.cache_dir(locate.DEFAULT_VERSION)})")
     p.add_argument("--no-replay", action="store_true", help="no replays under the checked interpreter")
