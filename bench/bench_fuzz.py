@@ -9,7 +9,7 @@ package.  Its ``@triton.jit`` functions are picked out of the source files with 
 and exec'd here (by :mod:`specbound.kernels.source`, so Triton can read them); nothing of
 sglang is copied into this repository and its package is never imported.
 
-Targets (issue 5): our interpreted kernels >= 3x sglang's rate on each op; the
+Targets: our interpreted kernels >= 3x sglang's rate on each op; the
 reference >= 100,000 requests/min.  The script prints the measured rates and whether
 each target is met; it does not fail on a miss.
 """

@@ -1,4 +1,4 @@
-"""Proof time per specialization of sglang's own Triton kernels (issue 15), as a Markdown table.
+"""Proof time per specialization of sglang's own Triton kernels, as a Markdown table.
 
     python bench/bench_sglang_symexec.py [--all [--record]] [--kernel draft_kv|tree] [--sglang-path DIR] [--json PATH]
     python bench/bench_sglang_symexec.py --kv-envelope [--sample N] [--json PATH]

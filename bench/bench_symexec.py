@@ -1,4 +1,4 @@
-"""Proof time per kernel specialization (symbolic executor, issue 6), as JSON.
+"""Proof time per kernel specialization (symbolic executor), as JSON.
 
     python bench/bench_symexec.py [--all] [--no-mutants] [--json PATH]
     python bench/bench_symexec.py --markdown PATH     # table of a saved JSON run (no proving)

@@ -1,7 +1,7 @@
 """Mutation check of specbound itself: plant each registered bug in a copy, see what turns red.
 
 For every mutant of :data:`MUTANTS` (a text edit of one product file: the bugs a reviewer
-planted when issue 13 was filed, sglang's historical bugs put back at the source, and
+planted when this check was written, sglang's historical bugs put back at the source, and
 one per shared size/dtype convention), in a temporary copy of the working tree:
 
 1. the unit tests (``python -m pytest -x``, the default run, ``CI=1`` so Hypothesis is
@@ -62,7 +62,7 @@ class Mutant:
     models: str                    # what the bug is (and where it comes from)
 
 
-# Each mutant is one bug; "why" is issue 13's list of bugs the suite missed or caught late.
+# Each mutant is one bug; "why" is the list of bugs the suite missed or caught late.
 MUTANTS = (
     Mutant("R2T-SPAN-PAGE-1", "reference/validation.py",
            (("spec.req_to_token_row_ok(r2t_width, s, k, steps, page, b)",

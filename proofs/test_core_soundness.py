@@ -21,7 +21,7 @@ from specbound.proofs.model import bs, seq_len
 x, y, p = z3.Ints("x y p")
 
 
-# --- the two exploits of issue 12 --------------------------------------------------------------
+# --- the two original exploits -----------------------------------------------------------------
 
 def test_label_convention_no_longer_smuggles_a_hypothesis_through_induction():
     """A hypothesis labelled like a schema instance (``anything@0``) about the generalised
@@ -219,14 +219,14 @@ def test_theorem_prove_returning_a_non_proof_fails():
 # --- the spec theorems under the new core -------------------------------------------------------
 
 def test_every_theorem_rests_only_on_declared_preconditions_and_lists_its_axioms(proof_results):
-    # every registered theorem (the 18 of issue 12 and the CONV-* family of issue 13)
+    # every registered theorem (the original 18 and the CONV-* family)
     assert set(proof_results) == set(registry.theorem_ids()) and len(proof_results) >= 18
     for r in proof_results.values():
         assert r.status == "proved", f"{r.id}: {r.detail}"
         assert set(r.hypotheses_used) <= set(r.preconditions), r.id
         for name, ax in r.axioms_used.items():
             assert ax["formula"] and ax["reason"], name
-    # the six theorems of issue 12 now declare what they assume
+    # the six original theorems now declare what they assume
     assert "draft_room" in proof_results["KV-CAPACITY"].hypotheses_used
     assert "draft_room" in proof_results["KV-CUDA-GRAPH-COVERS"].hypotheses_used
     assert {"seq_len_at_context", "seq_len_le_context"} <= set(proof_results["VM-FITS-TIGHT"].hypotheses_used)

@@ -1,4 +1,4 @@
-"""Kernel theorems proved by the symbolic executor (issue 6).
+"""Kernel theorems proved by the symbolic executor.
 
 The default run covers a representative subset of specializations (see
 ``theorems.default_specs``); ``pytest --specbound-all`` runs every specialization serving

@@ -1,4 +1,4 @@
-"""Each construct the executor learned for sglang's kernels (issue 15), checked against the
+"""Each construct the executor learned for sglang's kernels, checked against the
 checked interpreter: a small kernel per construct, random concrete launches, and the
 symbolic stores evaluated at the concrete point must leave exactly the interpreter's output."""
 

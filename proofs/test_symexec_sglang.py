@@ -1,4 +1,4 @@
-"""sglang's own Triton kernels under the symbolic executor (issue 15), read from the installed
+"""sglang's own Triton kernels under the symbolic executor, read from the installed
 sglang by path: the executor's model of them equals the checked interpreter on random
 launches; the default specializations are proved; the preconditions sglang leaves unchecked
 are refuted by replays; planted off-by-ones in copies of the source are refuted by replays."""

@@ -1,4 +1,4 @@
-"""Control flow of the symbolic executor beyond straight-line code (issue 15).
+"""Control flow of the symbolic executor beyond straight-line code.
 
 * **Early return.**  :meth:`Executor.exec_block` returns the condition under which the
   block returned (``False``: never, ``True``: on every path, else a Z3 Bool); the rest of

@@ -1,4 +1,4 @@
-"""Memory a program reads back, and masked prefix sums (issue 15).
+"""Memory a program reads back, and masked prefix sums.
 
 **Program-written memory.**  A tensor the kernel stores to starts with unconstrained
 contents (``<tensor>_initial``, one function per tensor: whatever the caller put there);

@@ -71,7 +71,7 @@ def symbolic_cells(run, scalars: dict, contents: dict, grid: int, loop_values) -
     return out
 
 
-# --- any grid, symbolic loops, program-written memory (issue 15) ---------------------------------
+# --- any grid, symbolic loops, program-written memory ---------------------------------
 
 def _table_body(values, default=0):
     x = z3.Var(0, z3.IntSort())

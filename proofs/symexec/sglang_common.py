@@ -1,4 +1,4 @@
-"""What proving a third-party (sglang) Triton kernel needs beyond one kernel's model (issue 15):
+"""What proving a third-party (sglang) Triton kernel needs beyond one kernel's model:
 the theorems of one specialization, and refutations whose counterexample is replayed on the
 real kernel source (:mod:`specbound.replay.sglang`).
 """

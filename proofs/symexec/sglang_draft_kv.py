@@ -1,5 +1,5 @@
 """sglang's draft-decode kernel ``generate_draft_decode_kv_indices``: its launch model, host
-contract, specializations and obligations (issue 15).
+contract, specializations and obligations.
 
 The kernel is read from sglang's source file by path (never imported).  One program per
 (step row, request, branch) — grid ``(num_steps * blocks, num_seqs, topk)``; with

@@ -1,4 +1,4 @@
-"""Obligations of sglang's draft kv kernel (issue 15): footprint, races, and the case
+"""Obligations of sglang's draft kv kernel: footprint, races, and the case
 splits that keep the queries small; the model is :mod:`.sglang_draft_kv`."""
 
 from __future__ import annotations

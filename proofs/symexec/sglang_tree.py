@@ -1,5 +1,5 @@
 """sglang's Triton tree build ``sgl_build_tree_kernel_efficient_triton`` (what sglang runs on
-XPU): launch model, host contract, specializations and obligations (issue 15).
+XPU): launch model, host contract, specializations and obligations.
 
 Every shape parameter of this kernel is a ``tl.constexpr`` — ``topk``, ``depth``,
 ``draft_token_num``, ``tree_mask_mode``, ``batch_size`` and both row strides — so Triton

@@ -1,5 +1,5 @@
 """``kernel.symbolic_proof[...]`` rows: sglang's own Triton kernels proved or refuted by
-specbound's symbolic executor (issue 15), one row per kernel.
+specbound's symbolic executor, one row per kernel.
 
 The kernel is read from the audited sglang's source by path (never imported).  The kv
 buffer width is what sglang's own sizing helper computes, run on Z3 terms; the host
