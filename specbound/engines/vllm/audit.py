@@ -13,7 +13,6 @@ row is ``unknown``/``error`` or no vLLM tree was found; 0 otherwise; 2 a bad com
 
 from __future__ import annotations
 
-import ast
 import json
 import pathlib
 import time
@@ -160,8 +159,7 @@ def kernel_line(root, kernel) -> int:
         text = (locate.package_root(root) / kernel.file).read_text()
     except (OSError, ValueError):
         return 1
-    mod = ast.parse(text)
-    fn = next((n for n in mod.body if isinstance(n, ast.FunctionDef) and n.name == kernel.name), None)
+    fn = contract.kernel_def(kernel.name, text)
     return fn.lineno if fn else 1
 
 

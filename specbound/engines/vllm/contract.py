@@ -353,9 +353,13 @@ def table_params(kernel: Kernel) -> set:
     return known
 
 
+def kernel_def(name: str, source: str) -> ast.FunctionDef | None:
+    """The module-level ``def name`` of ``source`` (a kernel's @triton.jit function), or None."""
+    return next((n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+
+
 def source_params(kernel: Kernel, source: str) -> list:
-    tree = ast.parse(source)
-    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == kernel.name), None)
+    fn = kernel_def(kernel.name, source)
     if fn is None:
         raise ValueError(f"{kernel.file}: no kernel {kernel.name}")
     return [a.arg for a in fn.args.args]

@@ -28,8 +28,7 @@ def kernel_digest(tree) -> str:
     h = hashlib.sha256()
     for k in contract.KERNELS:
         f = pathlib.Path(root) / k.file
-        mod = ast.parse(f.read_text()) if f.is_file() else ast.Module(body=[], type_ignores=[])
-        fn = next((n for n in mod.body if isinstance(n, ast.FunctionDef) and n.name == k.name), None)
+        fn = contract.kernel_def(k.name, f.read_text()) if f.is_file() else None
         h.update(f"{k.name}:{ast.dump(fn) if fn else '-'}\n".encode())
     return h.hexdigest()[:12]
 

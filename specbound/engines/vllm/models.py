@@ -85,10 +85,7 @@ def run_kernel(root, kernel: contract.Kernel, spec: tuple, path: str | None = No
 
 
 def kernel_params(path: str, name: str) -> list:
-    import ast
-
-    tree = ast.parse(pathlib.Path(path).read_text())
-    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    fn = contract.kernel_def(name, pathlib.Path(path).read_text())
     if fn is None:
         raise ValueError(f"{path}: no kernel {name}")
     return fn.args.args
