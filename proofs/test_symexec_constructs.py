@@ -393,23 +393,14 @@ def test_an_abstracted_loop_carried_flag(tmp_path):
     assert not _provable(run, store.off.e < n - 1)   # non-vacuous: the last cell is reached
 
 
-def test_opaque_floats_and_the_argmax_index(tmp_path):
-    """Float loads, literals, arithmetic, where, comparison and ``tl.max(..., return_indices=True)``
-    run as opaque values; the index is some lane: ``out + at`` stays inside ``BLOCK`` cells, and
-    not inside ``BLOCK - 1``."""
+@pytest.mark.parametrize("kernel", ["argmax_index", "argmax_call"])
+def test_opaque_floats_and_the_argmax_index(tmp_path, kernel):
+    """Float loads, literals, arithmetic, where, comparison, ``tl.max(..., return_indices=True)``
+    (``argmax_index``) and ``tl.argmax(x, axis=-1)`` (``argmax_call``: vLLM < 0.17's
+    recovered-token kernel, the negative axis counted from the end) run as opaque values; the
+    index is some lane: ``out + at`` stays inside ``BLOCK`` cells, and not inside ``BLOCK - 1``."""
     tensors = {"out": TensorModel("out", 8, INT64, written=True), "probs": TensorModel("probs", 8, FLOATS["float32"])}
-    run = _run_small(tmp_path, "argmax_index", tensors, constexprs={"BLOCK": 8})
-    store = run.accesses[-1]
-    assert store.kind == "store"
-    assert _provable(run, z3.And(store.off.e >= 0, store.off.e < 8))
-    assert not _provable(run, store.off.e < 7)
-
-
-def test_the_argmax_call(tmp_path):
-    """``tl.argmax(x, axis=-1)`` of a float block (vLLM < 0.17's recovered-token kernel): the
-    index is some lane of the block, the negative axis counted from the end."""
-    tensors = {"out": TensorModel("out", 8, INT64, written=True), "probs": TensorModel("probs", 8, FLOATS["float32"])}
-    run = _run_small(tmp_path, "argmax_call", tensors, constexprs={"BLOCK": 8})
+    run = _run_small(tmp_path, kernel, tensors, constexprs={"BLOCK": 8})
     store = run.accesses[-1]
     assert store.kind == "store"
     assert _provable(run, z3.And(store.off.e >= 0, store.off.e < 8))
