@@ -20,7 +20,7 @@ import argparse
 from specbound.cli_common import add_output_option, verdict
 from specbound.spec import SpecArgumentError
 
-from .run import DEFAULT_EXAMPLES, DEFAULT_SEED
+from . import DEFAULT_EXAMPLES, DEFAULT_SEED
 from .sarif import write_sarif
 from specbound import __version__
 from specbound.engines.vllm.audit import register as register_vllm

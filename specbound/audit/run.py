@@ -6,6 +6,7 @@ import os
 import time
 from typing import Callable
 
+from . import DEFAULT_EXAMPLES, DEFAULT_SEED
 from .report import ERROR, NOT_PRESENT, AuditReport, Row, plural
 from .locate import ENV_VAR, NotInstalled, locate
 from . import helpers
@@ -16,10 +17,7 @@ from .verify_kv import check_verify_kv
 from .program import Program
 from .extract import SourceIndex
 from .helpers import SPEC_UTILS_FILE
-from .cuda.check import check_cuda_tree
 
-DEFAULT_EXAMPLES = 40
-DEFAULT_SEED = 20240607
 
 
 def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, seed: int = DEFAULT_SEED,
@@ -113,6 +111,8 @@ def _sites(index, rep):
 
 
 def _cuda(index, rep, examples, seed):
+    from .cuda.check import check_cuda_tree   # loads torch: not on every command's start-up
+
     check_cuda_tree(index, rep, examples, seed)
 
 

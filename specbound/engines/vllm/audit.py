@@ -23,8 +23,6 @@ from specbound.audit.report import (
 )
 
 from . import contract, locate, releases
-from . import prove, refute
-from . import replay as replays
 from specbound import __version__
 from specbound.audit.sarif import sarif_log, write_log
 from specbound.cli_common import add_output_option, verdict
@@ -99,6 +97,10 @@ def _findings_detail(fs) -> tuple[str, dict, dict]:
 
 
 def run_audit(path=None, kernels=None, replay: bool = True) -> VllmReport:
+    # the symbolic executor and the replays load only when this audit runs, not on every
+    # command's start-up (the parser registers `audit vllm`)
+    from . import prove, refute
+    from . import replay as replays
 
     start = time.perf_counter()
     try:
