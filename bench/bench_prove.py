@@ -54,12 +54,18 @@ def stages() -> dict:
 
     def traced_satisfy(name, *args, **kwargs):
         if name.endswith("/close"):
-            kind = "closure check"
-        elif kwargs.get("rlimit") == theorem.MINIMISE_RLIMIT:
-            kind = "shrink round"
-        else:
-            kind = "witness/counterexample search"
-        return timed(kind, satisfy, name, *args, **kwargs)
+            return timed("closure check", satisfy, name, *args, **kwargs)
+        narrow = kwargs.get("narrow")
+        if narrow is None:
+            return timed("other model search", satisfy, name, *args, **kwargs)
+
+        def counted(last):
+            more = narrow(last)
+            spent["shrink ask (counted; its time is in its search's)"][0] += more is not None
+            return more
+
+        kwargs["narrow"] = counted
+        return timed("witness/counterexample search and its shrink asks", satisfy, name, *args, **kwargs)
 
     core.satisfy = traced_satisfy
     core.check = lambda *args, **kwargs: timed("proof (core.check)", check, *args, **kwargs)

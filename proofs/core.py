@@ -53,7 +53,8 @@ neither ever yields a Proof.
 
 :func:`satisfy` is the one function here that is not a rule: it searches a model (a
 witness or a counterexample), never makes a Proof, and is here only to build its query
-exactly as :func:`check` would.
+exactly as :func:`check` would; its narrowing asks (a shrink) ask that query's own solver
+again, each with one more formula in a scope of its own, checked like every other.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ from typing import Mapping, Sequence
 import z3
 
 from .core_query import TAG as _TAG
-from .core_query import SettingsError, model_without, query
+from .core_query import SettingsError, ask_again, model_without, query
 
 DEFAULT_RLIMIT = 2_000_000
 MAX_RLIMIT = 400_000_000
@@ -524,15 +525,41 @@ class Model:
 
 
 def satisfy(name: str, constraints: Mapping[str, z3.BoolRef], *, by: Sequence[Proof] = (),
-            extra: Sequence[z3.BoolRef] = (), rlimit: int = DEFAULT_RLIMIT, seed: int = 0) -> Model | None:
+            extra: Sequence[z3.BoolRef] = (), rlimit: int = DEFAULT_RLIMIT, seed: int = 0,
+            narrow=None, narrow_rlimit: int | None = None) -> Model | None:
     """A model of ``constraints`` (quantified ones are not sent, as in :func:`check`), the
     lemmas ``by`` (hypotheses discharged the same way) and ``extra`` shaping constraints.
-    Returns None when unsat; raises Unknown when Z3 gives no verdict."""
+    Returns None when unsat; raises Unknown when Z3 gives no verdict.
+
+    ``narrow(last)``, when given, is called with the model found and returns one more
+    formula, or None to stop: the same solver is asked again with that formula added for
+    this ask only (at most ``narrow_rlimit``, default ``rlimit``), and ``narrow`` is called
+    again with the new model, or with None when the ask was unsat.  An ask answered unknown
+    ends the asking.  The last model found is returned.  (A search, never a Proof: the
+    solver is this call's own and goes when it returns.)"""
     _check_limits(rlimit, seed)
+    if narrow_rlimit is not None:
+        _check_limits(narrow_rlimit, seed)
     result, solver, _tags, _goal, seconds, used, _open, literals = _solve(
         _hyp_map(constraints, "constraints"), _proofs(by), list(extra), rlimit, seed)
-    if result == z3.sat:
-        return Model(model_without(solver, literals), seconds, used)
     if result == z3.unsat:
         return None
-    raise Unknown(name, solver.reason_unknown(), seconds, used)
+    if result != z3.sat:
+        raise Unknown(name, solver.reason_unknown(), seconds, used)
+    found = last = Model(model_without(solver, literals), seconds, used)
+    while narrow is not None:
+        more = narrow(last)
+        if more is None:
+            break
+        result, model, seconds, used, named = ask_again(
+            solver, _formula(more, f"{name}: a narrowing formula"), literals, narrow_rlimit or rlimit)
+        if named:
+            raise RuleError("a formula mentions one of the core's tracking literals: the core's own "
+                            "constants cannot be named by a caller")
+        if result == z3.sat:
+            found = last = Model(model, seconds, used)
+        elif result == z3.unsat:
+            last = None
+        else:
+            break
+    return found

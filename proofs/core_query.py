@@ -136,6 +136,31 @@ def query(hyps: dict, lemmas: list, extra: Sequence, rlimit: int, seed: int, goa
     return result, solver, tags, goal_tag, seconds, used, open_hyps, literals, named
 
 
+def ask_again(solver, formula, literals: list, rlimit: int):
+    """Check a query's solver once more with one formula added in a scope of its own (taken
+    away again after the check, so every further ask is the first query plus one formula),
+    spending at most ``rlimit`` on this check (Z3's rlimit counts from the check's start).
+    Returns the verdict, the model when sat (without the tracking literals), the seconds and
+    rlimit the check took, and whether the formula mentions one of the query's tracking
+    literals (then nothing was asserted nor checked)."""
+    translated = formula.translate(solver.ctx)
+    if _mentions_core_constant([translated], literals):
+        return None, None, 0.0, 0, True
+    solver.push()
+    try:
+        solver.add(translated)
+        solver.set("rlimit", rlimit)
+        before = int(solver.statistics().get_key_value("rlimit count"))
+        start = time.perf_counter()
+        result = solver.check()
+        seconds = time.perf_counter() - start
+        used = int(solver.statistics().get_key_value("rlimit count")) - before
+        model = model_without(solver, literals) if result == z3.sat else None
+    finally:
+        solver.pop()
+    return result, model, seconds, used, False
+
+
 def model_without(solver, literals) -> z3.ModelRef:
     """The solver's model without the core's tracking literals, in the main context."""
     raw, ctx = solver.model(), solver.ctx

@@ -54,6 +54,7 @@ POSITIONS_STEP = core.axiom(
 
 
 CLOSED_BATCH_MAX = 64  # a model is closed into a batch of at most this many requests
+BATCH_SIZES = (bs, num_seqs)  # the request counts a model's batch is closed at (model searches shrink them too)
 
 
 def _index_of(model, decl, arg, k):
@@ -73,7 +74,7 @@ def batch_indices(model: z3.ModelRef, terms=()) -> range:
     hold, and every index at which ``terms`` apply them to a closed argument."""
     k = model.eval(K, model_completion=True).as_long()
     top = -1
-    for size in (bs, num_seqs):  # the batch the model describes, when it is small enough to close
+    for size in BATCH_SIZES:  # the batch the model describes, when it is small enough to close
         value = model.eval(size, model_completion=True).as_long()
         if value <= CLOSED_BATCH_MAX:
             top = max(top, value - 1)

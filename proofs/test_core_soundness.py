@@ -372,6 +372,8 @@ def test_a_formula_naming_a_tracking_literal_is_refused():
             core.satisfy("s", {"c": z3.Or(y == 1, tag(name))}, by=[trivial])
         with pytest.raises(core.RuleError, match="tracking literals"):
             core.satisfy("s", {"c": y == 1}, by=[trivial], extra=[z3.Not(tag(name))])
+        with pytest.raises(core.RuleError, match="tracking literals"):  # a narrowing ask on its solver
+            core.satisfy("s", {"c": y == 1}, by=[trivial], narrow=lambda last, name=name: z3.Not(tag(name)))
     # a constant of another sort under the same name is another constant: harmless, accepted
     core.check("int-named-like-a-tag", z3.Int(core._TAG + "lemma0") >= 0,
                hyps={"nonneg": z3.Int(core._TAG + "lemma0") >= 1}, by=[trivial])

@@ -16,6 +16,12 @@ swapped for a mutant).  Running it:
    dropped) the negated claim must be satisfiable; the model is the counterexample,
    searched first in a small box so it reads as a real batch.
 
+Witnesses and counterexamples are shrunk on the solver that found them (:class:`_Shrink`):
+unless a shrink ask runs out of its rlimit, the model shown is Pareto-minimal in the
+absolute values of its reported integers and batch sizes among the models of what the
+search sent (the shape it was found in, the instances at the searched indices).  A closed
+model satisfies all of that, so no closed model within that shape dominates it either.
+
 Quantified hypotheses enter a model search as their instances at ``at`` and, with the
 quantified axioms the proof rests on, at the first ``search_indices`` indices; a quantified
 claim is refuted at ``counter_at``, kept inside those indices, so its counterexample is a
@@ -34,11 +40,11 @@ import z3
 from specbound import spec
 
 from . import core, witness
-from .model import DEFINITIONS, batch_completion, batch_indices, instances
+from .model import BATCH_SIZES, DEFINITIONS, batch_completion, batch_indices, instances
 
 SMALL_BOX = 40  # counterexamples are searched first with every reported value in [-SMALL_BOX, SMALL_BOX]
-MINIMISE_ROUNDS = 6  # then shrunk a few times, so they read as small concrete batches
-MINIMISE_RLIMIT = 150_000  # a shrink round that needs more simply stops the shrinking
+MINIMISE_ROUNDS = 40  # then shrunk (a binary search: 40 asks cover reported values far past 2^31)
+MINIMISE_RLIMIT = 150_000  # a shrink ask that needs more simply stops the shrinking
 SEARCH_INDICES = 3  # a quantified claim's counterexample lies at an index below this
 
 
@@ -140,42 +146,60 @@ def _box(report: Mapping[str, z3.ExprRef]):
             if z3.is_int(term)]
 
 
-def _size(report: Mapping[str, z3.ExprRef]):
-    return z3.Sum([z3.If(term >= 0, term, -term) for term in report.values() if z3.is_int(term)])
+def _magnitude(term):
+    return z3.If(term >= 0, term, -term)
+
+
+class _Shrink:
+    """The narrowing asks of one model search (``narrow`` of :func:`core.satisfy`): a binary
+    search on the size (the sum of the absolute reported values) among the models that
+    dominate the best one so far, i.e. have every reported value at most as large in
+    absolute value.  ``low`` is a size no such model reaches (an ask answered unsat); each
+    ask halves the gap between it and the best size.  When the gap closes, no model of the
+    searched constraints dominates the best one strictly: it is Pareto-minimal, so no
+    reported value can be lowered with the others kept.  ``minimal`` says whether that was
+    reached within ``rounds`` asks (an ask that runs out of its rlimit also stops it)."""
+
+    def __init__(self, report: Mapping[str, z3.ExprRef], rounds: int):
+        shown = [term for term in report.values() if z3.is_int(term)]
+        # the batch sizes too, shown or not: a model closes only into a small batch
+        self.terms = shown + [size for size in BATCH_SIZES if not any(size.eq(term) for term in shown)]
+        self.magnitudes = [_magnitude(term) for term in self.terms]  # built once: each z3.If costs
+        self.size = z3.Sum(self.magnitudes) if self.magnitudes else z3.IntVal(0)
+        self.rounds, self.low, self.best, self.asked, self.minimal = rounds, -1, [], None, False
+
+    def __call__(self, found):
+        if found is None:
+            self.low = self.asked
+        else:
+            self.best = [abs(found.model.eval(term, model_completion=True).as_long()) for term in self.terms]
+        size = sum(self.best)
+        if size - self.low <= 1:
+            self.minimal = True
+            return None
+        if self.rounds == 0:
+            return None
+        self.rounds -= 1
+        self.asked = (self.low + size) // 2
+        return z3.And(*[term <= value for term, value in zip(self.magnitudes, self.best)],
+                      self.size <= self.asked)
 
 
 def _positive(report: Mapping[str, z3.ExprRef]):
     return [term >= 1 for term in report.values() if z3.is_int(term)]
 
 
-def _search(name, constraints, lemmas, extra, report, rlimit, shrink_rounds=MINIMISE_ROUNDS,
-            nontrivial=False):
+def _search(name, constraints, lemmas, extra, report, rlimit, nontrivial=False):
     """A model of ``constraints``, preferring small reported values: first inside a small
-    box, then anywhere; then a few rounds of asking for a strictly smaller one.  With
-    ``nontrivial`` the box first asks every reported value to be at least 1 (a witness
-    with an empty batch shows little)."""
-    found = None
+    box, then anywhere; then shrunk on the same solver (:class:`_Shrink`).  With ``nontrivial`` the box first asks every reported value to be at least 1 (a
+    witness with an empty batch shows little)."""
     tries = ([_box(report) + _positive(report)] if nontrivial else []) + [_box(report), []]
     for shape in tries:
-        found = core.satisfy(name, constraints, by=lemmas, extra=list(extra) + shape, rlimit=rlimit)
+        found = core.satisfy(name, constraints, by=lemmas, extra=list(extra) + shape, rlimit=rlimit,
+                             narrow=_Shrink(report, MINIMISE_ROUNDS), narrow_rlimit=min(rlimit, MINIMISE_RLIMIT))
         if found is not None:
-            extra = list(extra) + shape  # shrinking keeps the shape it was found in
-            break
-    if found is None:
-        return None
-    size = _size(report)
-    for _ in range(shrink_rounds):
-        bound = found.model.eval(size, model_completion=True)
-        try:
-            smaller = core.satisfy(name, constraints, by=lemmas,
-                                     extra=list(extra) + [size < bound],
-                                     rlimit=min(rlimit, MINIMISE_RLIMIT))
-        except core.Unknown:
-            break
-        if smaller is None:
-            break
-        found = smaller
-    return found
+            return found
+    return None
 
 
 def _alpha_equal(a, b) -> bool:
@@ -330,7 +354,7 @@ def run(theorem: Theorem) -> TheoremResult:
     witness = {}
     try:
         found, note, interp = _closed_search(f"{theorem.id}/witness", theorem, hyps, lemmas, axioms, [], report,
-                                             also=[claim], shrink_rounds=3, nontrivial=True)
+                                             also=[claim], nontrivial=True)
         if found is None:
             status = "failed"
             detail = (f"no witness: {note}" if note else

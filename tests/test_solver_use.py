@@ -36,8 +36,8 @@ SOLVER_NAMES = {"Solver", "SolverFor", "SimpleSolver", "Optimize", "Fixedpoint",
 Z3_SOLVER_NAMES = {"Then", "With", "Repeat", "Cond", "When", "FailIf", "solve", "prove"}
 C_API = re.compile(r"Z3_(mk_(simple_)?solver|mk_optimize|mk_fixedpoint|mk_tactic"
                    r"|solver_|optimize_|fixedpoint_|tactic_)")
-# The core's query function and module: they return the solver they made.
-CORE_PRIVATE = {"_solve", "core_query", "model_without"}
+# The core's query function and module: they return the solver they made (or ask it again).
+CORE_PRIVATE = {"_solve", "core_query", "model_without", "ask_again"}
 Z3_SUBMODULES = {"z3", "z3core"}
 
 
@@ -187,6 +187,7 @@ PLANTED = [
     "from specbound.proofs.core_query import query\n",
     "from specbound.proofs import core_query\n",
     "import specbound.proofs.core_query as q\n",
+    "from specbound.proofs import core\ncore.ask_again(solver, goal, [], 1)\n",
 ]
 
 
