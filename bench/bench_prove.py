@@ -4,18 +4,22 @@ Runs the command as a fresh process several times (start-up included, as a user 
 and reports the median and spread, plus the in-process solver figures of the last run.
 Also checks that proving imports neither torch nor triton (start-up budget).  With
 ``--stages`` it also splits one in-process run's CPU time by what the solver was asked
-(proofs, witness and counterexample searches, shrink rounds, closure checks), which is
+(proofs, witness and counterexample searches, shrink asks, closure checks), which is
 where a change to the model searches shows.
 
     python bench/bench_prove.py [--runs 5] [--json PATH] [--stages]
 
 Measured on the 2-core machine shared with other jobs (CPU seconds, so compare within one
-sitting): ``--stages``: 493 queries, 8.7 s in-process CPU, of which shrink rounds 5.1 s (201
-queries), first searches 1.6 s (71), closure checks 0.5 s (176), proofs 0.5 s (45), the rest
-0.9 s.  The Python around the queries is small beside them (caching the formula walks saved
-~1 s in-process but changed which AST ids Z3 reuses, hence term order in the docs, and was
-dropped); the lever is fewer or cheaper shrink rounds, which changes the witnesses and
-counterexamples the docs show.
+sitting).  Before: ``--stages`` 493 queries, 8.7 s in-process CPU, of which shrink rounds 5.1 s
+(201 fresh-context queries, each asking for a strictly smaller total), first searches 1.6 s
+(71), closure checks 0.5 s (176), proofs 0.5 s (45), the rest 0.9 s; 7.6-7.8 s wall on an
+idle machine.  After shrinking on the solver that found the model (a binary search to a
+Pareto-minimal one, ``proofs/theorem.py:_Shrink``), in-process CPU beside the old code, run for
+run, at load 13-14 on 2 cores: old 14.0, 13.6, 14.6 s, new 7.5, 7.3, 7.9 s (0.54x; the whole
+command 8.4-10.7 s against 13.7-16.6 s user CPU at load ~10); ``--stages`` at load 14: 641
+queries, 8.2 s, of which searches with their 326 shrink asks 4.6 s, closure checks 0.9 s
+(190), proofs 0.8 s (48), the rest 1.8 s.  Scaled from the idle 7.6-7.8 s, about 4.2 s wall
+idle (not measured idle: no idle 2-core machine was at hand).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ def _children_cpu() -> float:
 
 def stages() -> dict:
     """CPU seconds and query counts of one in-process run, by kind of solver question."""
-    from specbound.proofs import core, registry, theorem
+    from specbound.proofs import core, registry
 
     spent = defaultdict(lambda: [0, 0.0])
     satisfy, check = core.satisfy, core.check
