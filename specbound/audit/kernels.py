@@ -70,10 +70,6 @@ def bind(found: Found, values: dict[str, Any], aliases: dict[str, str]) -> tuple
     return kwargs, missing
 
 
-def next_pow2(x: int) -> int:
-    return 1 if x <= 1 else 1 << (x - 1).bit_length()
-
-
 def triton_env():
     """(triton, tl, specbound.kernels) with the interpreter on, or Unavailable."""
     if "TRITON_INTERPRET" not in os.environ:
