@@ -30,7 +30,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from specbound import reference as ref  # noqa: E402
-from specbound.kernels import source  # noqa: E402
+from specbound.kernels import plan, source  # noqa: E402
 from specbound.reference.samples import random_kv_batch, random_tree_batch  # noqa: E402
 
 K, STEPS, N = 4, 5, 8          # serving default (steps, topk, n) = (5, 4, 8)
@@ -123,7 +123,7 @@ def main(argv=None) -> int:
             ptr = torch.zeros((STEPS, bs * K + 1), dtype=torch.int64)
             ns_kv["generate_draft_decode_kv_indices"][(STEPS, bs, K)](
                 pool, r2t, seqk, ind, ptr, positions, r2t.stride(0), ind.shape[1], ptr.shape[1],
-                triton.next_power_of_2(bs), triton.next_power_of_2(STEPS), triton.next_power_of_2(bs * K),
+                plan.pow2(bs), plan.pow2(STEPS), plan.pow2(bs * K),
                 1, 0, 0, NUM_STEPS=0, ENTRY_PAGE_SIZE=1, v2p=None, TRANSLATE=False)
             return ind, ptr
         ind, ptr = sgl_kv()

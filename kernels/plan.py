@@ -116,7 +116,7 @@ def _block_b(budget_: int, tile: int, batch: int, compiled: bool) -> int:
     """The largest power of two b with b * tile <= budget (at least 1); interpreted, capped
     by pow2(batch)."""
     fit = max(1, budget_ // tile)
-    widest = 1 << (fit.bit_length() - 1)
+    widest = pow2(fit + 1) // 2   # the power of two just above fit, halved
     return widest if compiled else min(widest, pow2(max(batch, 1)))
 
 

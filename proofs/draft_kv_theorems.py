@@ -30,18 +30,9 @@ def _report(*extra):
     return lambda: base
 
 
-def _requests(*conds):
-    """Every request's seq_len is in [0, C] (and satisfies ``conds``): the lemmas' batch is
-    ``num_seqs`` requests."""
-    hyps = per_request(seq_len_conds, num_seqs)
-    for more in conds:
-        hyps.update(per_request(more, num_seqs))
-    return hyps
-
-
 def _branch(i=b, ti=t):
     return {f"request_in_batch[{i}]": in_batch(i, num_seqs), f"branch_in_request[{i}]": z3.And(0 <= ti, ti < K),
-            **_requests()}
+            **per_request(seq_len_conds, size=num_seqs)}
 
 
 def _row():
@@ -98,7 +89,7 @@ def kv_capacity() -> Theorem:
     S = P(num_seqs)
 
     def hyps(d):
-        return {**kv_params(), **_requests(draft_room_conds)}
+        return {**kv_params(), **per_request(seq_len_conds, draft_room_conds, size=num_seqs)}
 
     def claim(d):
         used = d.draft_kv_indices_used_len(S, K, d.draft_branches(num_seqs, K), D)
@@ -183,7 +174,7 @@ def kv_indptr_matches_offsets() -> Theorem:
 
 def kv_cuda_graph_covers() -> Theorem:
     def hyps(d):
-        h = {**kv_params(), **_requests(draft_room_conds), **labelled(spec.max_bs_ok(max_bs))}
+        h = {**kv_params(), **per_request(seq_len_conds, draft_room_conds, size=num_seqs), **labelled(spec.max_bs_ok(max_bs))}
         h["captured_batch_fits"] = num_seqs <= max_bs
         return h
 

@@ -61,8 +61,7 @@ def batch_hyps(size=bs, *per_request_conds) -> dict:
     """The preconditions the prefix lemmas assume for a batch of ``size`` requests."""
     hyps = labelled(batch_size_ok(size, name=str(size)))
     hyps.update(labelled(context_ok(C)))
-    for conds in (seq_len_conds, *per_request_conds):
-        hyps.update(per_request(conds, size))
+    hyps.update(per_request(seq_len_conds, *per_request_conds, size=size))
     return hyps
 
 

@@ -150,11 +150,18 @@ def in_batch(i, size=None):
     return z3.And(0 <= i, i < size)
 
 
-def per_request(conditions_at, size=None) -> dict:
-    """The conditions of every request of a batch of ``size``, one quantified hypothesis each:
-    ``forall i. 0 <= i < size => cond(i)``."""
+def per_request(*families, size=None) -> dict:
+    """The conditions of every request of a batch of ``size`` (default ``bs``), one quantified
+    hypothesis each, ``forall i. 0 <= i < size => cond(i)``: the one writer of per-request
+    preconditions (spec theorems, lemmas, kernel models, their content preconditions).  A
+    family maps the request index to spec Conditions or to ``{name: formula}``."""
     guard = in_batch(_i, size)
-    return {cond.name: z3.ForAll([_i], z3.Implies(guard, cond.holds)) for cond in conditions_at(_i)}
+    out = {}
+    for family in families:
+        conds = family(_i)
+        named = conds.items() if isinstance(conds, dict) else ((cond.name, cond.holds) for cond in conds)
+        out.update({name: z3.ForAll([_i], z3.Implies(guard, holds)) for name, holds in named})
+    return out
 
 
 def instances(hyps: dict, *terms) -> list:

@@ -153,8 +153,7 @@ def vm_fits_tight() -> Theorem:
 
     def hyps(d):
         h = {**tree_params(), **labelled(spec.max_bs_ok(max_bs)), "batch_nonempty": bs >= 1}
-        h.update(per_request(seq_len_conds))
-        h.update(per_request(at_context_conds))
+        h.update(per_request(seq_len_conds, at_context_conds))
         return h
 
     def claim(d):

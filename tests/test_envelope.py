@@ -98,6 +98,25 @@ def test_a_skipped_bucket_is_caught():
         plan.pow2_buckets = real
 
 
+def _least_power_of_two_at_least(x: int) -> int:
+    p = 1
+    while p < x:
+        p *= 2
+    return p
+
+
+@pytest.mark.parametrize("pow2", [plan.pow2, lambda x: 1 << int(x).bit_length()], ids=["plan", "planted"])
+def test_pow2_is_the_least_power_of_two_at_least_x(pow2):
+    """The one power-of-two helper (the block choosers', the audit's lane bounds, sglang's
+    ``next_power_of_2`` in the drop-in tests) against its definition; planted: one too
+    large at every power of two."""
+    wrong = [x for x in range(-3, 1100) if pow2(x) != _least_power_of_two_at_least(x)]
+    if pow2 is plan.pow2:
+        assert wrong == []
+    else:
+        assert 1 in wrong and 1024 in wrong and 3 not in wrong
+
+
 def test_pow2_buckets_take_each_value_once():
     assert plan.pow2_buckets(1, 256) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
     assert plan.pow2_buckets(0, 100, floor=16) == [16, 32, 64, 100]

@@ -346,7 +346,7 @@ DEFERRED_HEAVY: dict[str, tuple[str, ...]] = {
     "specbound.audit.cuda.tree": ("specbound.reference",),
     "specbound.audit.extract": ("specbound.kernels.source",),
     "specbound.audit.kernels": ("specbound.kernels",),
-    "specbound.audit.kv_kernel": ("specbound.reference", "specbound.reference.samples"),
+    "specbound.audit.kv_kernel": ("specbound.kernels.plan", "specbound.reference", "specbound.reference.samples"),
     "specbound.audit.run": ("specbound.audit.cuda.check",),
     "specbound.audit.replay": ("specbound.kernels.tree_build", "specbound.reference.samples"),
     "specbound.audit.tree_kernel": ("specbound.reference", "specbound.reference.samples"),

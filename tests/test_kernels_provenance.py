@@ -403,15 +403,16 @@ def sglang_kv(tmp_path_factory):
 
 
 def _launch_sglang_kv(found, kernel, batch, kv, indptr):
-    from specbound.audit.kernels import KV_ALIASES, next_pow2, bind
+    from specbound.audit.kernels import KV_ALIASES, bind
+    from specbound.kernels.plan import pow2
 
     pool, r2t, seq = batch
     num_seqs = seq.numel()
     values = {"req_pool_indices": pool, "req_to_token": r2t, "paged_kernel_lens": seq, "kv_indices": kv,
               "kv_indptr": indptr, "positions": seq.repeat_interleave(K), "row_stride": r2t.stride(0),
               "kv_indices_stride": kv.shape[1], "kv_indptr_stride": indptr.shape[1],
-              "bs_upper": next_pow2(num_seqs), "iter_upper": next_pow2(STEPS),
-              "num_tokens_upper": next_pow2(num_seqs * K), "page_size": 1, "window_size": 0, "sink_size": 0,
+              "bs_upper": pow2(num_seqs), "iter_upper": pow2(STEPS),
+              "num_tokens_upper": pow2(num_seqs * K), "page_size": 1, "window_size": 0, "sink_size": 0,
               "entry_page_size": 1, "v2p": None, "translate": False}
     kwargs, missing = bind(found, values, KV_ALIASES)
     assert not missing, missing

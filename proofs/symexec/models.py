@@ -256,22 +256,16 @@ def seq_len_schema(requests: dict):
     return schema
 
 
-def request_preconditions(count, *extra):
-    """The per-request preconditions of a batch of ``count``: seq_len in [0, C] and ``extra``
-    (each ``i -> {name: formula}``), as quantified hypotheses."""
-    def conds(i):
-        out = list(model.seq_len_conds(i))
-        for more in extra:
-            out += [spec.Condition(name, name, f) for name, f in more(i).items()]
-        return tuple(out)
-    return model.per_request(conds, count)
-
-
-def content_preconditions(functions, decl, name: str, holds, **more) -> dict:
+def content_preconditions(functions, decl, name: str, holds, requests=None, **more) -> dict:
     """Preconditions on a tensor's contents, ``forall i. holds(i, decl(i))`` (and each of
     ``more``: name -> holds), as quantified hypotheses; each value read gets the core's
-    instances (``decl``'s schema)."""
-    hyps = {label: model.forall_index(lambda i, h=h: h(i, decl(i))) for label, h in {name: holds, **more}.items()}
+    instances (``decl``'s schema).  With ``requests`` (a batch size) the tensor has one entry
+    per request and they are per-request preconditions (``model.per_request``)."""
+    named = {name: holds, **more}
+    if requests is None:
+        hyps = {label: model.forall_index(lambda i, h=h: h(i, decl(i))) for label, h in named.items()}
+    else:
+        hyps = model.per_request(lambda i: {label: h(i, decl(i)) for label, h in named.items()}, size=requests)
     register_function(functions, decl, lambda app: {proof.name: proof for proof in model.instances(hyps, app.arg(0))})
     return hyps
 

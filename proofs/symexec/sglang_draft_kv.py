@@ -141,8 +141,7 @@ def preconditions(sp: KvSpec, host: Host) -> tuple[dict, dict]:
     launch sites establish by construction: ``name -> (formula, reason)``, core axioms."""
     hyps = labelled(spec.kv_shape_ok(K, D, page))
     hyps.update(labelled(spec.context_ok(C)))
-    hyps.update(model.per_request(model.seq_len_conds, num_seqs))
-    hyps.update(model.per_request(model.draft_room_conds, num_seqs))
+    hyps.update(model.per_request(model.seq_len_conds, model.draft_room_conds, size=num_seqs))
     w_term, w_hyps = host.width_fn(alloc_bs, K, C)
     hyps.update(w_hyps)
     hyps["!sizing"] = tuple(w_hyps)   # (names of the sizing's own conditions; removed below)
@@ -202,11 +201,10 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
     r2t = z3.Function("req_to_token", z3.IntSort(), z3.IntSort())
     # the row-span condition rides on the request's req_to_token row (pool_row), not on
     # seq_len: its paged span (div/mod by page_size) would otherwise enter every query
-    row = {"req_to_token_row_covers_reads": lambda i, v: z3.Implies(
-        model.in_batch(i, num_seqs), spec.kv_req_to_token_span(seq_len(i), K, D, page) <= r2t_width)}
+    row = {"req_to_token_row_covers_reads": lambda i, v: spec.kv_req_to_token_span(seq_len(i), K, D, page) <= r2t_width}
     row = {k: f for k, f in row.items() if k not in host.drop}
-    hyps.update(content_preconditions(functions, pool_row, "pool_row_in_req_to_token", lambda i, v: z3.Implies(
-        model.in_batch(i, num_seqs), z3.And(0 <= v, v < pool_rows)), **row))
+    hyps.update(content_preconditions(functions, pool_row, "pool_row_in_req_to_token",
+                                      lambda i, v: z3.And(0 <= v, v < pool_rows), requests=num_seqs, **row))
     hyps.update(content_preconditions(functions, r2t, "req_to_token_int32", lambda i, v: z3.And(v >= INT32.lo(), v < INT32.hi())))
     register_function(functions, seq_len, seq_len_schema({k: hyps[k] for k in REQUESTS if k in hyps}))
     register_function(functions, P, prefix_schema(num_seqs))

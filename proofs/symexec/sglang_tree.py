@@ -117,7 +117,7 @@ def run_kernel(sp: TreeSpec, path: str, host: Host | None = None) -> Run:
     hyps.update(content_preconditions(functions, sel, "selected_index_int64", lambda i, v: z3.And(v >= INT64.lo(), v < INT64.hi()),
                          **sel_more))
     hyps.update(content_preconditions(functions, pl, "parent_list_int64", lambda i, v: z3.And(v >= INT64.lo(), v < INT64.hi())))
-    requests = model.per_request(model.seq_len_conds, bs)
+    requests = model.per_request(model.seq_len_conds, size=bs)
     hyps.update(requests)
     register_function(functions, seq_len, seq_len_schema(requests))
     # the prefix's definition only: the lemmas this scalar kernel needs are cited once, below

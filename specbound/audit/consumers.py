@@ -247,7 +247,7 @@ def judge_page_table(delta, width, conds, name="page_table") -> judge.Judgement:
                                    detail=f"proved for all inputs under {', '.join(sorted(proof.assumptions))}")
         except core.Refuted:
             pass
-        cex = judge.shrink(hyps, [], goal, PAGE_TABLE_NAMES, reported=PAGE_TABLE_REPORTED, prefs=[n >= 2])
+        cex = judge.counterexample(hyps, [], goal, PAGE_TABLE_NAMES, reported=PAGE_TABLE_REPORTED, prefs=[n >= 2])
         if cex is not None:
             cex = {"bs": 1, **cex}
         room = {"request_room": SEQ + delta <= C}

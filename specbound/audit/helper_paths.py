@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import z3
 
-from specbound.proofs import core
+from specbound.proofs import core, minimise
 from specbound.proofs.terms import subterms
 
 RLIMIT = 5_000_000
@@ -254,60 +254,6 @@ class Verdict:
                              "it is 'proved'")
 
 
-def _model_dict(m: z3.ModelRef, variables: Sequence[z3.ExprRef]) -> dict[str, int]:
-    out = {}
-    for v in variables:
-        val = m.eval(v, model_completion=True)
-        out[str(v)] = val.as_long() if isinstance(val, z3.IntNumRef) else bool(z3.is_true(val))
-    return out
-
-
-def minimal_model(facts, variables: Sequence[z3.ExprRef], budget: int = 60, first: z3.ModelRef | None = None):
-    """A model of ``facts`` (a sequence, or a mapping of labels) made small greedily: each
-    variable in turn is pushed down by bisection (``v <= 0`` first) while the facts stay
-    satisfiable, then fixed.  ``first``: a model of the facts to start from.  None if the
-    facts are unsat or unknown."""
-    facts = _constraints(facts, "facts")
-
-    def search(extra):
-        try:
-            return _satisfiable("helper counterexample", {**facts, **_constraints(extra, "shrink")})
-        except core.Unknown:
-            return None
-
-    found = first if first is not None else search([])
-    if found is None:
-        return None
-    model = _model_dict(found, variables)
-    fixed: list[Any] = []
-
-    def attempt(extra):
-        nonlocal budget
-        budget -= 1
-        found = search([*fixed, extra])
-        return None if found is None else _model_dict(found, variables)
-
-    for v in variables:
-        cur = model[str(v)]
-        if isinstance(cur, bool) or cur <= 0 or budget <= 0:
-            fixed.append(v == cur)
-            continue
-        m = attempt(v <= 0)
-        if m is not None:
-            model = m
-        else:
-            lo, hi = 0, cur          # v <= lo is unsat, v <= hi is sat
-            while hi - lo > 1 and budget > 0:
-                mid = (lo + hi) // 2
-                m = attempt(v <= mid)
-                if m is not None:
-                    model, hi = m, m[str(v)]
-                else:
-                    lo = mid
-        fixed.append(v == model[str(v)])
-    return model
-
-
 def prove(name: str, goal, pre, variables: Sequence[z3.ExprRef], path: Sequence[Any] = ()) -> Verdict:
     """``core.check`` of ``pre |- (And(path) => goal)``: ``proved`` with the core's Proof, a
     small counterexample when the core refutes it, or ``unknown``.  The path condition is an
@@ -321,8 +267,9 @@ def prove(name: str, goal, pre, variables: Sequence[z3.ExprRef], path: Sequence[
     try:
         proof = core.check(name, claim, hyps=hyps, rlimit=RLIMIT)
     except core.Refuted as e:
-        return Verdict("counterexample", minimal_model({**hyps, "negated_goal": z3.Not(claim)}, variables,
-                                                       first=e.model))
+        return Verdict("counterexample", minimise.smallest_model(
+            "helper counterexample", {**hyps, "negated_goal": z3.Not(claim)}, {str(v): v for v in variables},
+            first=e.model, budget=60, rlimit=RLIMIT))
     except core.Unknown:
         return Verdict("unknown")
     return Verdict("proved", proof=proof)

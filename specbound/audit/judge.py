@@ -32,7 +32,7 @@ from typing import Any
 import z3
 
 from specbound import spec
-from specbound.proofs import core
+from specbound.proofs import core, minimise
 from specbound.proofs.lemmas import prefix_bound, prefix_room
 from specbound.proofs.model import C, D, K, P, bs, labelled, max_bs, n, page
 
@@ -41,7 +41,7 @@ from . import bindings
 S = bindings.QUANTITIES["seq_lens_sum"]
 MATCHED, OVERRUN, HOLDS_ONLY_IF, INFEASIBLE, ERROR = "matched", "overrun", "holds only if", "infeasible", "error"
 
-# Every variable a counterexample may report, in the order the shrinker makes them small;
+# Every variable a counterexample may report, in the order the minimiser makes them small;
 # per kernel, the ones its requirement mentions.
 REPORTED = (("bs", bs), ("max_bs", max_bs), ("topk", K), ("num_steps", D), ("num_draft_tokens", n),
             ("max_context_len", C), ("seq_lens_sum", S), ("page_size", page))
@@ -166,7 +166,7 @@ def judge(kind: str, dims, conds, *, stride=None, mode=None, name="buffer") -> J
                              detail=f"proved for all inputs under {', '.join(sorted(proof.assumptions)) or 'no hypothesis'}")
         except core.Refuted:
             pass
-        cex = shrink(hyps, lemmas, goal, REPORTED_BY_KIND[kind])
+        cex = counterexample(hyps, lemmas, goal, REPORTED_BY_KIND[kind])
         for extra in EXTRA_CONDITIONS.get(kind, ()):
             try:
                 core.check(f"{name}/fits_if_{extra.name}", goal, hyps={**hyps, **summed(extra)}, by=lemmas)
@@ -211,48 +211,13 @@ def _values(model, names=None, reported=REPORTED) -> dict:
     return out
 
 
-def shrink(hyps: dict, lemmas: list, goal, names, budget: int = 48, reported=REPORTED,
-           prefs=None) -> dict | None:
-    """A small counterexample: every reported value pushed down in turn by bisection, the
-    ones already fixed kept.  Shapes a replay can launch are asked for first (a real tree:
+def counterexample(hyps: dict, lemmas: list, goal, names, reported=REPORTED, prefs=None) -> dict | None:
+    """A small counterexample (:func:`minimise.smallest_model`): the ``names`` of ``reported``
+    made small in that order.  Shapes a replay can launch are asked for first (a real tree:
     ``n >= 2``; at least one request)."""
-    base = {**hyps, "negated_goal": z3.Not(goal)}
     prefs = [bs >= 1, n >= 2] if prefs is None else prefs
-    fixed: list = []
-
-    def attempt(extra):
-        nonlocal budget
-        budget -= 1
-        m = core.satisfy("counterexample", base, by=lemmas, extra=[*prefs, *fixed, *extra])
-        return _values(m.model, names, reported) if m is not None else None
-
-    first = attempt([])
-    if first is None:
-        prefs = []
-        first = attempt([])
-        if first is None:
-            return None
-    model = first
-    for name, var in reported:
-        cur = model.get(name)
-        if cur is None:
-            continue
-        lo, hi = -1, cur   # var <= lo unsat (assumed), var <= hi sat
-        if cur > 0 and budget > 0:
-            m = attempt([var <= 0])
-            if m is not None:
-                model, hi = m, m[name]
-            else:
-                lo = 0
-                while hi - lo > 1 and budget > 0:
-                    mid = (lo + hi) // 2
-                    m = attempt([var <= mid])
-                    if m is not None:
-                        model, hi = m, m[name]
-                    else:
-                        lo = mid
-        fixed.append(var == model[name])
-    return model
+    return minimise.smallest_model("counterexample", {**hyps, "negated_goal": z3.Not(goal)},
+                                   {name: var for name, var in reported if name in names}, by=lemmas, prefs=prefs)
 
 
 def evaluate(term, values: dict):

@@ -23,6 +23,7 @@ from .report import (
 from .extract import Found, SourceIndex
 from . import kernel_proofs
 
+from specbound.proofs import minimise
 from specbound.replay import checked_launch
 from specbound.replay import sglang as sglang_launches
 
@@ -68,10 +69,6 @@ def bind(found: Found, values: dict[str, Any], aliases: dict[str, str]) -> tuple
         elif p.arg not in defaults:
             missing.append(p.arg)
     return kwargs, missing
-
-
-def next_pow2(x: int) -> int:
-    return 1 if x <= 1 else 1 << (x - 1).bit_length()
 
 
 def triton_env():
@@ -127,22 +124,10 @@ def first_diff(name, got, want, n=None):
     return f"{name} {where}: sglang {g[i].item()}, spec {w[i].item()} ({bad.numel()} cell(s) differ)"
 
 
-# --- shrinking, the fuzz loop, defining a kernel ----------------------------------------
+# --- the fuzz loop, defining a kernel ----------------------------------------------------
 
-def shrink(case, fails: Callable[[dict], Finding | None], smaller, first: Finding, budget: int = 40):
-    finding = first
-    progress = True
-    while progress and budget > 0:
-        progress = False
-        for cand in smaller(case):
-            budget -= 1
-            f = fails(cand)
-            if f is not None and f.kind == finding.kind:
-                case, finding, progress = cand, f, True
-                break
-            if budget <= 0:
-                break
-    return case, finding
+def _same_kind(finding: Finding | None, kind: str) -> Finding | None:
+    return finding if finding is not None and finding.kind == kind else None
 
 
 def fuzz_row(row_id, subject, what, n_examples, gen, run, smaller, rng_seed, t0, note=""):
@@ -151,7 +136,10 @@ def fuzz_row(row_id, subject, what, n_examples, gen, run, smaller, rng_seed, t0,
         case = gen(rng)
         f = run(case)
         if f is not None:
-            case, f = shrink(case, run, smaller, f)
+            # the failing batch made smaller while it fails the same way (same finding kind)
+            kind = f.kind
+            case, smaller_f = minimise.greedy(case, smaller, lambda c: _same_kind(run(c), kind))
+            f = smaller_f or f
             status = f.kind if f.kind in (OOB, DIVERGED) else ERROR
             return Row(row_id, subject, what, f"fuzz ({i + 1} of {n_examples} batches)", status,
                        f"{f.message}", replay=case, seconds=time.perf_counter() - t0)

@@ -19,7 +19,7 @@ from .report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNGUARDED, Audit
 from .extract import Found, SourceIndex
 from .kernels import (
     KV_ALIASES, KV_FILES, KV_KERNEL, Finding, Unavailable, bind, define_kernel, first_diff, fuzz_row, launch_finding,
-    next_pow2, value_key,
+    value_key,
 )
 
 # The kernel parameters (normalised names) the audit knows how to feed.
@@ -31,6 +31,7 @@ KV_FED = {"req_pool_indices", "req_to_token", "paged_kernel_lens", "kv_indices",
 def run_kv(kernel, found: Found, case, width_fn=None) -> Finding | None:
     import torch
     from specbound import reference
+    from specbound.kernels.plan import pow2
     from specbound.reference.samples import random_kv_batch
 
     k, steps, page = case["topk"], case["num_steps"], case["page_size"]
@@ -48,8 +49,8 @@ def run_kv(kernel, found: Found, case, width_fn=None) -> Finding | None:
     values = {"req_pool_indices": batch.req_pool_indices, "req_to_token": batch.req_to_token,
               "paged_kernel_lens": batch.seq_lens, "kv_indices": kv_indices, "kv_indptr": kv_indptr,
               "positions": positions, "row_stride": batch.req_to_token.shape[1], "kv_indices_stride": width,
-              "kv_indptr_stride": bs_d + 1, "bs_upper": next_pow2(num_seqs), "iter_upper": next_pow2(steps),
-              "num_tokens_upper": next_pow2(bs_d), "page_size": page, "window_size": 0, "sink_size": 0,
+              "kv_indptr_stride": bs_d + 1, "bs_upper": pow2(num_seqs), "iter_upper": pow2(steps),
+              "num_tokens_upper": pow2(bs_d), "page_size": page, "window_size": 0, "sink_size": 0,
               "entry_page_size": 1, "v2p": None, "translate": False}
     if blocks:
         values["num_steps"] = steps
@@ -182,6 +183,7 @@ def run_kv_no_room(kernel, found, case, width, rows: int | None = None) -> Findi
     """Run without the reference (which refuses the batch): only bounds matter here.
     ``rows`` (default ``num_steps``) and ``width`` give the kv_indices buffer's shape."""
     import torch
+    from specbound.kernels.plan import pow2
     from specbound.reference.samples import random_kv_batch
 
     k, steps, page, seq = case["topk"], case["num_steps"], case["page_size"], case["seq_lens"]
@@ -193,8 +195,8 @@ def run_kv_no_room(kernel, found, case, width, rows: int | None = None) -> Findi
     values = {"req_pool_indices": batch.req_pool_indices, "req_to_token": batch.req_to_token,
               "paged_kernel_lens": batch.seq_lens, "kv_indices": kv_indices, "kv_indptr": kv_indptr,
               "positions": batch.seq_lens.repeat_interleave(k), "row_stride": batch.req_to_token.shape[1],
-              "kv_indices_stride": w, "kv_indptr_stride": bs_d + 1, "bs_upper": next_pow2(num_seqs),
-              "iter_upper": next_pow2(steps), "num_tokens_upper": next_pow2(bs_d), "page_size": page,
+              "kv_indices_stride": w, "kv_indptr_stride": bs_d + 1, "bs_upper": pow2(num_seqs),
+              "iter_upper": pow2(steps), "num_tokens_upper": pow2(bs_d), "page_size": page,
               "window_size": 0, "sink_size": 0, "entry_page_size": 1, "v2p": None, "translate": False}
     kwargs, _ = bind(found, values, KV_ALIASES)
     return launch_finding(lambda: kernel[(steps, num_seqs, k)](**kwargs))

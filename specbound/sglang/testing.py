@@ -10,6 +10,7 @@ import random
 import torch
 
 from specbound import spec
+from specbound.kernels.plan import pow2  # the value of sglang's next_power_of_2
 from specbound.reference import samples
 from specbound.spec import TreeMaskMode
 
@@ -39,7 +40,6 @@ def kv_launch(seed: int, *, num_seqs=3, topk=3, num_steps=4, page=1, blocks=0, d
     kv_indptr = torch.full((num_steps, spec.kv_indptr_row_len(num_seqs, topk) + 2), JUNK, dtype=dtype)
     kv_indptr[:, 0] = 0
     positions = seq.repeat_interleave(topk)
-    pow2 = lambda x: 1 << max(x - 1, 0).bit_length()  # noqa: E731 - sglang's next_power_of_2
     args = [rows, r2t, seq, kv_indices, kv_indptr, positions, r2t.shape[1], kv_indices.shape[1], kv_indptr.shape[1],
             pow2(num_seqs), pow2(num_steps), pow2(num_seqs * topk), page, 0, 0]
     grid = (num_steps * (blocks or 1), num_seqs, topk)

@@ -13,6 +13,7 @@ import z3
 from specbound import spec
 from specbound.proofs import core as proof_core
 from specbound.proofs import lemmas as spec_lemmas
+from specbound.proofs import model
 from specbound.proofs.model import C, D, K, P, labelled, num_seqs, page, seq_len, width
 
 from .. import lemmas as symexec_lemmas
@@ -20,7 +21,7 @@ from ..footprint import cover, lane_term, loop_var, request_lane, sound, stores_
 from ..interp import Executor
 from ..kernel_files import kernel_path
 from ..models import (KernelVerifier, Region, Run, check_plan, content_preconditions, launch_contracts, int32_args, mul_mono,
-                      prefix_schema, register_function, request_preconditions, int32_scalar, seq_len_schema, launch_plans, make_oracle)
+                      prefix_schema, register_function, int32_scalar, seq_len_schema, launch_plans, make_oracle)
 from ..plant import KernelMutant, Plant, kernel_of, swap
 from specbound.replay import Replay
 from specbound import replay as replays
@@ -97,12 +98,12 @@ def symbolic_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run
                               <= r2t_width}]
     if host.get("room"):  # a mutant's host that also assumes room for the draft tokens
         per_request.append(lambda i: {"draft_room": seq_len(i) + D <= C})
-    requests = request_preconditions(num_seqs, *per_request)
+    requests = model.per_request(model.seq_len_conds, *per_request, size=num_seqs)
     hyps = labelled(spec.kv_shape_ok(K, D, page))
     hyps.update(labelled(spec.context_ok(C)))
     hyps.update(requests)
-    hyps.update(content_preconditions(functions, pool_row, "pool_row_in_req_to_token", lambda i, v: z3.Implies(
-        z3.And(0 <= i, i < num_seqs), z3.And(0 <= v, v < pool_rows))))
+    hyps.update(content_preconditions(functions, pool_row, "pool_row_in_req_to_token",
+                                      lambda i, v: z3.And(0 <= v, v < pool_rows), requests=num_seqs))
     hyps.update(content_preconditions(functions, r2t, "req_to_token_value", lambda i, v: z3.And(v >= r2t_dt.lo(), v < r2t_dt.hi())))
     register_function(functions, seq_len, seq_len_schema(requests))
     register_function(functions, P, prefix_schema(num_seqs))

@@ -15,13 +15,14 @@ import z3
 from specbound import spec
 from specbound.proofs import core as proof_core
 from specbound.proofs import lemmas as spec_lemmas
+from specbound.proofs import model
 from specbound.proofs.model import C, D, K, P, bs, labelled, n, seq_len
 
 from ..footprint import cover, lane_term, request_lane, sound, stores_of
 from ..interp import Executor
 from ..kernel_files import kernel_path
 from ..models import (KernelVerifier, Region, Run, content_preconditions, launch_contracts, check_plan, int32_args, mul_mono,
-                      prefix_schema, register_function, request_preconditions, int32_scalar, seq_len_schema, launch_plans, make_oracle)
+                      prefix_schema, register_function, int32_scalar, seq_len_schema, launch_plans, make_oracle)
 from ..obligations import Obligation
 from ..plant import KernelMutant, Plant, kernel_of, swap
 from specbound.replay import Replay
@@ -104,7 +105,7 @@ def tree_tensors(functions, hyps, mode, mask_dtype):
     pl = z3.Function("parent_list", z3.IntSort(), z3.IntSort())
     for f in (sel, pl):
         hyps.update(content_preconditions(functions, f, f"{f.name()}_int64", lambda i, v: z3.And(v >= INT64.lo(), v < INT64.hi())))
-    requests = request_preconditions(bs)
+    requests = model.per_request(model.seq_len_conds, size=bs)
     hyps.update(requests)
     register_function(functions, seq_len, seq_len_schema(requests))
     register_function(functions, P, prefix_schema(bs))

@@ -20,7 +20,7 @@ from typing import Callable
 import z3
 
 from specbound import spec
-from specbound.proofs import core
+from specbound.proofs import core, minimise
 from specbound.spec import TreeMaskMode
 
 from .tree import BITPACK, FULL, QLEN
@@ -58,13 +58,7 @@ def _smallest(wraps: Callable[[int], bool], lo: int) -> int:
     hi = max(lo, 1)
     while not wraps(hi):
         lo, hi = hi + 1, hi * 2
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if wraps(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    return minimise.least(lambda x: x if wraps(x) else None, lo - 1, hi)
 
 
 def _prove(name: str, mode, n: int, varied: str, value: int, fixed: int) -> tuple[bool, str]:
