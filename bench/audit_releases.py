@@ -64,9 +64,12 @@ EFFECT = {"overrun": "silent corruption: a kernel writes past the buffer",
           "diverged": "wrong values: sglang disagrees with the spec",
           "refuted": "a property of the kernel is false on an input of its contract",
           "hang": "a kernel launch does not finish"}
-# Buffer rows (an allocation a kernel writes) that are refuted are overruns (the audit's
-# report module says so); a consumer family says what it does by the refuted rows it has.
-REFUTED_BY_PREFIX = {"buffer.": "overrun"}
+# What a family's buffer does past a condition it "holds only if": the effect of the family's
+# refuted rows in the saved reports; when no audited release has one, the status the audit gives
+# a refuted row of the family (buffer rows: a kernel's writes, specbound/audit/buffers.py;
+# consumers.py: page tables are read, custom masks copied; verify_kv.py: kv indices written).
+REFUTED_BY_PREFIX = {"buffer.": "overrun", "consumer.page_table[": "overread", "consumer.custom_mask[": "crash",
+                     "consumer.verify_kv_indices[": "overrun"}
 _SITE = re.compile(r"@([\w./-]+\.py):(\d+)\]$")
 # A location inside a row's subject: " (file:line)", " (file:line (moved))", " at file:line".
 _AT_LINE = re.compile(r" \([\w./-]+\.(?:py|cuh):\d+(?: \(moved\))?\)| at [\w./-]+\.(?:py|cuh):\d+")
@@ -224,12 +227,13 @@ def condition(row: dict) -> str:
 
 def refuted_effect(fam: str, records: list[dict]) -> str:
     """What a family's buffer does past its condition: the effect of the refuted rows the family
-    has in some release, else of its prefix's (buffer rows are overruns)."""
+    has in some release, else of the status REFUTED_BY_PREFIX names for it."""
     seen = sorted({r["status"] for rec in records for r in judged_rows(rec)
                    if family(r["id"]) == fam and r["status"] in EFFECT})
     if not seen:
-        seen = [s for p, s in REFUTED_BY_PREFIX.items() if fam.startswith(p)]
-    return " / ".join(EFFECT[s] for s in seen) if seen else "the buffer is too small past it"
+        seen = [s for p, s in REFUTED_BY_PREFIX.items() if (fam + "[").startswith(p)]
+    return " / ".join(EFFECT[s] for s in seen) if seen else \
+        "the consumer goes past the buffer (no audited release refutes this family to say how)"
 
 
 def effect(row: dict, fam_effect: str) -> str:
@@ -273,7 +277,11 @@ def carried(entry: dict, versions: list[str]) -> tuple[str, str, str]:
     did not judge the buffer (a trail the audit could not follow there)."""
     carrying = [v for v in versions if entry["kinds"].get(v) == FINDING]
     first, last = carrying[0], carrying[-1]
-    unjudged = [v for v in versions[:versions.index(first)] if entry["kinds"].get(v) == "other"]
+    unjudged = []   # the audited releases just before the first finding where the buffer was not judged
+    for v in reversed(versions[:versions.index(first)]):
+        if entry["kinds"].get(v) != "other":
+            break
+        unjudged.insert(0, v)
     if unjudged:
         first += f" (not judged in {unjudged[0]}" + (f"–{unjudged[-1]}" if len(unjudged) > 1 else "") + ")"
     later = versions[versions.index(last) + 1:]
@@ -337,7 +345,7 @@ def _class_tables(records: list[dict], versions: list[str], found: dict) -> list
         for key in sorted(entries):
             e = entries[key]
             first, last, fixed = carried(e, versions)
-            lines.append(f"| `{key[len(fam) + 1:-1]}` | {_file(e['rows'][0])} | {_consumer(e)} | "
+            lines.append(f"| `{key}` | {_file(e['rows'][0])} | {_consumer(e)} | "
                          f"{_ranges(versions, e['by_version'])} | {first} | {last} | {fixed} | "
                          f"{_effects(e, fam_effect)} |")
         lines.append("")

@@ -52,19 +52,22 @@ def test_check_fails_when_a_saved_verdict_changes(tmp_path):
 
 def test_a_new_kind_of_row_gets_a_table_with_first_last_and_fix():
     rid = "consumer.new_reader[Backend.buf@{}:{}]"
-    recs = [record("0.5.2", [row("consumer.new_reader[Backend.buf@x]", "unknown", "not checked")]),
+    recs = [record("0.5.0", [row("consumer.new_reader[Backend.buf@x]", "unknown", "not checked")]),
+            record("0.5.1", [row("consumer.new_reader[Backend.buf@x]", "matched", "pass")]),
+            record("0.5.2", [row("consumer.new_reader[Backend.buf@x]", "unknown", "not checked")]),
             record("0.5.3", [row(rid.format(FA, 10), "overread", "finding")], {rid.format(FA, 10): "Backend.capture"}),
             record("0.5.4", [row(rid.format(FA, 12), "holds only if", "finding",
                                  detail="holds only if seq_len[b] + n <= C: proved given ...")],
                    {rid.format(FA, 12): "Backend.replay"}),
             record("0.5.5", [row(rid.format(FA, 14), "matched", "pass")], {rid.format(FA, 14): "Backend.replay"})]
-    text = M.render(recs, ["0.5.2", "0.5.3", "0.5.4", "0.5.4.post1", "0.5.5"])
+    text = M.render(recs, ["0.5.0", "0.5.1", "0.5.2", "0.5.3", "0.5.4", "0.5.4.post1", "0.5.5"])
     assert "### `consumer.new_reader`: the reader stays inside the buffer" in text
-    line = next(ln for ln in text.splitlines() if ln.startswith("| `Backend.buf` |"))
+    line = next(ln for ln in text.splitlines() if ln.startswith("| `consumer.new_reader[Backend.buf]` |"))
     cells = [c.strip() for c in line.split("|")[1:-1]]
     # the site moved to another function and line between releases: still one buffer, one line,
     # named by the sites of the last release carrying it
     assert cells[2] == "`Backend.replay`: Backend -> reader"
+    # (the buffer was matched in 0.5.1: only the releases since then went unjudged)
     assert cells[4:7] == ["0.5.3 (not judged in 0.5.2)", "0.5.4", "yes, 0.5.5 (`matched`)"]
     # a condition the family's refuted rows say the effect of
     assert cells[7] == "when seq_len[b] + n <= C fails, " + M.EFFECT["overread"]
@@ -83,7 +86,7 @@ def test_the_newest_release_lists_what_it_still_carries_and_matched_families_hav
     assert "### `consumer.fine`" not in text and "### `buffer.draft_kv_indices`" in text
     newest = text.split("## What 0.5.4, the newest audited release, still carries")[1].split("##")[0]
     assert f"* `{kv}` (`{FA}`): `holds only if`, a finding since 0.5.4: when x <= y fails" in newest
-    line = next(ln for ln in text.splitlines() if ln.startswith("| `Backend.cuda_graph_kv_indices` |"))
+    line = next(ln for ln in text.splitlines() if ln.startswith(f"| `{kv}` |"))
     # a buffer row (a kernel's writes) past its condition is an overrun: silent corruption
     assert "no: the newest audited release carries it" in line and M.EFFECT["overrun"] in line
 
@@ -91,7 +94,7 @@ def test_the_newest_release_lists_what_it_still_carries_and_matched_families_hav
 def test_a_buffer_gone_from_a_release_is_not_called_fixed_by_a_match():
     rid = "consumer.custom_mask[Backend.buf/FULL_MASK@x]"
     recs = [record("0.5.3", [row(rid, "crash", "finding")]), record("0.5.4", [])]
-    line = next(ln for ln in M.render(recs).splitlines() if ln.startswith("| `Backend.buf/FULL_MASK` |"))
+    line = next(ln for ln in M.render(recs).splitlines() if ln.startswith("| `consumer.custom_mask[Backend.buf/FULL_MASK]` |"))
     assert "gone in 0.5.4 (no such buffer)" in line and M.EFFECT["crash"] in line
 
 
@@ -108,3 +111,14 @@ def test_sources_digest_ignores_only_the_version_file_and_the_page_names_equal_s
     recs = [{**record(v, []), "sources_sha256": d} for v, d in (("0.5.3", a), ("0.5.3.post1", a), ("0.5.4", "f"))]
     assert "2 distinct packages among the 3 releases" in M.render(recs)
     assert "equal sources, audited alike: 0.5.3, 0.5.3.post1." in M.render(recs)
+
+
+def test_a_condition_alone_takes_the_family_effect_or_says_it_has_none():
+    held = dict(detail="holds only if seq_len[b] + delta <= C: ...")
+    recs = [record("0.5.3", [row("consumer.page_table[Backend@x]", "holds only if", "finding", **held),
+                             row("consumer.unheard_of[Backend.buf]", "holds only if", "finding", **held)])]
+    text = M.render(recs)
+    reader = next(ln for ln in text.splitlines() if ln.startswith("* `consumer.page_table[Backend]`"))
+    assert reader.endswith(f"when seq_len[b] + delta <= C fails, {M.EFFECT['overread']}.")
+    new = next(ln for ln in text.splitlines() if ln.startswith("* `consumer.unheard_of[Backend.buf]`"))
+    assert "no audited release refutes this family" in new
