@@ -1,4 +1,4 @@
-"""The release matrix: audit every sglang 0.5.x release (0.5.3 on) and write docs/audit-releases.md.
+"""The release matrix: audit every sglang 0.5.x release and write docs/audit-releases.md.
 
     python bench/audit_releases.py [--versions 0.5.3 0.5.9 ...] [--missing] [--kernels] [--examples N]
                                    [--cache DIR] [--data DIR] [--out docs/audit-releases.md]
@@ -8,8 +8,8 @@
 For each version: ``pip download --no-deps sglang==X`` into the wheel cache (skipped when
 the wheel is already there), the wheel's ``sglang/`` sources unpacked next to it (once, by
 an atomic rename), then ``specbound audit sglang --sglang-path ... --json ...`` in a fresh
-process, timed.  The versions default to every 0.5.x from 0.5.3 that ``pip index versions
-sglang`` lists, or, offline, that the cache holds.  ``--missing`` audits only those without a
+process, timed.  The versions default to every 0.5.x (post releases included) that ``pip index
+versions sglang`` lists, or, offline, that the cache holds.  ``--missing`` audits only those without a
 saved report (a run cut short resumes there).
 
 Each release's report is saved as ``DATA/<version>.json`` (the audit's own ``--json``
@@ -83,8 +83,7 @@ def version_key(v: str):
 
 
 def wanted(v: str) -> bool:
-    m = re.fullmatch(r"0\.5\.(\d+)(\.post\d+)?", v)
-    return bool(m) and int(m.group(1)) >= 3
+    return re.fullmatch(r"0\.5\.\d+(\.post\d+)?", v) is not None
 
 
 def list_versions(wheels: Path) -> list[str]:
@@ -430,7 +429,7 @@ def listed_file(data: Path) -> Path:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--versions", nargs="*", help="versions to audit (default: every 0.5.x from 0.5.3)")
+    p.add_argument("--versions", nargs="*", help="versions to audit (default: every 0.5.x)")
     p.add_argument("--missing", action="store_true", help="audit only the versions without a saved report")
     p.add_argument("--kernels", action="store_true", help="run the whole audit, kernel checks included")
     p.add_argument("--examples", type=int, default=10, help="random batches per kernel check, with --kernels")
