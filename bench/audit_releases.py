@@ -408,7 +408,9 @@ def render(records: list[dict], listed: list[str] | None = None) -> str:
         first, _, _ = carried(e, versions)
         lines.append(f"* `{key}` ({_file(e['rows'][0])}): `{e['by_version'][newest]}`, a finding since {first}: "
                      f"{_effects(e, refuted_effect(fam, records))}.")
-    lines += ["", "## Per release", "", "Counts of buffer and consumer rows by status.", ""]
+    lines += ["", "## Per release", "", "Counts of buffer and consumer rows by status; *time*: wall seconds of the "
+              "audit, *CPU*: its user + system seconds (the matrix runs niced on a shared machine, so wall time "
+              "says little); *exit*: the audit's, in its mode.", ""]
     lines += _release_table(records)
     lines += ["", "## Every judged buffer, release by release", "",
               "Consecutive releases with the same verdicts (of all its sites) are merged; a buffer absent from a "
