@@ -425,8 +425,13 @@ def render(records: list[dict], listed: list[str] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def listed_file(data: Path) -> Path:
-    return data / "listed.txt"
+def write_rows(path: Path | None, records: list[dict]) -> int:
+    if path:
+        path.write_text(json.dumps([{"version": r["version"], "seconds": r["seconds"], "exit": r["exit"],
+                                     "rows": (r.get("report") or {}).get("rows", []),
+                                     **({"error": r["error"]} if r.get("error") else {})} for r in records],
+                                   indent=1, default=str))
+    return 0
 
 
 def main(argv=None) -> int:
@@ -439,12 +444,14 @@ def main(argv=None) -> int:
     p.add_argument("--unpacked", type=Path, help="where sources are unpacked (default: CACHE-src)")
     p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="saved reports (default %(default)s)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    p.add_argument("--json", type=Path, help="also write every saved release's rows here, as before the reports "
+                   "were saved: a list of {version, seconds, exit, rows}")
     p.add_argument("--render", action="store_true", help="no audit: write the document from the saved reports")
     p.add_argument("--check", action="store_true", help="no audit: exit 1 when the document disagrees with them")
     args = p.parse_args(argv)
     if args.examples < 1:
         p.error(f"--examples must be at least 1 (got {args.examples})")
-    lf = listed_file(args.data)
+    lf = args.data / "listed.txt"   # the releases the index offered at the last audit run
     if args.render or args.check:
         records = load(args.data)
         if not records:
@@ -460,7 +467,7 @@ def main(argv=None) -> int:
             return 0
         args.out.write_text(text)
         print(f"wrote {args.out}")
-        return 0
+        return write_rows(args.json, records)
     unpacked = args.unpacked or args.cache.parent / (args.cache.name + "-src")
     listed = list_versions(args.cache)
     versions = args.versions or listed
@@ -484,8 +491,10 @@ def main(argv=None) -> int:
             # run (no report, or any other exit) checked nothing, and must not pass as a row.
             if rec.get("error") or rec["exit"] not in (0, 1):
                 broken.append(v)
-    args.out.write_text(render(load(args.data), listed))
+    records = load(args.data)
+    args.out.write_text(render(records, listed))
     print(f"wrote {args.out}")
+    write_rows(args.json, records)
     if broken:
         print(f"the audit did not run on: {', '.join(broken)}", file=sys.stderr)
         return 1

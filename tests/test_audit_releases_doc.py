@@ -122,3 +122,14 @@ def test_a_condition_alone_takes_the_family_effect_or_says_it_has_none():
     assert reader.endswith(f"when seq_len[b] + delta <= C fails, {M.EFFECT['overread']}.")
     new = next(ln for ln in text.splitlines() if ln.startswith("* `consumer.unheard_of[Backend.buf]`"))
     assert "no audited release refutes this family" in new
+
+
+def test_json_lists_every_saved_release_rows_as_before(tmp_path):
+    data = tmp_path / "data"
+    for v in ("0.5.4", "0.5.3"):
+        M.save(record(v, [row("consumer.x[B.buf]", "matched", "pass")]), data)
+    out = tmp_path / "rows.json"
+    assert M.main(["--render", "--data", str(data), "--out", str(tmp_path / "doc.md"), "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert [r["version"] for r in rows] == ["0.5.3", "0.5.4"] and rows[0]["rows"][0]["id"] == "consumer.x[B.buf]"
+    assert set(rows[0]) == {"version", "seconds", "exit", "rows"}
