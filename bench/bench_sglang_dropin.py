@@ -18,8 +18,8 @@ import statistics
 import time
 
 from specbound import kernels  # noqa: F401 - first: it selects the interpreter before triton loads
-from specbound.audit.locate import locate
-from specbound.replay import sglang as sglang_replay
+from specbound.engines.sglang.locate import locate
+from specbound.engines.sglang import launch as sglang_replay
 from specbound.sglang import build_tree_kernel_efficient, generate_draft_decode_kv_indices
 from specbound.sglang.testing import clone_args, kv_launch, tree_launch
 from specbound.spec import TreeMaskMode

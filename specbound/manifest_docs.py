@@ -85,8 +85,8 @@ def envelope_figures(manifest: dict) -> dict:
 def sglang_envelope_figures(manifest: dict) -> dict:
     """Per sglang kernel (``kv``, ``tree``) and scope (``envelope``, ``typical``): the
     specializations sglang launches, how many the manifest proves, the fraction
-    (:func:`specbound.audit.envelope.coverage`)."""
-    from specbound.audit import envelope
+    (:func:`specbound.engines.sglang.envelope.coverage`)."""
+    from specbound.engines.sglang import envelope
 
     out = {}
     for r in envelope.coverage(manifest):
@@ -173,7 +173,7 @@ def specializations_table(manifest: dict, seconds: dict | None) -> str:
 
 def sglang_envelope_table(manifest: dict) -> str:
     """sglang's specializations over the serving envelope, and how many its theorems prove."""
-    from specbound.audit import envelope
+    from specbound.engines.sglang import envelope
 
     out = ["| sglang kernel | batches | specializations sglang launches | proved | fraction |", "|---|---|---|---|---|"]
     for r in envelope.coverage(manifest):

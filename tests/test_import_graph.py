@@ -36,7 +36,7 @@ LAYERS = (  # (module prefix, layer), most specific first
     ("specbound.fuzz.command", 9),     # `specbound fuzz`
     ("specbound.fuzz", 6),
     ("specbound.audit.command", 9),    # `specbound audit`
-    ("specbound.audit.run", 9),        # one audit run: every check, the CUDA one included
+    ("specbound.engines.sglang.audit", 9),        # one audit run: every check, the CUDA one included
     ("specbound.audit.cuda", 8),
     ("specbound.audit", 7),
     ("specbound.engines.vllm.audit", 9),   # `specbound audit vllm`: a command module
@@ -346,10 +346,10 @@ DEFERRED_HEAVY: dict[str, tuple[str, ...]] = {
     "specbound.audit.cuda.tree": ("specbound.reference",),
     "specbound.audit.extract": ("specbound.kernels.source",),
     "specbound.audit.kernels": ("specbound.kernels",),
-    "specbound.audit.kv_kernel": ("specbound.reference", "specbound.reference.samples"),
-    "specbound.audit.run": ("specbound.audit.cuda.check",),
-    "specbound.audit.replay": ("specbound.kernels.tree_build", "specbound.reference.samples"),
-    "specbound.audit.tree_kernel": ("specbound.reference", "specbound.reference.samples"),
+    "specbound.engines.sglang.kv_kernel": ("specbound.reference", "specbound.reference.samples"),
+    "specbound.engines.sglang.audit": ("specbound.audit.cuda.check",),
+    "specbound.engines.sglang.buffer_replay": ("specbound.kernels.tree_build", "specbound.reference.samples"),
+    "specbound.engines.sglang.tree_kernel": ("specbound.reference", "specbound.reference.samples"),
     "specbound.cli": ("specbound.fuzz.replay",),
     "specbound.fuzz.command": (
         "specbound.fuzz.profiles", "specbound.fuzz.properties", "specbound.fuzz.records", "specbound.fuzz.replay",
@@ -373,7 +373,7 @@ DEFERRED_HEAVY: dict[str, tuple[str, ...]] = {
     "specbound.proofs.test_symexec_sglang": ("specbound.kernels", "specbound.reference.samples"),
     "specbound.pytest_plugin": ("specbound.fuzz.profiles", "specbound.kernels"),
     "specbound.replay.checked": ("specbound.kernels.checked",),
-    "specbound.replay.sglang": ("specbound.kernels.source", "specbound.reference", "specbound.reference.samples"),
+    "specbound.engines.sglang.launch": ("specbound.kernels.source", "specbound.reference", "specbound.reference.samples"),
 }
 
 # Imports inside functions not yet moved to the top (no optional dependency behind them): listed so
@@ -381,7 +381,7 @@ DEFERRED_HEAVY: dict[str, tuple[str, ...]] = {
 # command's modules (the theorem registry, the kernel proofs, the audit run) out of the other
 # commands' start-up.
 PENDING: dict[str, tuple[str, ...]] = {
-    "specbound.audit.command": ("specbound.audit.report", "specbound.audit.run"),
+    "specbound.audit.command": ("specbound.audit.report", "specbound.engines.sglang.audit"),
     "specbound.engines.vllm.audit": (
         "specbound.engines.vllm.prove", "specbound.engines.vllm.refute", "specbound.engines.vllm.replay",
     ),
@@ -392,14 +392,14 @@ PENDING: dict[str, tuple[str, ...]] = {
     "specbound.docs": ("specbound.proofs.registry",),
     "specbound.explain": ("specbound.manifest", "specbound.proofs.registry", "specbound.proofs.symexec.theorems"),
     "specbound.manifest": (
-        "specbound.audit.kernel_proofs", "specbound.proofs.registry", "specbound.proofs.symexec.mutants",
-        "specbound.proofs.symexec.sglang_draft_kv", "specbound.proofs.symexec.sglang_tree",
+        "specbound.engines.sglang.kernel_proofs", "specbound.proofs.registry", "specbound.proofs.symexec.mutants",
+        "specbound.engines.sglang.draft_kv_model", "specbound.engines.sglang.tree_model",
         "specbound.proofs.symexec.theorems", "specbound.proofs.symexec.verifiers",
     ),
     "specbound.manifest_docs": (
-        "specbound.audit.envelope", "specbound.proofs.symexec.kernel_files", "specbound.proofs.symexec.mutants",
+        "specbound.engines.sglang.envelope", "specbound.proofs.symexec.kernel_files", "specbound.proofs.symexec.mutants",
     ),
-    "specbound.proofs.conftest": ("specbound.audit.locate", "specbound.proofs.registry"),
+    "specbound.proofs.conftest": ("specbound.engines.sglang.locate", "specbound.proofs.registry"),
     "specbound.proofs.test_launch_plans": ("specbound.kernels.draft_kv", "specbound.kernels.tree_build"),
     "specbound.report": ("specbound.proofs.symexec.theorems",),
 }

@@ -380,7 +380,7 @@ def sglang_kv(tmp_path_factory):
     atomic exchanges; both compiled from source (sglang is never imported)."""
     from specbound.audit.extract import SourceIndex
     from specbound.audit.kernels import KV_FILES, KV_KERNEL
-    from specbound.audit.locate import NotInstalled, locate
+    from specbound.engines.sglang.locate import NotInstalled, locate
 
     try:
         root = locate().root

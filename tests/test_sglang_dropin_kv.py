@@ -21,7 +21,7 @@ import torch
 import specbound.sglang
 from specbound import spec
 from specbound.reference import samples
-from specbound.replay import sglang as sglang_replay
+from specbound.engines.sglang import launch as sglang_replay
 from specbound.replay.checked import checked_launch
 from specbound.sglang import build_tree_kernel_efficient, generate_draft_decode_kv_indices
 from specbound.sglang.testing import JUNK, clone_args, kv_launch, refused, tree_launch

@@ -19,7 +19,7 @@ import torch
 
 import specbound.sglang
 from specbound import spec
-from specbound.replay import sglang as sglang_replay
+from specbound.engines.sglang import launch as sglang_replay
 from specbound.replay.checked import checked_launch
 from specbound.sglang import build_tree_kernel_efficient
 from specbound.sglang.testing import clone_args, refused, tree_launch

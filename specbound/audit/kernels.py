@@ -21,10 +21,10 @@ from .report import (
     DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNGUARDED, UNKNOWN_SIGNATURE, AuditReport, Row,
 )
 from .extract import Found, SourceIndex
-from . import kernel_proofs
+from specbound.engines.sglang import kernel_proofs
 
 from specbound.replay import checked_launch
-from specbound.replay import sglang as sglang_launches
+from specbound.engines.sglang import launch as sglang_launches
 
 TREE_KERNEL, KV_KERNEL = sglang_launches.TREE_KERNEL, sglang_launches.KV_KERNEL
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from specbound import spec
 
-from .checked import checked_launch
-from .outcome import Replay
+from specbound.replay.checked import checked_launch
+from specbound.replay.outcome import Replay
 
 KV_KERNEL = "generate_draft_decode_kv_indices"
 TREE_KERNEL = "sgl_build_tree_kernel_efficient_triton"   # sglang's Triton port of its CUDA tree build

@@ -10,7 +10,7 @@ sglang allocates, under the checked interpreter: the ``OutOfBoundsAccess`` is th
 
 One-line replay::
 
-    python -m specbound.audit.replay --sglang-path DIR --kernel draft_kv_indices --case '{...}'
+    python -m specbound.engines.sglang.buffer_replay --sglang-path DIR --kernel draft_kv_indices --case '{...}'
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import sys
 from specbound import spec
 from specbound.replay import Replay
 
-from . import kernels
+from specbound.audit import kernels
 from . import kv_kernel, tree_kernel
-from .report import DIVERGED, OOB
-from .extract import SourceIndex
-from .judge import seq_lens_for
+from specbound.audit.report import DIVERGED, OOB
+from specbound.audit.extract import SourceIndex
+from specbound.audit.judge import seq_lens_for
 from .locate import NotInstalled, locate
 
 
@@ -125,12 +125,12 @@ def _specbound_tree(case: dict) -> kernels.Finding | None:
 
 
 def command(sglang_root, kind: str, case: dict) -> str:
-    return (f"python -m specbound.audit.replay --sglang-path {shlex.quote(str(sglang_root))} --kernel {kind} "
+    return (f"python -m specbound.engines.sglang.buffer_replay --sglang-path {shlex.quote(str(sglang_root))} --kernel {kind} "
             f"--case {shlex.quote(json.dumps(case, separators=(',', ':')))}")
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m specbound.audit.replay", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m specbound.engines.sglang.buffer_replay", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sglang-path", required=True, metavar="DIR")
     p.add_argument("--kernel", required=True, choices=("draft_kv_indices", "tree_mask"))

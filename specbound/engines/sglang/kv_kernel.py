@@ -15,9 +15,9 @@ from typing import Callable
 
 from specbound import spec
 
-from .report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNGUARDED, AuditReport, Row
-from .extract import Found, SourceIndex
-from .kernels import (
+from specbound.audit.report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNGUARDED, AuditReport, Row
+from specbound.audit.extract import Found, SourceIndex
+from specbound.audit.kernels import (
     KV_ALIASES, KV_FILES, KV_KERNEL, Finding, Unavailable, bind, define_kernel, first_diff, fuzz_row, launch_finding,
     next_pow2, value_key,
 )

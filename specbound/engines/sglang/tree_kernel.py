@@ -15,9 +15,9 @@ import time
 from specbound import spec
 from specbound.spec import TreeMaskMode
 
-from .report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNGUARDED, AuditReport, Row
-from .extract import Found, SourceIndex
-from .kernels import (
+from specbound.audit.report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNGUARDED, AuditReport, Row
+from specbound.audit.extract import Found, SourceIndex
+from specbound.audit.kernels import (
     TREE_ALIASES, TREE_FILES, TREE_KERNEL, TREE_WRAPPER, Finding, Unavailable, bind, define_kernel, first_diff,
     fuzz_row, launch_finding, value_key,
 )

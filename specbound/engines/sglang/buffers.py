@@ -17,14 +17,14 @@ import z3
 
 from specbound import spec
 
-from . import judge
-from . import replay as sglang_replay
-from .report import ERROR, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OVERRUN, UNKNOWN, AuditReport, Row
-from .extract import SourceIndex
-from .program import Program
-from .sinks import TracedBuffer, find_sites, trace_site
-from .trace import Tracer
-from .trace_values import Alloc, Ended, EnumMember, Num, Opaque, term_ids
+from specbound.audit import judge
+from . import buffer_replay as sglang_replay
+from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OVERRUN, UNKNOWN, AuditReport, Row
+from specbound.audit.extract import SourceIndex
+from specbound.audit.program import Program
+from specbound.audit.sinks import TracedBuffer, find_sites, trace_site
+from specbound.audit.trace import Tracer
+from specbound.audit.trace_values import Alloc, Ended, EnumMember, Num, Opaque, term_ids
 
 VERDICT_STATUS = {judge.MATCHED: MATCHED, judge.OVERRUN: OVERRUN, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF,
                   judge.ERROR: ERROR}

@@ -1,6 +1,6 @@
 """What proving a third-party (sglang) Triton kernel needs beyond one kernel's model:
 the theorems of one specialization, and refutations whose counterexample is replayed on the
-real kernel source (:mod:`specbound.replay.sglang`).
+real kernel source (:mod:`specbound.engines.sglang.launch`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""sglang's speculative-decoding kernels (placeholder; described in the next commit)."""
