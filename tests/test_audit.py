@@ -262,12 +262,11 @@ def test_cli_symbolic_all_reaches_the_symbolic_rows(monkeypatch, tmp_path, capsy
     monkeypatch.setattr("specbound.engines.sglang.audit._helpers", lambda index, rep: None)
     monkeypatch.setattr("specbound.engines.sglang.audit._buffers", lambda index, rep, replay, program: None)
     monkeypatch.setattr("specbound.engines.sglang.audit._consumers", lambda index, rep, program, replay: None)
-    from specbound.audit import kernels
-    from specbound.engines.sglang import kv_kernel, tree_kernel
+    from specbound.engines.sglang import kv_kernel, sites, tree_kernel
     from specbound.audit.cuda import check as cuda_check
     monkeypatch.setattr(tree_kernel, "check_tree_kernel", lambda *a, **k: None)
     monkeypatch.setattr(kv_kernel, "check_kv_kernel", lambda *a, **k: None)
-    monkeypatch.setattr(kernels, "check_launch_sites", lambda *a, **k: None)
+    monkeypatch.setattr(sites, "check_launch_sites", lambda *a, **k: None)
     monkeypatch.setattr(cuda_check, "check_cuda_tree", lambda *a, **k: None)
     pkg = write_sglang_package(tmp_path, {})
     assert main(["audit", "sglang", "--sglang-path", str(pkg), "--symbolic-all"]) == 0

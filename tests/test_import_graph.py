@@ -373,7 +373,8 @@ DEFERRED_HEAVY: dict[str, tuple[str, ...]] = {
     "specbound.proofs.test_symexec_sglang": ("specbound.kernels", "specbound.reference.samples"),
     "specbound.pytest_plugin": ("specbound.fuzz.profiles", "specbound.kernels"),
     "specbound.replay.checked": ("specbound.kernels.checked",),
-    "specbound.engines.sglang.launch": ("specbound.kernels.source", "specbound.reference", "specbound.reference.samples"),
+    "specbound.engines.sglang.launch": ("specbound.reference", "specbound.reference.samples"),
+    "specbound.replay.kernel_source": ("specbound.kernels.source",),
 }
 
 # Imports inside functions not yet moved to the top (no optional dependency behind them): listed so

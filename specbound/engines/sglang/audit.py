@@ -10,8 +10,7 @@ from specbound.audit import DEFAULT_EXAMPLES, DEFAULT_SEED
 from specbound.audit.report import ERROR, NOT_PRESENT, AuditReport, Row, plural
 from .locate import ENV_VAR, NotInstalled, locate
 from specbound.audit import helpers
-from specbound.audit import kernels
-from . import kv_kernel, tree_kernel
+from . import kernel_proofs, kv_kernel, sites, tree_kernel
 from .buffers import check_buffers
 from specbound.audit.consumers import check_consumers
 from specbound.audit.verify_kv import check_verify_kv
@@ -108,7 +107,7 @@ def _kv(index, rep, examples, seed):
 
 
 def _sites(index, rep):
-    kernels.check_launch_sites(index, rep)
+    sites.check_launch_sites(index, rep)
 
 
 def _cuda(index, rep, examples, seed):
@@ -118,4 +117,4 @@ def _cuda(index, rep, examples, seed):
 
 
 def _symbolic(rep, symbolic_all):
-    kernels.check_symbolic(rep, full=symbolic_all)
+    kernel_proofs.check(rep, full=symbolic_all)

@@ -71,6 +71,7 @@ from specbound.proofs.symexec.values import DTYPES, INT32, INT64, LANES, V, Tens
 
 from specbound.engines.sglang.launch import KV_KERNEL as KERNEL  # the one name of the kernel
 from specbound.engines.sglang import launch as sglang
+from specbound.replay import load_kernel
 SOURCE = "kernels/ops/speculative/cache_locs.py"   # inside the sglang package (0.5.23)
 
 
@@ -379,7 +380,7 @@ def replay(sp: KvSpec, conc: dict, path: str):
     inputs = {"num_seqs": ns_, "topk": k, "num_steps": d, "page_size": page, "seq_lens": seq,
               "req_pool_indices": rows, "row_stride": row_stride, "kv_indices": [d, width],
               "kv_indptr": [d, stride], "grid": list(grid), "spec": sp.label}
-    return sglang.draft_kv(sglang.load_kernel(path, KERNEL), seq_lens=seq, req_pool_indices=rows,
+    return sglang.draft_kv(load_kernel(path, KERNEL), seq_lens=seq, req_pool_indices=rows,
                            row_stride=row_stride, pool_rows=pool, topk=k, num_steps=d, page_size=page,
                            width=width, indptr_stride=stride, grid=grid, seq_lens_dtype=sp.seq_lens_dtype,
                            lane_bounds=(sp.bs_upper, sp.iter_upper, sp.num_tokens_upper),

@@ -16,22 +16,6 @@ TREE_KERNEL = "sgl_build_tree_kernel_efficient_triton"   # sglang's Triton port 
 BIG_BUFFER = 1 << 24   # cells: above this a replay buffer is allocated untouched (torch.empty)
 
 
-def load_kernel(path: str, func_name: str):
-    """``func_name`` of the file at ``path`` as a ``triton.jit`` function, with the
-    ``@triton.jit`` helpers of the same file it calls; compiled from the source text with
-    the file's ``__future__`` flags (Triton reads the constexpr annotations), under the
-    interpreter that :mod:`specbound.kernels` switches on.  Nothing else of the file runs."""
-    from specbound.kernels import source  # first: sets TRITON_INTERPRET before any @triton.jit
-
-    import triton
-    import triton.language as tl
-
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    ns = {"triton": triton, "tl": tl, "__name__": f"specbound_sglang_kernels.{func_name}"}
-    return source.load_jit_functions(text, path, ns, roots=[func_name])[func_name]
-
-
 def expected_kv_outputs(seq, rows, r2t, k, d, page, width, stride):
     """kv_indices / kv_indptr (flat) as the spec defines them, zero where nothing is
     written, or None when a spec cell lies outside the buffers (the batch breaks the

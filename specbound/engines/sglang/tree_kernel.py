@@ -18,9 +18,14 @@ from specbound.spec import TreeMaskMode
 from specbound.audit.report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNGUARDED, AuditReport, Row
 from specbound.audit.extract import Found, SourceIndex
 from specbound.audit.kernels import (
-    TREE_ALIASES, TREE_FILES, TREE_KERNEL, TREE_WRAPPER, Finding, Unavailable, bind, define_kernel, first_diff,
+    TREE_ALIASES, Finding, Unavailable, bind, define_kernel, first_diff,
     fuzz_row, launch_finding, value_key,
 )
+
+from .launch import TREE_KERNEL
+
+TREE_FILES = ("kernels/ops/speculative/spec_tree.py",)
+TREE_WRAPPER = "sgl_build_tree_kernel_triton"   # the host wrapper that launches it
 
 # The kernel parameters (normalised names) the audit knows how to feed.
 TREE_FED = {"parent_list", "selected_index", "verified_seq_len", "seq_len_prefix_sum", "tree_mask", "positions",

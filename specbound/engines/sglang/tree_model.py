@@ -49,6 +49,7 @@ from specbound.proofs.symexec.theorems import obligations as generic
 
 from specbound.engines.sglang.launch import TREE_KERNEL as KERNEL  # the one name of the kernel
 from specbound.engines.sglang import launch as sglang
+from specbound.replay import load_kernel
 SOURCE = "kernels/ops/speculative/spec_tree.py"
 # The largest batch a symbolic-batch proof covers: the serving envelope's (kernels/plan.py).
 BATCH_MAX = torch_free_module("plan").ENVELOPE.batch[1]
@@ -345,7 +346,7 @@ def replay(sp: TreeSpec, conc: dict, path: str):
     sel = [c["selected_index"](i) for i in range(batch * sp.sel_width)]
     pl = [c["parent_list"](i) for i in range(batch * sp.pl_width)]
     inputs = {"seq_lens": seq, "selected_index": sel, "parent_list": pl, "spec": sp.label}
-    return sglang.build_tree(sglang.load_kernel(path, KERNEL), seq_lens=seq, selected_index=sel, parent_list=pl,
+    return sglang.build_tree(load_kernel(path, KERNEL), seq_lens=seq, selected_index=sel, parent_list=pl,
                              topk=sp.topk, depth=sp.depth, n=sp.n, mode=spec.TreeMaskMode(sp.mode),
                              sel_width=sp.sel_width, pl_width=sp.pl_width,
                              compare=all(bool(well_formed(v, sp)) for v in sel), inputs=inputs)
