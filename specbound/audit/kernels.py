@@ -9,6 +9,7 @@ dropped, ``seq_len`` lowered) before it is reported (:func:`fuzz_row`).
 
 from __future__ import annotations
 
+import inspect
 import os
 import random
 import time
@@ -47,19 +48,31 @@ KV_ALIASES = {"pool_len": "row_stride", "seq_lens": "paged_kernel_lens"}
 
 
 def bind(found: Found, values: dict[str, Any], aliases: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
-    """Keyword arguments for the kernel's parameters by (normalised) name, and the
-    parameters without a default the audit has no value for."""
+    """:func:`bind_params` on the parameters of the kernel's ``def`` in the source."""
     a = found.node.args
     positional = [*a.posonlyargs, *a.args]
     defaults = {p.arg for p in positional[len(positional) - len(a.defaults):]}
     defaults |= {p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None}
+    return bind_params([(p.arg, p.arg in defaults) for p in [*positional, *a.kwonlyargs]], values, aliases)
+
+
+def jit_params(kernel) -> list[tuple[str, bool]]:
+    """``(name, has a default)`` of a ``triton.jit`` function's parameters (compiled or
+    interpreted: both keep the Python function as ``fn``)."""
+    return [(p.name, p.default is not inspect.Parameter.empty) for p in inspect.signature(kernel.fn).parameters.values()]
+
+
+def bind_params(params: list[tuple[str, bool]], values: dict[str, Any],
+                aliases: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """Keyword arguments for the parameters ``(name, has a default)`` by (normalised) name, and
+    the parameters without a default that ``values`` has no value for."""
     kwargs, missing = {}, []
-    for p in [*positional, *a.kwonlyargs]:
-        key = value_key(p.arg, aliases)
+    for name, has_default in params:
+        key = value_key(name, aliases)
         if key in values:
-            kwargs[p.arg] = values[key]
-        elif p.arg not in defaults:
-            missing.append(p.arg)
+            kwargs[name] = values[key]
+        elif not has_default:
+            missing.append(name)
     return kwargs, missing
 
 
