@@ -1,6 +1,6 @@
 """The buffer audit: every allocation that reaches the draft kv kernel or the tree build,
 judged against the spec (:mod:`.judge`), the counterexamples replayed on sglang's kernel
-(:mod:`.replay`); one row per (kernel, backend class, allocation, mask layout).
+(:mod:`.buffer_replay`); one row per (kernel, backend class, allocation, mask layout).
 
 Rows: ``buffer.<kernel>[<class>.<holder>]`` (``matched`` / ``overrun`` / ``holds only if`` /
 ``error``), ``buffer.<kernel>[<class>]`` for a trail that ended before an allocation

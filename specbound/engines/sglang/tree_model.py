@@ -326,7 +326,7 @@ def refute_run(sp: TreeSpec, path: str, host: Host | None = None, props=PROPERTI
                expect=("oob", "race", "assert", "output"), limits: dict | None = None,
                content_box: dict | None = None):
     """The first counterexample of ``props`` under ``host`` that a replay on the kernel at
-    ``path`` reproduces (see :func:`.sglang_common.refute`; ``limits`` widen the replay box,
+    ``path`` reproduces (see :func:`specbound.proofs.symexec.engine_theorems.refute`; ``limits`` widen the replay box,
     e.g. a ``seq_len`` near 2^31 for an int32 wrap)."""
 
     run = run_kernel(sp, path, host)
