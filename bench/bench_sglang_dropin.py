@@ -18,8 +18,9 @@ import statistics
 import time
 
 from specbound import kernels  # noqa: F401 - first: it selects the interpreter before triton loads
-from specbound.audit.locate import locate
-from specbound.replay import sglang as sglang_replay
+from specbound.engines.sglang.locate import locate
+from specbound.engines.sglang import launch as sglang_replay
+from specbound.replay import load_kernel
 from specbound.sglang import build_tree_kernel_efficient, generate_draft_decode_kv_indices
 from specbound.sglang.testing import clone_args, kv_launch, tree_launch
 from specbound.spec import TreeMaskMode
@@ -53,8 +54,8 @@ def main(argv=None) -> None:
     p.add_argument("--repeat", type=int, default=5)
     a = p.parse_args(argv)
     root = locate().root
-    kv_kernel = sglang_replay.load_kernel(str(root / "kernels/ops/speculative/cache_locs.py"), sglang_replay.KV_KERNEL)
-    tree_kernel = sglang_replay.load_kernel(str(root / "kernels/ops/speculative/spec_tree.py"),
+    kv_kernel = load_kernel(str(root / "kernels/ops/speculative/cache_locs.py"), sglang_replay.KV_KERNEL)
+    tree_kernel = load_kernel(str(root / "kernels/ops/speculative/spec_tree.py"),
                                             sglang_replay.TREE_KERNEL)
     print(f"{'launch':<52} {'drop-in ms':>11} {'sglang ms':>10}")
     for bs in (4, 32):

@@ -4,13 +4,13 @@
     python bench/bench_sglang_symexec.py --kv-envelope [--sample N] [--json PATH]
 
 The kernels are read from the installed sglang (or DIR) by path; the specializations are
-the audit's (``specbound.audit.kernel_proofs.kv_specs`` / ``tree_specs``; ``--all``: every one).
+the audit's (``specbound.engines.sglang.kernel_proofs.kv_specs`` / ``tree_specs``; ``--all``: every one).
 After the table: per kernel, the declared preconditions and the axioms its proofs used
 (``--json``: per theorem).  ``--all --record`` writes the verdicts into the manifest's
 ``sglang_theorems`` (``specbound.manifest.record_sglang``; with ``--kernel``, the other
 kernel's entries keep their verdicts).  ``--kv-envelope`` proves the draft kv kernel at every
 specialization sglang's launch sites pick over the serving envelope
-(``specbound.audit.envelope.kv_specs``, 864 for sglang 0.5.23; hours on a 2-core machine), or
+(``specbound.engines.sglang.envelope.kv_specs``, 864 for sglang 0.5.23; hours on a 2-core machine), or
 at ``--sample N`` of them spread evenly over that list, and prints the measured total and,
 for a sample, the mean per specialization times the full count (not recorded in the manifest:
 those ids are not in the registry).
@@ -23,10 +23,10 @@ import json
 import resource
 import time
 
-from specbound.audit.locate import locate
-from specbound.audit.kernel_proofs import KV_FILES, TREE_FILES, kv_specs, sglang_width, tree_specs
-from specbound.proofs.symexec import sglang_draft_kv
-from specbound.proofs.symexec import sglang_tree
+from specbound.engines.sglang.locate import locate
+from specbound.engines.sglang.kernel_proofs import KV_FILES, TREE_FILES, kv_specs, sglang_width, tree_specs
+from specbound.engines.sglang import draft_kv_model as sglang_draft_kv
+from specbound.engines.sglang import tree_model as sglang_tree
 
 
 def main() -> int:
@@ -50,7 +50,7 @@ def main() -> int:
     rows, every = [], []
     kv_list = kv_specs(args.all)
     if args.kv_envelope:
-        from specbound.audit import envelope
+        from specbound.engines.sglang import envelope
 
         kv_list = envelope.kv_specs()
         if args.sample:
@@ -86,7 +86,7 @@ def main() -> int:
               f"axioms used: {', '.join(used['axioms'])}")
     print(f"\npeak memory {peak:.2f} GB")
     if args.kv_envelope:
-        from specbound.audit import envelope
+        from specbound.engines.sglang import envelope
 
         total, full = sum(r["wall_s"] for r in rows), len(envelope.kv_specs())
         print(f"kv envelope: {len(rows)} of {full} specializations in {total:.0f} s; at that mean, all {full}: "

@@ -182,7 +182,7 @@ def main(argv=None) -> int:
     from specbound.audit.cuda.check import prepare
     from specbound.audit.cuda.harness import Session
     from specbound.audit.cuda.probes import PROBES
-    from specbound.audit.locate import locate
+    from specbound.engines.sglang.locate import locate
 
     prep = prepare(locate(args.sglang_path).root)
     if args.worker:

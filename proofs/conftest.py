@@ -18,7 +18,7 @@ def proof_results():
 def sglang_root():
     """The installed sglang's package folder (read as source text, never imported); the test
     skips without one."""
-    from specbound.audit.locate import NotInstalled, locate
+    from specbound.engines.sglang.locate import NotInstalled, locate
     try:
         return locate().root
     except NotInstalled:

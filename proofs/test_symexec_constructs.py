@@ -14,7 +14,7 @@ from specbound.proofs import core
 from specbound.proofs.symexec import flow, selfcheck
 from specbound.proofs.symexec.interp import Executor
 from specbound.proofs.symexec.values import FLOATS, INT32, INT64, TensorModel, Unsupported, V
-from specbound.replay.sglang import load_kernel
+from specbound.replay import load_kernel
 
 pytest.importorskip("specbound.kernels")  # before triton: it sets TRITON_INTERPRET
 torch = pytest.importorskip("torch")

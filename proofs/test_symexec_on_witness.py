@@ -10,10 +10,10 @@ import z3
 from specbound.proofs import core
 from specbound.proofs.symexec import closure, on_witness, theorems, verifiers
 from specbound.proofs.symexec.obligations import check
-from specbound.audit import kernel_proofs
+from specbound.engines.sglang import kernel_proofs
 from specbound.audit.report import ERROR, AuditReport
 from specbound.audit.extract import SourceIndex
-from specbound.proofs.symexec import sglang_tree
+from specbound.engines.sglang import tree_model as sglang_tree
 from specbound import cli
 
 PROP = "NO-TRUNCATION"   # the fill kernel's smallest property: a few obligations, quick

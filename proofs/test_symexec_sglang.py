@@ -12,10 +12,10 @@ import pytest
 
 from specbound import manifest, spec
 from specbound.proofs.symexec import selfcheck
-from specbound.proofs.symexec import sglang_draft_kv
-from specbound.proofs.symexec import sglang_tree
+from specbound.engines.sglang import draft_kv_model as sglang_draft_kv
+from specbound.engines.sglang import tree_model as sglang_tree
 from specbound.proofs.symexec.values import Unsupported
-from specbound.replay.sglang import load_kernel
+from specbound.replay import load_kernel
 
 pytest.importorskip("specbound.kernels")  # before triton: it sets TRITON_INTERPRET
 torch = pytest.importorskip("torch")

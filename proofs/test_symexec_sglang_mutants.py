@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from specbound import manifest
-from specbound.proofs.symexec import sglang_draft_kv, sglang_tree
+from specbound.engines.sglang import draft_kv_model as sglang_draft_kv, tree_model as sglang_tree
 from specbound.proofs.symexec.concretise import concretise
 from specbound.proofs.symexec.obligations import check
 

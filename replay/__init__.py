@@ -9,15 +9,15 @@ concrete by its finder; what happens when it is launched is decided here, once:
 ``outcome``        :class:`Replay`, the one result type, and the verdicts it can carry
 ``checked``        :func:`checked_launch` (run a launch, turn any fault into a ``Replay``) and
                    :func:`run` (that, then the caller's comparison of what it wrote)
-``sglang``         sglang's kernels, loaded from a release's source by path, launched as
-                   sglang's launch sites launch them, judged against the spec
+``kernel_source``  :func:`load_kernel`: an engine's kernel, read from its source file by path
 =================  ==========================================================================
 
 What a replay of one of specbound's own kernels builds (its batch, its launch plan from
 :mod:`specbound.kernels.plan`, what it is compared with) lives in that kernel's verifier
 module (``specbound.proofs.symexec.verifiers``), with everything else about the kernel; how
-it is run and judged is :func:`run`.  sglang's kernels have no such module of ours, so
-how sglang launches them is here.
+it is run and judged is :func:`run`.  How an engine's launch sites launch its kernels is
+that engine's adapter's (``specbound.engines.<engine>``: sglang's ``launch``, vLLM's
+``replay``), which builds the batch and calls :func:`checked_launch` here.
 
 Two re-runs keep the word outside this package, with the same meaning: the CUDA tree audit's
 ``python -m specbound.audit.cuda.replay`` runs sglang's compiled CUDA source under
@@ -31,6 +31,7 @@ tensors.  torch and triton are imported inside the launches only.
 """
 
 from .checked import checked_launch, oob_text, run
+from .kernel_source import load_kernel
 from .outcome import FAULTS, VERDICTS, Replay
 
-__all__ = ["FAULTS", "VERDICTS", "Replay", "checked_launch", "oob_text", "run"]
+__all__ = ["FAULTS", "VERDICTS", "Replay", "checked_launch", "load_kernel", "oob_text", "run"]

@@ -45,11 +45,11 @@ def dump(manifest: dict, path: Path | str | None = None) -> None:
 def enumerate_registries() -> dict:
     """Every expected id, read from the registries (nothing is proved): the same sections as
     the manifest, with the fields a registry knows (no verdicts)."""
-    from specbound.audit.kernel_proofs import kv_specs as sglang_kv_specs
-    from specbound.audit.kernel_proofs import tree_specs as sglang_tree_specs
+    from specbound.engines.sglang.kernel_proofs import kv_specs as sglang_kv_specs
+    from specbound.engines.sglang.kernel_proofs import tree_specs as sglang_tree_specs
     from specbound.fuzz.replay import SIZING_MUTANTS
     from specbound.proofs import registry
-    from specbound.proofs.symexec import sglang_draft_kv, sglang_tree
+    from specbound.engines.sglang import draft_kv_model as sglang_draft_kv, tree_model as sglang_tree
     from specbound.proofs.symexec import mutants as kernel_mutants
     from specbound.proofs.symexec import theorems
     from specbound.proofs.symexec import verifiers

@@ -28,7 +28,7 @@ from __future__ import annotations
 import pytest
 
 from specbound.fuzz.command import positive_float
-from specbound.audit.locate import NotInstalled, locate
+from specbound.engines.sglang.locate import NotInstalled, locate
 
 _session = {"scale": 1.0}
 

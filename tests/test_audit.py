@@ -16,8 +16,8 @@ from specbound.audit.report import (
     CRASH, DIVERGED, ERROR, FAILING, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OOB, OVERRUN, PROVED, UNGUARDED, UNKNOWN,
     UNKNOWN_SIGNATURE, render_text,
 )
-from specbound.audit.locate import NotInstalled, locate
-from specbound.audit.run import run_audit
+from specbound.engines.sglang.locate import NotInstalled, locate
+from specbound.engines.sglang.audit import run_audit
 from specbound.audit.testing import write_sglang_package
 from specbound.cli import main
 
@@ -254,19 +254,19 @@ def test_cli_real_sglang(real_sglang, tmp_path, capsys):
 def test_cli_symbolic_all_reaches_the_symbolic_rows(monkeypatch, tmp_path, capsys):
     """``--symbolic-all`` asks the symbolic rows for every listed specialization; without it
     they prove the default one per kernel; with ``--no-kernels`` it is refused by name."""
-    from specbound.audit import kernel_proofs
+    from specbound.engines.sglang import kernel_proofs
 
     asked = []
     monkeypatch.setattr(kernel_proofs, "check_kv", lambda index, report, full: asked.append(("kv", full)))
     monkeypatch.setattr(kernel_proofs, "check_tree", lambda index, report, full: asked.append(("tree", full)))
-    monkeypatch.setattr("specbound.audit.run._helpers", lambda index, rep: None)
-    monkeypatch.setattr("specbound.audit.run._buffers", lambda index, rep, replay, program: None)
-    monkeypatch.setattr("specbound.audit.run._consumers", lambda index, rep, program, replay: None)
-    from specbound.audit import kernels, kv_kernel, tree_kernel
+    monkeypatch.setattr("specbound.engines.sglang.audit._helpers", lambda index, rep: None)
+    monkeypatch.setattr("specbound.engines.sglang.audit._buffers", lambda index, rep, replay, program: None)
+    monkeypatch.setattr("specbound.engines.sglang.audit._consumers", lambda index, rep, program, replay: None)
+    from specbound.engines.sglang import kv_kernel, sites, tree_kernel
     from specbound.audit.cuda import check as cuda_check
     monkeypatch.setattr(tree_kernel, "check_tree_kernel", lambda *a, **k: None)
     monkeypatch.setattr(kv_kernel, "check_kv_kernel", lambda *a, **k: None)
-    monkeypatch.setattr(kernels, "check_launch_sites", lambda *a, **k: None)
+    monkeypatch.setattr(sites, "check_launch_sites", lambda *a, **k: None)
     monkeypatch.setattr(cuda_check, "check_cuda_tree", lambda *a, **k: None)
     pkg = write_sglang_package(tmp_path, {})
     assert main(["audit", "sglang", "--sglang-path", str(pkg), "--symbolic-all"]) == 0
@@ -457,7 +457,7 @@ def test_no_sglang_at_an_explicit_path(tmp_path, capsys):
 
 def test_no_sglang_anywhere_audits_nothing_and_does_not_pass(monkeypatch, capsys):
     """A job that forgot to install sglang: one `not present` row, and exit 3, never 0."""
-    from specbound.audit import run as audit_run
+    from specbound.engines.sglang import audit as audit_run
 
     def nowhere(path=None):
         raise NotInstalled("no sglang installed")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OVERRUN, UNKNOWN, AuditReport
-from specbound.audit.buffers import check_buffers
+from specbound.engines.sglang.buffers import check_buffers
 from specbound.audit.extract import SourceIndex
-from specbound.audit.run import run_audit
+from specbound.engines.sglang.audit import run_audit
 from specbound.audit.testing import write_sglang_package
 from specbound.audit.sinks import traced_buffers
 
@@ -211,7 +211,7 @@ def test_untraceable_buffer_says_where_the_trail_ended(tmp_path):
 
 
 def test_overrun_replays_as_an_oob_store_on_sglangs_kernel(tmp_path):
-    from specbound.audit.locate import NotInstalled, locate
+    from specbound.engines.sglang.locate import NotInstalled, locate
 
     try:
         real = locate().root
@@ -232,9 +232,9 @@ def test_overrun_replays_as_an_oob_store_on_sglangs_kernel(tmp_path):
     graph = row(rep, GRAPH)
     assert graph.status == OVERRUN, graph.detail
     assert "out-of-bounds store" in graph.detail and "kv_indices" in graph.detail
-    assert graph.replay_command.startswith("python -m specbound.audit.replay")
+    assert graph.replay_command.startswith("python -m specbound.engines.sglang.buffer_replay")
     # The one-line replay reproduces it.
-    from specbound.audit import replay
+    from specbound.engines.sglang import buffer_replay as replay
     import shlex
 
     argv = shlex.split(graph.replay_command)[3:]

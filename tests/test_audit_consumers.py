@@ -13,7 +13,7 @@ from specbound import spec
 from specbound.audit.consumers import check_consumers
 from specbound.audit.extract import SourceIndex
 from specbound.audit.report import CRASH, HOLDS_ONLY_IF, MATCHED, OVERREAD, UNKNOWN, AuditReport
-from specbound.audit.run import run_audit
+from specbound.engines.sglang.audit import run_audit
 from specbound.audit.testing import write_sglang_package
 
 FILL = """

@@ -23,7 +23,7 @@ from specbound.audit.cuda.harness import Buf, Launch, Session
 from specbound.audit.cuda.probes import PROBES
 from specbound.audit.cuda.tree import run_case
 from specbound.audit.extract import SourceIndex
-from specbound.audit.locate import NotInstalled, locate
+from specbound.engines.sglang.locate import NotInstalled, locate
 from specbound.fuzz.strategies import TreeCase
 from specbound.spec import TreeMaskMode
 

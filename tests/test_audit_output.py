@@ -44,7 +44,7 @@ def _finding() -> Row:
                "eagle_utils.py:213)", "the allocation holds every batch the kernel writes", "z3", HOLDS_ONLY_IF,
                "proved only with seq_len[b] + n <= C", counterexample={"bs": 1, "n": 2, "C": 1, "S": 1},
                allocation="torch.zeros(max_num_tokens * max_context_len)", size="max_bs*n*C",
-               required="S*n + bs*n*n", replay_command="python -m specbound.audit.replay --case '{}'")
+               required="S*n + bs*n*n", replay_command="python -m specbound.engines.sglang.buffer_replay --case '{}'")
 
 
 def synthetic(*extra: Row, unguarded: bool = True, finding: bool = True) -> AuditReport:
@@ -135,7 +135,7 @@ def test_unguarded_conditions_never_read_as_a_plain_ok_and_fail_with_strict():
 
 
 def _cli(monkeypatch, capsys, rep: AuditReport, *argv: str) -> tuple[int, str, str]:
-    monkeypatch.setattr("specbound.audit.run.run_audit", lambda *a, **k: rep)
+    monkeypatch.setattr("specbound.engines.sglang.audit.run_audit", lambda *a, **k: rep)
     rc = cli.main(["audit", "sglang", *argv])
     out, err = capsys.readouterr()
     return rc, out, err
@@ -200,7 +200,7 @@ def test_sarif_written_by_the_command(monkeypatch, capsys, tmp_path):
 def test_an_unwritable_sarif_path_is_refused_before_any_work(monkeypatch, capsys, tmp_path):
     def never(*a, **k):
         raise AssertionError("the audit ran before its --sarif path was checked")
-    monkeypatch.setattr("specbound.audit.run.run_audit", never)
+    monkeypatch.setattr("specbound.engines.sglang.audit.run_audit", never)
     path = tmp_path / "missing" / "r.sarif"
     assert cli.main(["audit", "sglang", "--sarif", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from specbound.audit.buffers import check_buffers
+from specbound.engines.sglang.buffers import check_buffers
 from specbound.audit.extract import SourceIndex
 from specbound.audit.report import FAILING, HOLDS_ONLY_IF, MATCHED, OVERRUN, AuditReport
-from specbound.audit.run import run_audit
+from specbound.engines.sglang.audit import run_audit
 
 ROOT = Path(__file__).resolve().parents[1]
 KV_ROW = "buffer.draft_kv_indices[FlashInferMultiStepDraftBackend.cuda_graph_kv_indices]"

@@ -34,12 +34,12 @@ def _never(*args, **kwargs):
 @pytest.fixture
 def no_work(monkeypatch):
     """Every command's work raises WorkStarted."""
-    import specbound.audit.run
+    import specbound.engines.sglang.audit
     import specbound.fuzz.replay
     monkeypatch.setattr(registry, "run_all", _never)
     monkeypatch.setattr(fuzz_command, "fuzz", _never)
     monkeypatch.setattr(fuzz_command, "verify_step", _never)
-    monkeypatch.setattr(specbound.audit.run, "run_audit", _never)
+    monkeypatch.setattr(specbound.engines.sglang.audit, "run_audit", _never)
     monkeypatch.setattr(specbound.fuzz.replay, "replay_all", _never)
 
 

@@ -191,7 +191,7 @@ def test_sglang_envelope_names_what_sglang_launches():
     """sglang's kv launch at K = 4, D = 3, 3 requests: lane bounds 4, 4, 16, NUM_STEPS 0 or 3;
     a manifest without one proved sglang specialization covers one fewer."""
     from specbound import manifest as manifest_mod
-    from specbound.audit import envelope
+    from specbound.engines.sglang import envelope
 
     labels = envelope.kv_labels(((4, 3, 16),))
     assert "NUM_STEPS=3,page>1,bs_upper=4,iter_upper=4,num_tokens_upper=16,seq_lens=int64" in labels

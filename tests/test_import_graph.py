@@ -4,12 +4,10 @@ the graph of our own modules has no circle, and an import of our own modules ins
 function is one of the few listed in :data:`DEFERRED` (a heavy optional dependency kept off
 the paths that do not need it), never a way around a circle.
 
-Layers, bottom up: ``spec``; the proof core and spec theorems (``proofs/`` outside
-``symexec/``: they import ``spec`` only); ``reference``; ``kernels``; ``replay``; the kernel
-verifier ``proofs/symexec/``; ``fuzz``; the audit (``audit/`` but its command);
-the CUDA audit ``audit/cuda/``, the engine adapters (``engines/``) and the sglang drop-ins
-(``sglang/``); then the CLI (``cli``, the command modules, manifest, docs, reports) and every
-test.
+The layers, bottom up, and what each owns: :mod:`specbound.layers` (``spec`` < proof core <
+``reference`` < ``kernels`` < ``replay`` < kernel verifier < ``fuzz`` < audit core < engine
+adapters < CLI and tests), the one table this test checks and ``specbound docs`` writes into
+``docs/architecture.md``.
 """
 
 from __future__ import annotations
@@ -19,39 +17,13 @@ import pathlib
 
 import pytest
 
+from specbound import layers, manifest_docs
+from specbound.layers import TOP, layer
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # repository folder -> the package it installs as (pyproject's package-dir)
 FOLDERS = {"spec": "specbound.spec", "proofs": "specbound.proofs", "reference": "specbound.reference",
            "kernels": "specbound.kernels", "replay": "specbound.replay", "specbound": "specbound"}
-LAYERS = (  # (module prefix, layer), most specific first
-    ("specbound.spec", 0),
-    ("specbound.proofs.symexec", 5),
-    ("specbound.proofs.test_", 9),
-    ("specbound.proofs._checks", 9),   # the proof tests' shared assertions
-    ("specbound.proofs.conftest", 9),  # the proof tests' shared fixtures
-    ("specbound.proofs", 1),
-    ("specbound.reference", 2),
-    ("specbound.kernels", 3),
-    ("specbound.replay", 4),
-    ("specbound.fuzz.command", 9),     # `specbound fuzz`
-    ("specbound.fuzz", 6),
-    ("specbound.audit.command", 9),    # `specbound audit`
-    ("specbound.audit.run", 9),        # one audit run: every check, the CUDA one included
-    ("specbound.audit.cuda", 8),
-    ("specbound.audit", 7),
-    ("specbound.engines.vllm.audit", 9),   # `specbound audit vllm`: a command module
-    ("specbound.engines.vllm.matrix", 9),  # the vLLM release matrix script
-    ("specbound.engines", 8),          # a second engine's adapter (vLLM): above the audit's core
-    ("specbound.sglang", 8),           # the sglang drop-ins
-)
-TOP = 9
-
-
-def layer(module: str) -> int:
-    for prefix, level in LAYERS:
-        if module == prefix or module.startswith(prefix + ".") or (prefix.endswith("_") and module.startswith(prefix)):
-            return level
-    return TOP
 
 
 def modules(root: pathlib.Path):
@@ -107,6 +79,26 @@ def test_every_import_goes_down_the_documented_layers():
     found = list(modules(ROOT))
     assert len(found) > 100 and {layer(m) for _, m, _ in found} == set(range(TOP + 1)), "layout not found"
     assert violations(ROOT) == []
+
+
+def test_the_architecture_doc_shows_this_layer_table(tmp_path, monkeypatch):
+    """``docs/architecture.md`` and the README show :func:`specbound.layers.table`, checked by
+    ``specbound docs --check``: an edited copy of the doc is stale, and so is the doc when the
+    table changes (a module moved to another layer)."""
+    files = manifest_docs.FILES
+    assert "docs/architecture.md" in files and "layers" in manifest_docs.blocks(manifest_docs.load_manifest(), None)
+    assert manifest_docs.stale(files=files) == []
+    for rel in files:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text((ROOT / rel).read_text())
+    doc = tmp_path / "docs" / "architecture.md"
+    doc.write_text(doc.read_text().replace("| 7 | audit core |", "| 7 | audit |"))
+    assert [p.split(" (")[0] for p in manifest_docs.stale(root=tmp_path, files=files)] == [
+        "docs/architecture.md: block layers is stale"]
+    monkeypatch.setattr(layers, "LAYERS", tuple((p, 7 if p == "specbound.audit.cuda" else lv)
+                                                for p, lv in layers.LAYERS))
+    assert [p.split(" (")[0] for p in manifest_docs.stale(files=files)] == [
+        "README.md: block layers is stale", "docs/architecture.md: block layers is stale"]
 
 
 def test_an_upward_import_is_reported(tmp_path):
@@ -346,10 +338,10 @@ DEFERRED_HEAVY: dict[str, tuple[str, ...]] = {
     "specbound.audit.cuda.tree": ("specbound.reference",),
     "specbound.audit.extract": ("specbound.kernels.source",),
     "specbound.audit.kernels": ("specbound.kernels",),
-    "specbound.audit.kv_kernel": ("specbound.kernels.plan", "specbound.reference", "specbound.reference.samples"),
-    "specbound.audit.run": ("specbound.audit.cuda.check",),
-    "specbound.audit.replay": ("specbound.kernels.tree_build", "specbound.reference.samples"),
-    "specbound.audit.tree_kernel": ("specbound.reference", "specbound.reference.samples"),
+    "specbound.engines.sglang.kv_kernel": ("specbound.kernels.plan", "specbound.reference", "specbound.reference.samples"),
+    "specbound.engines.sglang.audit": ("specbound.audit.cuda.check",),
+    "specbound.engines.sglang.buffer_replay": ("specbound.kernels.tree_build", "specbound.reference.samples"),
+    "specbound.engines.sglang.tree_kernel": ("specbound.reference", "specbound.reference.samples"),
     "specbound.cli": ("specbound.fuzz.replay",),
     "specbound.fuzz.command": (
         "specbound.fuzz.profiles", "specbound.fuzz.properties", "specbound.fuzz.records", "specbound.fuzz.replay",
@@ -373,7 +365,8 @@ DEFERRED_HEAVY: dict[str, tuple[str, ...]] = {
     "specbound.proofs.test_symexec_sglang": ("specbound.kernels", "specbound.reference.samples"),
     "specbound.pytest_plugin": ("specbound.fuzz.profiles", "specbound.kernels"),
     "specbound.replay.checked": ("specbound.kernels.checked",),
-    "specbound.replay.sglang": ("specbound.kernels.source", "specbound.reference", "specbound.reference.samples"),
+    "specbound.engines.sglang.launch": ("specbound.reference", "specbound.reference.samples"),
+    "specbound.replay.kernel_source": ("specbound.kernels.source",),
 }
 
 # Imports inside functions not yet moved to the top (no optional dependency behind them): listed so
@@ -381,7 +374,7 @@ DEFERRED_HEAVY: dict[str, tuple[str, ...]] = {
 # command's modules (the theorem registry, the kernel proofs, the audit run) out of the other
 # commands' start-up.
 PENDING: dict[str, tuple[str, ...]] = {
-    "specbound.audit.command": ("specbound.audit.report", "specbound.audit.run"),
+    "specbound.audit.command": ("specbound.audit.report", "specbound.engines.sglang.audit"),
     "specbound.engines.vllm.audit": (
         "specbound.engines.vllm.prove", "specbound.engines.vllm.refute", "specbound.engines.vllm.replay",
     ),
@@ -392,14 +385,14 @@ PENDING: dict[str, tuple[str, ...]] = {
     "specbound.docs": ("specbound.proofs.registry",),
     "specbound.explain": ("specbound.manifest", "specbound.proofs.registry", "specbound.proofs.symexec.theorems"),
     "specbound.manifest": (
-        "specbound.audit.kernel_proofs", "specbound.proofs.registry", "specbound.proofs.symexec.mutants",
-        "specbound.proofs.symexec.sglang_draft_kv", "specbound.proofs.symexec.sglang_tree",
+        "specbound.engines.sglang.kernel_proofs", "specbound.proofs.registry", "specbound.proofs.symexec.mutants",
+        "specbound.engines.sglang.draft_kv_model", "specbound.engines.sglang.tree_model",
         "specbound.proofs.symexec.theorems", "specbound.proofs.symexec.verifiers",
     ),
     "specbound.manifest_docs": (
-        "specbound.audit.envelope", "specbound.proofs.symexec.kernel_files", "specbound.proofs.symexec.mutants",
+        "specbound.engines.sglang.envelope", "specbound.proofs.symexec.kernel_files", "specbound.proofs.symexec.mutants",
     ),
-    "specbound.proofs.conftest": ("specbound.audit.locate", "specbound.proofs.registry"),
+    "specbound.proofs.conftest": ("specbound.engines.sglang.locate", "specbound.proofs.registry"),
     "specbound.proofs.test_launch_plans": ("specbound.kernels.draft_kv", "specbound.kernels.tree_build"),
     "specbound.report": ("specbound.proofs.symexec.theorems",),
 }

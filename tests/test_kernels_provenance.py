@@ -379,8 +379,9 @@ def sglang_kv(tmp_path_factory):
     """sglang's kernel as released, and a planted copy whose kv_indices stores are
     atomic exchanges; both compiled from source (sglang is never imported)."""
     from specbound.audit.extract import SourceIndex
-    from specbound.audit.kernels import KV_FILES, KV_KERNEL
-    from specbound.audit.locate import NotInstalled, locate
+    from specbound.audit.kernels import KV_FILES
+    from specbound.engines.sglang.launch import KV_KERNEL
+    from specbound.engines.sglang.locate import NotInstalled, locate
 
     try:
         root = locate().root

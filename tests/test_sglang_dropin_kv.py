@@ -21,7 +21,8 @@ import torch
 import specbound.sglang
 from specbound import spec
 from specbound.reference import samples
-from specbound.replay import sglang as sglang_replay
+from specbound.engines.sglang import launch as sglang_replay
+from specbound.replay import load_kernel
 from specbound.replay.checked import checked_launch
 from specbound.sglang import build_tree_kernel_efficient, generate_draft_decode_kv_indices
 from specbound.sglang.testing import JUNK, clone_args, kv_launch, refused, tree_launch
@@ -35,7 +36,7 @@ TREE_OP_SOURCE = "kernels/ops/speculative/tree.py"
 
 @pytest.fixture(scope="module")
 def sglang_kv(installed_sglang_root):
-    return sglang_replay.load_kernel(str(installed_sglang_root / KV_SOURCE), sglang_replay.KV_KERNEL)
+    return load_kernel(str(installed_sglang_root / KV_SOURCE), sglang_replay.KV_KERNEL)
 
 
 def _function_params(path: Path, name: str) -> list[str]:

@@ -19,7 +19,8 @@ import torch
 
 import specbound.sglang
 from specbound import spec
-from specbound.replay import sglang as sglang_replay
+from specbound.engines.sglang import launch as sglang_replay
+from specbound.replay import load_kernel
 from specbound.replay.checked import checked_launch
 from specbound.sglang import build_tree_kernel_efficient
 from specbound.sglang.testing import clone_args, refused, tree_launch
@@ -31,7 +32,7 @@ TREE_TRITON_SOURCE = "kernels/ops/speculative/spec_tree.py"
 
 @pytest.fixture(scope="module")
 def sglang_tree_triton(installed_sglang_root):
-    return sglang_replay.load_kernel(str(installed_sglang_root / TREE_TRITON_SOURCE), sglang_replay.TREE_KERNEL)
+    return load_kernel(str(installed_sglang_root / TREE_TRITON_SOURCE), sglang_replay.TREE_KERNEL)
 
 
 def _outputs(args) -> list[torch.Tensor]:

@@ -80,7 +80,7 @@ def test_a_clamped_index_proves_and_vllms_form_is_refuted_and_replayed(tmp_path)
 def test_only_programs_runs_the_chosen_programs_seeing_the_whole_grid(tmp_path):
     import torch
 
-    from specbound.replay.sglang import load_kernel
+    from specbound.replay import load_kernel
     from specbound.replay.subgrid import only_programs
 
     path = tmp_path / "pids.py"

@@ -36,7 +36,7 @@ def _positive(text: str) -> int:
 def cmd_audit_sglang(args) -> int:
     import sys
 
-    from . import run
+    from specbound.engines.sglang import audit as run
     from .report import EXIT_INCOMPLETE, plural, render_markdown, render_text
 
     for flag, value in (("--examples", args.examples), ("--seed", args.seed)):

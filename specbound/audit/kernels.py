@@ -1,16 +1,15 @@
-"""sglang's Triton kernels, extracted by name and run under specbound's checked interpreter:
-what the two kernel audits (:mod:`.tree_kernel`, :mod:`.kv_kernel`) and the replays
-(:mod:`.replay`) share.
+"""An engine's Triton kernels, extracted from its source by name and run under specbound's
+checked interpreter: what the engine adapters' kernel audits and replays share (sglang's:
+:mod:`specbound.engines.sglang.tree_kernel`, ``.kv_kernel``, ``.buffer_replay``).
 
 Parameters are matched to the audit's values by normalised name (:func:`bind`); a
 launch's outcome is a :class:`Finding`; a failing random case is shrunk (requests
-dropped, ``seq_len`` lowered) before it is reported (:func:`fuzz_row`).  Also here: the
-AST check that every draft-kv launch site checks capacity, and the symbolic proof rows.
+dropped, ``seq_len`` lowered) before it is reported (:func:`fuzz_row`).
 """
 
 from __future__ import annotations
 
-import ast
+import inspect
 import os
 import random
 import time
@@ -18,21 +17,16 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .report import (
-    DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNGUARDED, UNKNOWN_SIGNATURE, AuditReport, Row,
+    DIVERGED, ERROR, MATCHED, OOB, UNAVAILABLE, UNKNOWN_SIGNATURE, AuditReport, Row,
 )
 from .extract import Found, SourceIndex
-from . import kernel_proofs
 
 from specbound.proofs import minimise
 from specbound.replay import checked_launch
-from specbound.replay import sglang as sglang_launches
 
-TREE_KERNEL, KV_KERNEL = sglang_launches.TREE_KERNEL, sglang_launches.KV_KERNEL
-
-TREE_FILES = ("kernels/ops/speculative/spec_tree.py",)
-TREE_WRAPPER = "sgl_build_tree_kernel_triton"
+# Where sglang keeps its draft kv kernel, and sglang's names for the kernels' parameters: here, below
+# the engine adapter, while the buffer-sink and verify-kv checks of this package still read them.
 KV_FILES = ("kernels/ops/speculative/cache_locs.py",)
-SYMBOLIC_EXECUTORS = ("specbound.proofs.symexec",)
 
 
 class Unavailable(Exception):
@@ -55,19 +49,31 @@ KV_ALIASES = {"pool_len": "row_stride", "seq_lens": "paged_kernel_lens"}
 
 
 def bind(found: Found, values: dict[str, Any], aliases: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
-    """Keyword arguments for the kernel's parameters by (normalised) name, and the
-    parameters without a default the audit has no value for."""
+    """:func:`bind_params` on the parameters of the kernel's ``def`` in the source."""
     a = found.node.args
     positional = [*a.posonlyargs, *a.args]
     defaults = {p.arg for p in positional[len(positional) - len(a.defaults):]}
     defaults |= {p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None}
+    return bind_params([(p.arg, p.arg in defaults) for p in [*positional, *a.kwonlyargs]], values, aliases)
+
+
+def jit_params(kernel) -> list[tuple[str, bool]]:
+    """``(name, has a default)`` of a ``triton.jit`` function's parameters (compiled or
+    interpreted: both keep the Python function as ``fn``)."""
+    return [(p.name, p.default is not inspect.Parameter.empty) for p in inspect.signature(kernel.fn).parameters.values()]
+
+
+def bind_params(params: list[tuple[str, bool]], values: dict[str, Any],
+                aliases: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """Keyword arguments for the parameters ``(name, has a default)`` by (normalised) name, and
+    the parameters without a default that ``values`` has no value for."""
     kwargs, missing = {}, []
-    for p in [*positional, *a.kwonlyargs]:
-        key = value_key(p.arg, aliases)
+    for name, has_default in params:
+        key = value_key(name, aliases)
         if key in values:
-            kwargs[p.arg] = values[key]
-        elif p.arg not in defaults:
-            missing.append(p.arg)
+            kwargs[name] = values[key]
+        elif not has_default:
+            missing.append(name)
     return kwargs, missing
 
 
@@ -168,56 +174,3 @@ def define_kernel(index: SourceIndex, report: AuditReport, found: Found, aliases
     except Exception as e:  # noqa: BLE001
         report.add(Row(row_id, subject, what, "-", ERROR, f"cannot define the kernel: {type(e).__name__}: {e}"))
     return None
-
-
-# --- sites, the symbolic executor ----------------------------------------------------------
-
-def check_launch_sites(index: SourceIndex, report: AuditReport) -> None:
-    """Every launch of the draft kv kernel should follow a host capacity check (spec.draft_kv_capacity_ok)."""
-    t0 = time.perf_counter()
-    what = "every launch of generate_draft_decode_kv_indices is preceded by a host capacity check"
-    sites = []
-    for path in index.files():
-        text = index.text(path)
-        if f"{KV_KERNEL}[" not in text and "generate_draft_decode_kv_indices\n" not in text:
-            continue
-        tree = index.tree(path)
-        if tree is None:
-            continue
-        for fn in ast.walk(tree):
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            launches = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript)
-                        and KV_KERNEL in ast.unparse(n.func.value)]
-            if not launches:
-                continue
-            calls = {ast.unparse(n.func).split(".")[-1] for n in ast.walk(fn) if isinstance(n, ast.Call)}
-            guarded = "assert_buffer_fits" in calls or any(
-                isinstance(n, ast.Assert) and "used_len" in ast.unparse(n) for n in ast.walk(fn))
-            sites.append((f"{index.rel(path)}:{fn.lineno} {fn.name}", guarded))
-    if not sites:
-        report.add(Row("sites.draft_kv_capacity_check", KV_KERNEL, what, "ast", NOT_PRESENT,
-                       "no launch site found", seconds=time.perf_counter() - t0))
-        return
-    bare = [s for s, g in sites if not g]
-    report.add(Row("sites.draft_kv_capacity_check", f"{len(sites)} launch site(s)", what, "ast",
-                   UNGUARDED if bare else MATCHED,
-                   (f"{len(sites) - len(bare)} checked; without a check (they rely on draft room): "
-                    + "; ".join(bare)) if bare else "; ".join(s for s, _ in sites),
-                   seconds=time.perf_counter() - t0))
-
-
-def check_symbolic(report: AuditReport, full: bool = False) -> None:
-    """``kernel.symbolic_proof[draft_kv]`` and ``[tree]``: sglang's own kernels proved or
-    refuted by specbound's symbolic executor (:mod:`.kernel_proofs`); ``full``: every listed
-    specialization."""
-    import importlib.util
-
-    if not any(importlib.util.find_spec(name) for name in SYMBOLIC_EXECUTORS):
-        report.add(Row("kernel.symbolic_proof", "sgl_build_tree_kernel_efficient_triton, "
-                       "generate_draft_decode_kv_indices", "the kernels proved or refuted for all inputs", "-",
-                       UNAVAILABLE, "symbolic kernel proof: executor not available in this specbound; the "
-                       "kernels are only fuzzed"))
-        return
-
-    kernel_proofs.check(report, full)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from ..locate import NotInstalled, locate
+from specbound.engines.sglang.locate import NotInstalled, locate
 from .harness import Session
 from .tree import cell_bytes, extents, make_launch, prefilled, run_case
 

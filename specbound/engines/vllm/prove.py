@@ -1,6 +1,6 @@
 """The theorems of vLLM's kernels: IN-BOUNDS, NO-WRAP, (NO-TRUNCATION), RACE-FREE and, where
 the contract fixes the written cells, FOOTPRINT; one run per specialization, every obligation
-through the trusted core (:func:`specbound.proofs.symexec.sglang_common.check_all`).
+through the trusted core (:func:`specbound.proofs.symexec.engine_theorems.check_all`).
 
 Regions (what RACE-FREE means per kernel):
 
@@ -21,7 +21,7 @@ from specbound.proofs.symexec.values import LANES
 
 from . import contract, models
 from specbound.proofs.symexec.theorems import obligations as generic
-from specbound.proofs.symexec.sglang_common import prove
+from specbound.proofs.symexec.engine_theorems import prove
 
 
 def _cu(run):

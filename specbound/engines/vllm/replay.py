@@ -9,7 +9,7 @@ import pathlib
 
 from specbound.replay.checked import checked_launch
 from specbound.replay.outcome import Replay
-from specbound.replay.sglang import load_kernel
+from specbound.replay import load_kernel
 from specbound.replay.subgrid import only_programs
 
 from .models import kernel_params

@@ -2,34 +2,65 @@
 launched on a concrete batch as sglang's launch sites launch them, under the checked
 interpreter, judged against the spec (the draft kv kernel) or :mod:`specbound.reference`
 (the tree build).
+
+The arguments of a launch are built once, here (:func:`kv_values`, :func:`tree_values`: by
+sglang's parameter names, bound to whatever signature the release's kernel has), for the
+theorems' replays below and for the audit's fuzzing and buffer replays
+(:mod:`.kv_kernel`, :mod:`.tree_kernel`).
 """
 
 from __future__ import annotations
 
 from specbound import spec
 
-from .checked import checked_launch
-from .outcome import Replay
+from specbound.audit.kernels import KV_ALIASES, TREE_ALIASES, bind_params, jit_params
+from specbound.replay.checked import checked_launch
+from specbound.replay.outcome import Replay
 
 KV_KERNEL = "generate_draft_decode_kv_indices"
 TREE_KERNEL = "sgl_build_tree_kernel_efficient_triton"   # sglang's Triton port of its CUDA tree build
 BIG_BUFFER = 1 << 24   # cells: above this a replay buffer is allocated untouched (torch.empty)
 
 
-def load_kernel(path: str, func_name: str):
-    """``func_name`` of the file at ``path`` as a ``triton.jit`` function, with the
-    ``@triton.jit`` helpers of the same file it calls; compiled from the source text with
-    the file's ``__future__`` flags (Triton reads the constexpr annotations), under the
-    interpreter that :mod:`specbound.kernels` switches on.  Nothing else of the file runs."""
-    from specbound.kernels import source  # first: sets TRITON_INTERPRET before any @triton.jit
+def kv_values(req_pool_indices, req_to_token, seq_lens, kv_indices, kv_indptr, positions, *, row_stride: int,
+              width: int, indptr_stride: int, lane_bounds: tuple, page_size: int, num_steps: int | None = None) -> dict:
+    """The draft kv kernel's arguments by (normalised) parameter name, as sglang's launch
+    sites pass them: ``lane_bounds`` = ``(bs_upper, iter_upper, num_tokens_upper)``; no
+    sliding window, sink or page translation; ``num_steps`` the ``NUM_STEPS`` constexpr of
+    the token-block launch (left to the kernel's default when None)."""
+    bs_upper, iter_upper, num_tokens_upper = lane_bounds
+    values = {"req_pool_indices": req_pool_indices, "req_to_token": req_to_token, "paged_kernel_lens": seq_lens,
+              "kv_indices": kv_indices, "kv_indptr": kv_indptr, "positions": positions, "row_stride": row_stride,
+              "kv_indices_stride": width, "kv_indptr_stride": indptr_stride, "bs_upper": bs_upper,
+              "iter_upper": iter_upper, "num_tokens_upper": num_tokens_upper, "page_size": page_size,
+              "window_size": 0, "sink_size": 0, "entry_page_size": 1, "v2p": None, "translate": False}
+    if num_steps is not None:
+        values["num_steps"] = num_steps
+    return values
 
-    import triton
-    import triton.language as tl
 
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    ns = {"triton": triton, "tl": tl, "__name__": f"specbound_sglang_kernels.{func_name}"}
-    return source.load_jit_functions(text, path, ns, roots=[func_name])[func_name]
+def tree_values(parent_list, selected_index, seq_lens, outs: dict, *, topk: int, depth: int, n: int,
+                mode: spec.TreeMaskMode, parent_list_stride: int, selected_index_stride: int) -> dict:
+    """The tree build's arguments by (normalised) parameter name, as ``sgl_build_tree_kernel_triton``
+    passes them: the exclusive prefix sum of ``seq_lens`` as its own input, the outputs
+    ``outs`` named as :func:`specbound.reference.build_tree` names them."""
+    import torch
+
+    return {"parent_list": parent_list, "selected_index": selected_index, "verified_seq_len": seq_lens,
+            "seq_len_prefix_sum": torch.cumsum(seq_lens, 0) - seq_lens, "tree_mask": outs["tree_mask"],
+            "positions": outs["positions"], "retrieve_index": outs["retrive_index"],
+            "retrieve_next_token": outs["retrive_next_token"], "retrieve_next_sibling": outs["retrive_next_sibling"],
+            "topk": topk, "depth": depth, "draft_token_num": n, "tree_mask_mode": int(mode),
+            "batch_size": seq_lens.numel(), "parent_list_stride": parent_list_stride,
+            "selected_index_stride": selected_index_stride}
+
+
+def _bound(kernel, values: dict, aliases: dict) -> dict:
+    kwargs, missing = bind_params(jit_params(kernel), values, aliases)
+    if missing:
+        raise ValueError(f"kernel: sglang's {kernel.fn.__name__} takes parameters a launch site gives no value for: "
+                         f"{missing}")
+    return kwargs
 
 
 def expected_kv_outputs(seq, rows, r2t, k, d, page, width, stride):
@@ -88,12 +119,10 @@ def draft_kv(kernel, *, seq_lens: list, req_pool_indices: list, row_stride: int,
     seq_t = torch.tensor(seq_lens, dtype=getattr(torch, seq_lens_dtype))
     positions = torch.tensor(seq_lens, dtype=torch.int64).repeat_interleave(topk)
     rows_t = torch.tensor(req_pool_indices, dtype=torch.int64)
-    bs_upper, iter_upper, num_tokens_upper = lane_bounds
-
-    def launch():
-        kernel[grid](rows_t, r2t, seq_t, kv_indices, kv_indptr, positions, row_stride, width, indptr_stride,
-                     bs_upper, iter_upper, num_tokens_upper, page_size, NUM_STEPS=num_steps_constexpr)
-    fault = checked_launch(launch, inputs, kernel=f"sglang's {KV_KERNEL}")
+    kwargs = _bound(kernel, kv_values(rows_t, r2t, seq_t, kv_indices, kv_indptr, positions, row_stride=row_stride,
+                                      width=width, indptr_stride=indptr_stride, lane_bounds=lane_bounds,
+                                      page_size=page_size, num_steps=num_steps_constexpr), KV_ALIASES)
+    fault = checked_launch(lambda: kernel[grid](**kwargs), inputs, kernel=f"sglang's {KV_KERNEL}")
     if fault is not None:
         return fault
     if big:
@@ -123,7 +152,6 @@ def build_tree(kernel, *, seq_lens: list, selected_index: list, parent_list: lis
     seq_t = torch.tensor(seq_lens, dtype=torch.int64)
     sel_t = torch.tensor(selected_index, dtype=torch.int64).reshape(bs, sel_width)
     pl_t = torch.tensor(parent_list, dtype=torch.int64).reshape(bs, pl_width)
-    prefix = torch.cumsum(seq_t, 0) - seq_t
     numel = spec.mask_batch_numel(mode, bs, n, sum(seq_lens))
 
     def buffers():
@@ -133,14 +161,10 @@ def build_tree(kernel, *, seq_lens: list, selected_index: list, parent_list: lis
                 "retrive_next_token": torch.full((bs, n), -1, dtype=torch.int64),
                 "retrive_next_sibling": torch.full((bs, n), -1, dtype=torch.int64)}
     outs = buffers()
-
-    def launch():
-        kernel[(bs,)](pl_t, sel_t, seq_t, prefix, outs["tree_mask"], outs["positions"], outs["retrive_index"],
-                      outs["retrive_next_token"], outs["retrive_next_sibling"], topk=topk, depth=depth,
-                      draft_token_num=n, tree_mask_mode=int(mode), batch_size=bs,
-                      parent_list_stride=pl_width if pl_width else 1,
-                      selected_index_stride=sel_width if sel_width else 1)
-    fault = checked_launch(launch, inputs, kernel=f"sglang's {TREE_KERNEL}")
+    kwargs = _bound(kernel, tree_values(pl_t, sel_t, seq_t, outs, topk=topk, depth=depth, n=n, mode=mode,
+                                        parent_list_stride=pl_width if pl_width else 1,
+                                        selected_index_stride=sel_width if sel_width else 1), TREE_ALIASES)
+    fault = checked_launch(lambda: kernel[(bs,)](**kwargs), inputs, kernel=f"sglang's {TREE_KERNEL}")
     if fault is not None:
         return fault
     if not compare:

@@ -15,12 +15,17 @@ import time
 from specbound import spec
 from specbound.spec import TreeMaskMode
 
-from .report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNGUARDED, AuditReport, Row
-from .extract import Found, SourceIndex
-from .kernels import (
-    TREE_ALIASES, TREE_FILES, TREE_KERNEL, TREE_WRAPPER, Finding, Unavailable, bind, define_kernel, first_diff,
+from specbound.audit.report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNGUARDED, AuditReport, Row
+from specbound.audit.extract import Found, SourceIndex
+from specbound.audit.kernels import (
+    TREE_ALIASES, Finding, Unavailable, bind, define_kernel, first_diff,
     fuzz_row, launch_finding, value_key,
 )
+
+from .launch import TREE_KERNEL, tree_values
+
+TREE_FILES = ("kernels/ops/speculative/spec_tree.py",)
+TREE_WRAPPER = "sgl_build_tree_kernel_triton"   # the host wrapper that launches it
 
 # The kernel parameters (normalised names) the audit knows how to feed.
 TREE_FED = {"parent_list", "selected_index", "verified_seq_len", "seq_len_prefix_sum", "tree_mask", "positions",
@@ -54,13 +59,11 @@ def run_tree(kernel, found: Found, case, mask_numel: int | None = None) -> Findi
     mask = torch.ones(numel if mask_numel is None else mask_numel, dtype=torch.bool)
     positions = torch.full((bs * n,), -7, dtype=torch.int64)
     outs = [torch.full((bs, n), -1, dtype=torch.int64) for _ in range(3)]
-    prefix = torch.cumsum(seq, 0) - seq
-    values = {"parent_list": pl, "selected_index": sel, "verified_seq_len": seq, "seq_len_prefix_sum": prefix,
-              "tree_mask": mask, "positions": positions, "retrieve_index": outs[0],
-              "retrieve_next_token": outs[1], "retrieve_next_sibling": outs[2], "topk": k, "depth": d,
-              "draft_token_num": n, "tree_mask_mode": int(mode), "batch_size": bs,
-              "parent_list_stride": pl.stride(0) if pl.dim() > 1 else pl.shape[0],
-              "selected_index_stride": sel.stride(0)}
+    values = tree_values(pl, sel, seq, {"tree_mask": mask, "positions": positions, "retrive_index": outs[0],
+                                        "retrive_next_token": outs[1], "retrive_next_sibling": outs[2]},
+                         topk=k, depth=d, n=n, mode=mode,
+                         parent_list_stride=pl.stride(0) if pl.dim() > 1 else pl.shape[0],
+                         selected_index_stride=sel.stride(0))
     kwargs, missing = bind(found, values, TREE_ALIASES)
     if missing:
         raise Unavailable(f"unknown signature: no value for {missing}")

@@ -1,6 +1,7 @@
-"""What proving a third-party (sglang) Triton kernel needs beyond one kernel's model:
-the theorems of one specialization, and refutations whose counterexample is replayed on the
-real kernel source (:mod:`specbound.replay.sglang`).
+"""What proving a serving engine's Triton kernel needs beyond one kernel's model: the
+theorems of one specialization, and refutations whose counterexample is replayed on the
+real kernel source (by the engine's adapter: ``specbound.engines.sglang.launch``,
+``specbound.engines.vllm.replay``).
 """
 
 from __future__ import annotations

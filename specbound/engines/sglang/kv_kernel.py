@@ -15,12 +15,14 @@ from typing import Callable
 
 from specbound import spec
 
-from .report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNGUARDED, AuditReport, Row
-from .extract import Found, SourceIndex
-from .kernels import (
-    KV_ALIASES, KV_FILES, KV_KERNEL, Finding, Unavailable, bind, define_kernel, first_diff, fuzz_row, launch_finding,
+from specbound.audit.report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNGUARDED, AuditReport, Row
+from specbound.audit.extract import Found, SourceIndex
+from specbound.audit.kernels import (
+    KV_ALIASES, KV_FILES, Finding, Unavailable, bind, define_kernel, first_diff, fuzz_row, launch_finding,
     value_key,
 )
+
+from .launch import KV_KERNEL, kv_values
 
 # The kernel parameters (normalised names) the audit knows how to feed.
 KV_FED = {"req_pool_indices", "req_to_token", "paged_kernel_lens", "kv_indices", "kv_indptr", "positions",
@@ -31,7 +33,6 @@ KV_FED = {"req_pool_indices", "req_to_token", "paged_kernel_lens", "kv_indices",
 def run_kv(kernel, found: Found, case, width_fn=None) -> Finding | None:
     import torch
     from specbound import reference
-    from specbound.kernels.plan import pow2
     from specbound.reference.samples import random_kv_batch
 
     k, steps, page = case["topk"], case["num_steps"], case["page_size"]
@@ -44,16 +45,8 @@ def run_kv(kernel, found: Found, case, width_fn=None) -> Finding | None:
     width = (width_fn or spec.draft_kv_indices_buffer_width)(num_seqs, k, c)
     kv_indices = torch.full((steps, width), -1, dtype=torch.int64)
     kv_indptr = torch.zeros((steps, bs_d + 1), dtype=torch.int32)
-    positions = batch.seq_lens.repeat_interleave(k)
     blocks = case.get("blocks", 0)
-    values = {"req_pool_indices": batch.req_pool_indices, "req_to_token": batch.req_to_token,
-              "paged_kernel_lens": batch.seq_lens, "kv_indices": kv_indices, "kv_indptr": kv_indptr,
-              "positions": positions, "row_stride": batch.req_to_token.shape[1], "kv_indices_stride": width,
-              "kv_indptr_stride": bs_d + 1, "bs_upper": pow2(num_seqs), "iter_upper": pow2(steps),
-              "num_tokens_upper": pow2(bs_d), "page_size": page, "window_size": 0, "sink_size": 0,
-              "entry_page_size": 1, "v2p": None, "translate": False}
-    if blocks:
-        values["num_steps"] = steps
+    values = _values(batch, kv_indices, kv_indptr, k, steps, page, width, steps if blocks else None)
     kwargs, missing = bind(found, values, KV_ALIASES)
     if missing:
         raise Unavailable(f"unknown signature: no value for {missing}")
@@ -88,6 +81,19 @@ def run_kv(kernel, found: Found, case, width_fn=None) -> Finding | None:
         if written.get(names.get(key, key)):
             return Finding(DIVERGED, f"writes to its input {key}")
     return None
+
+
+def _values(batch, kv_indices, kv_indptr, k: int, steps: int, page: int, width: int, num_steps=None) -> dict:
+    """The launch's arguments for a sample batch (:func:`specbound.reference.samples.random_kv_batch`),
+    as sglang's host code feeds them: ``kv_indptr`` rows of ``num_seqs * k + 1``, ``positions`` =
+    ``seq_lens`` repeated ``k`` times, the lane bounds the next powers of two."""
+    from specbound.kernels.plan import pow2  # loads torch: deferred, as the package's other launches
+
+    num_seqs = batch.seq_lens.numel()
+    return kv_values(batch.req_pool_indices, batch.req_to_token, batch.seq_lens, kv_indices, kv_indptr,
+                     batch.seq_lens.repeat_interleave(k), row_stride=batch.req_to_token.shape[1], width=width,
+                     indptr_stride=num_seqs * k + 1, page_size=page, num_steps=num_steps,
+                     lane_bounds=(pow2(num_seqs), pow2(steps), pow2(num_seqs * k)))
 
 
 def random_kv_case(rng: random.Random, long: bool = False) -> dict:
@@ -183,7 +189,6 @@ def run_kv_no_room(kernel, found, case, width, rows: int | None = None) -> Findi
     """Run without the reference (which refuses the batch): only bounds matter here.
     ``rows`` (default ``num_steps``) and ``width`` give the kv_indices buffer's shape."""
     import torch
-    from specbound.kernels.plan import pow2
     from specbound.reference.samples import random_kv_batch
 
     k, steps, page, seq = case["topk"], case["num_steps"], case["page_size"], case["seq_lens"]
@@ -192,11 +197,5 @@ def run_kv_no_room(kernel, found, case, width, rows: int | None = None) -> Findi
     w = width(num_seqs, k, case["max_context_len"])
     kv_indices = torch.full((steps if rows is None else rows, w), -1, dtype=torch.int64)
     kv_indptr = torch.zeros((steps, bs_d + 1), dtype=torch.int32)
-    values = {"req_pool_indices": batch.req_pool_indices, "req_to_token": batch.req_to_token,
-              "paged_kernel_lens": batch.seq_lens, "kv_indices": kv_indices, "kv_indptr": kv_indptr,
-              "positions": batch.seq_lens.repeat_interleave(k), "row_stride": batch.req_to_token.shape[1],
-              "kv_indices_stride": w, "kv_indptr_stride": bs_d + 1, "bs_upper": pow2(num_seqs),
-              "iter_upper": pow2(steps), "num_tokens_upper": pow2(bs_d), "page_size": page,
-              "window_size": 0, "sink_size": 0, "entry_page_size": 1, "v2p": None, "translate": False}
-    kwargs, _ = bind(found, values, KV_ALIASES)
+    kwargs, _ = bind(found, _values(batch, kv_indices, kv_indptr, k, steps, page, w), KV_ALIASES)
     return launch_finding(lambda: kernel[(steps, num_seqs, k)](**kwargs))

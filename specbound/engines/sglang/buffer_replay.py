@@ -10,7 +10,7 @@ sglang allocates, under the checked interpreter: the ``OutOfBoundsAccess`` is th
 
 One-line replay::
 
-    python -m specbound.audit.replay --sglang-path DIR --kernel draft_kv_indices --case '{...}'
+    python -m specbound.engines.sglang.buffer_replay --sglang-path DIR --kernel draft_kv_indices --case '{...}'
 """
 
 from __future__ import annotations
@@ -24,11 +24,12 @@ import sys
 from specbound import spec
 from specbound.replay import Replay
 
-from . import kernels
+from specbound.audit import kernels
 from . import kv_kernel, tree_kernel
-from .report import DIVERGED, OOB
-from .extract import SourceIndex
-from .judge import seq_lens_for
+from .launch import KV_KERNEL, TREE_KERNEL
+from specbound.audit.report import DIVERGED, OOB
+from specbound.audit.extract import SourceIndex
+from specbound.audit.judge import seq_lens_for
 from .locate import NotInstalled, locate
 
 
@@ -89,20 +90,20 @@ def _load(index: SourceIndex, name: str, files, aliases, known: set[str]):
 
 
 def _replay_kv(index: SourceIndex, case: dict) -> Replay:
-    found, kernel, why = _load(index, kernels.KV_KERNEL, kernels.KV_FILES, kernels.KV_ALIASES, kv_kernel.KV_FED)
+    found, kernel, why = _load(index, KV_KERNEL, kernels.KV_FILES, kernels.KV_ALIASES, kv_kernel.KV_FED)
     if kernel is None:
-        return Replay("error", why, case, f"sglang's {kernels.KV_KERNEL}")
+        return Replay("error", why, case, f"sglang's {KV_KERNEL}")
     width = case["width"]
     finding = kv_kernel.run_kv_no_room(kernel, found, case, lambda *_: width, rows=case["rows"])
-    return _as_replay(finding, case, f"sglang's {kernels.KV_KERNEL} ({found.where})")
+    return _as_replay(finding, case, f"sglang's {KV_KERNEL} ({found.where})")
 
 
 def _replay_tree(index: SourceIndex, case: dict) -> Replay:
-    found, kernel, why = _load(index, kernels.TREE_KERNEL, kernels.TREE_FILES, kernels.TREE_ALIASES,
+    found, kernel, why = _load(index, TREE_KERNEL, tree_kernel.TREE_FILES, kernels.TREE_ALIASES,
                                tree_kernel.TREE_FED)
     if kernel is not None:
         finding = tree_kernel.run_tree(kernel, found, case, mask_numel=case["mask_numel"])
-        return _as_replay(finding, case, f"sglang's {kernels.TREE_KERNEL} ({found.where})")
+        return _as_replay(finding, case, f"sglang's {TREE_KERNEL} ({found.where})")
     why = (f"{why}: this release ships only the CUDA tree build (sgl-kernel), which needs a GPU; replayed on "
            "specbound.kernels' Triton tree build, whose writes are the spec's footprint")
     return _as_replay(_specbound_tree(case), case, "specbound.kernels.tree_build.build_tree_kernel", why)
@@ -125,12 +126,12 @@ def _specbound_tree(case: dict) -> kernels.Finding | None:
 
 
 def command(sglang_root, kind: str, case: dict) -> str:
-    return (f"python -m specbound.audit.replay --sglang-path {shlex.quote(str(sglang_root))} --kernel {kind} "
+    return (f"python -m specbound.engines.sglang.buffer_replay --sglang-path {shlex.quote(str(sglang_root))} --kernel {kind} "
             f"--case {shlex.quote(json.dumps(case, separators=(',', ':')))}")
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m specbound.audit.replay", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m specbound.engines.sglang.buffer_replay", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sglang-path", required=True, metavar="DIR")
     p.add_argument("--kernel", required=True, choices=("draft_kv_indices", "tree_mask"))

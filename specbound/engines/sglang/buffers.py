@@ -1,6 +1,6 @@
 """The buffer audit: every allocation that reaches the draft kv kernel or the tree build,
 judged against the spec (:mod:`.judge`), the counterexamples replayed on sglang's kernel
-(:mod:`.replay`); one row per (kernel, backend class, allocation, mask layout).
+(:mod:`.buffer_replay`); one row per (kernel, backend class, allocation, mask layout).
 
 Rows: ``buffer.<kernel>[<class>.<holder>]`` (``matched`` / ``overrun`` / ``holds only if`` /
 ``error``), ``buffer.<kernel>[<class>]`` for a trail that ended before an allocation
@@ -17,14 +17,14 @@ import z3
 
 from specbound import spec
 
-from . import judge
-from . import replay as sglang_replay
-from .report import ERROR, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OVERRUN, UNKNOWN, AuditReport, Row
-from .extract import SourceIndex
-from .program import Program
-from .sinks import TracedBuffer, find_sites, trace_site
-from .trace import Tracer
-from .trace_values import Alloc, Ended, EnumMember, Num, Opaque, term_ids
+from specbound.audit import judge
+from . import buffer_replay as sglang_replay
+from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OVERRUN, UNKNOWN, AuditReport, Row
+from specbound.audit.extract import SourceIndex
+from specbound.audit.program import Program
+from specbound.audit.sinks import TracedBuffer, find_sites, trace_site
+from specbound.audit.trace import Tracer
+from specbound.audit.trace_values import Alloc, Ended, EnumMember, Num, Opaque, term_ids
 
 VERDICT_STATUS = {judge.MATCHED: MATCHED, judge.OVERRUN: OVERRUN, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF,
                   judge.ERROR: ERROR}

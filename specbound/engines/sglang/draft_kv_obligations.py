@@ -11,14 +11,14 @@ from specbound.proofs import lemmas as spec_lemmas
 from specbound.proofs.model import D, K, P, num_seqs, page, seq_len
 from specbound.proofs.terms import subterms
 
-from . import lemmas as symexec_lemmas
-from .models import mul_mono
-from .sglang_draft_kv_layout import SCOPED, blocks, block_of, indptr_stride, iters_of, r2t_width, spec_hyps, width
-from .values import LANES, Unsupported
-from .footprint import cover, sound
-from .obligations import Obligation
-from .obligations import instantiate
-from .theorems import obligations as generic
+from specbound.proofs.symexec import lemmas as symexec_lemmas
+from specbound.proofs.symexec.models import mul_mono
+from .draft_kv_layout import SCOPED, blocks, block_of, indptr_stride, iters_of, r2t_width, spec_hyps, width
+from specbound.proofs.symexec.values import LANES, Unsupported
+from specbound.proofs.symexec.footprint import cover, sound
+from specbound.proofs.symexec.obligations import Obligation
+from specbound.proofs.symexec.obligations import instantiate
+from specbound.proofs.symexec.theorems import obligations as generic
 
 def _iteration(run, a):
     """The iteration constant ``k`` of the symbolic loop a store runs in (None outside one)."""

@@ -41,7 +41,7 @@ in int32; sglang asserts only ``width < 2^31``).
 
 The launch layout and the kernel's symbols: :mod:`.sglang_draft_kv_layout`; obligations:
 :mod:`.sglang_draft_kv_obligations`; replays: :func:`replay`, launched by
-:func:`specbound.replay.sglang.draft_kv`.
+:func:`specbound.engines.sglang.launch.draft_kv`.
 """
 
 from __future__ import annotations
@@ -58,19 +58,20 @@ from specbound.proofs import lemmas as spec_lemmas
 from specbound.proofs import model
 from specbound.proofs.model import C, D, K, P, Q, labelled, num_seqs, page, seq_len
 
-from . import lemmas as symexec_lemmas
-from .interp import Executor
-from .models import Run, content_preconditions, launch_contracts, mul_mono, prefix_schema, register_function, seq_len_schema, make_oracle
-from .sglang_common import prove as prove_run
-from .sglang_common import refute
-from .sglang_draft_kv_layout import (  # noqa: F401  (the kernel's symbols, read as sglang_draft_kv.width etc.)
+from specbound.proofs.symexec import lemmas as symexec_lemmas
+from specbound.proofs.symexec.interp import Executor
+from specbound.proofs.symexec.models import Run, content_preconditions, launch_contracts, mul_mono, prefix_schema, register_function, seq_len_schema, make_oracle
+from specbound.proofs.symexec.engine_theorems import prove as prove_run
+from specbound.proofs.symexec.engine_theorems import refute
+from .draft_kv_layout import (  # noqa: F401  (the kernel's symbols, read as sglang_draft_kv.width etc.)
     G0, SCOPED, SPEC_TERMS, alloc_bs, block_of, blocks, indptr_stride, iters_of, pool_rows, r2t_width, spec_hyps, width,
 )
-from .sglang_draft_kv_obligations import obligations
-from .values import DTYPES, INT32, INT64, LANES, V, TensorModel, Unsupported
+from .draft_kv_obligations import obligations
+from specbound.proofs.symexec.values import DTYPES, INT32, INT64, LANES, V, TensorModel, Unsupported
 
-from specbound.replay.sglang import KV_KERNEL as KERNEL  # the one name of the kernel
-from specbound.replay import sglang
+from specbound.engines.sglang.launch import KV_KERNEL as KERNEL  # the one name of the kernel
+from specbound.engines.sglang import launch as sglang
+from specbound.replay import load_kernel
 SOURCE = "kernels/ops/speculative/cache_locs.py"   # inside the sglang package (0.5.23)
 
 
@@ -364,7 +365,7 @@ def refute_without(sp: KvSpec, path: str, precondition: str = "", host: Host | N
 
 def replay(sp: KvSpec, conc: dict, path: str):
     """The counterexample as a batch, launched on sglang's kernel (source at ``path``) by
-    :func:`specbound.replay.sglang.draft_kv` as the launch sites launch it."""
+    :func:`specbound.engines.sglang.launch.draft_kv` as the launch sites launch it."""
 
     ns_, k, d = conc["num_seqs"], conc["topk"], conc["num_steps"]
     page = conc["page_size"] if sp.paged else 1
@@ -377,7 +378,7 @@ def replay(sp: KvSpec, conc: dict, path: str):
     inputs = {"num_seqs": ns_, "topk": k, "num_steps": d, "page_size": page, "seq_lens": seq,
               "req_pool_indices": rows, "row_stride": row_stride, "kv_indices": [d, width],
               "kv_indptr": [d, stride], "grid": list(grid), "spec": sp.label}
-    return sglang.draft_kv(sglang.load_kernel(path, KERNEL), seq_lens=seq, req_pool_indices=rows,
+    return sglang.draft_kv(load_kernel(path, KERNEL), seq_lens=seq, req_pool_indices=rows,
                            row_stride=row_stride, pool_rows=pool, topk=k, num_steps=d, page_size=page,
                            width=width, indptr_stride=stride, grid=grid, seq_lens_dtype=sp.seq_lens_dtype,
                            lane_bounds=(sp.bs_upper, sp.iter_upper, sp.num_tokens_upper),

@@ -38,17 +38,18 @@ from specbound.proofs import lemmas as spec_lemmas
 from specbound.proofs import model
 from specbound.proofs.model import C, P, bs, labelled, seq_len
 
-from .interp import Executor
-from .kernel_files import torch_free_module
-from .models import Run, content_preconditions, prefix_schema, register_function, seq_len_schema, make_oracle
-from .obligations import Obligation
-from .values import DTYPES, INT32, INT64, TensorModel, Unsupported, V
-from .sglang_common import prove as prove_run
-from .sglang_common import refute
-from .theorems import obligations as generic
+from specbound.proofs.symexec.interp import Executor
+from specbound.proofs.symexec.kernel_files import torch_free_module
+from specbound.proofs.symexec.models import Run, content_preconditions, prefix_schema, register_function, seq_len_schema, make_oracle
+from specbound.proofs.symexec.obligations import Obligation
+from specbound.proofs.symexec.values import DTYPES, INT32, INT64, TensorModel, Unsupported, V
+from specbound.proofs.symexec.engine_theorems import prove as prove_run
+from specbound.proofs.symexec.engine_theorems import refute
+from specbound.proofs.symexec.theorems import obligations as generic
 
-from specbound.replay.sglang import TREE_KERNEL as KERNEL  # the one name of the kernel
-from specbound.replay import sglang
+from specbound.engines.sglang.launch import TREE_KERNEL as KERNEL  # the one name of the kernel
+from specbound.engines.sglang import launch as sglang
+from specbound.replay import load_kernel
 SOURCE = "kernels/ops/speculative/spec_tree.py"
 # The largest batch a symbolic-batch proof covers: the serving envelope's (kernels/plan.py).
 BATCH_MAX = torch_free_module("plan").ENVELOPE.batch[1]
@@ -325,7 +326,7 @@ def refute_run(sp: TreeSpec, path: str, host: Host | None = None, props=PROPERTI
                expect=("oob", "race", "assert", "output"), limits: dict | None = None,
                content_box: dict | None = None):
     """The first counterexample of ``props`` under ``host`` that a replay on the kernel at
-    ``path`` reproduces (see :func:`.sglang_common.refute`; ``limits`` widen the replay box,
+    ``path`` reproduces (see :func:`specbound.proofs.symexec.engine_theorems.refute`; ``limits`` widen the replay box,
     e.g. a ``seq_len`` near 2^31 for an int32 wrap)."""
 
     run = run_kernel(sp, path, host)
@@ -337,7 +338,7 @@ def refute_run(sp: TreeSpec, path: str, host: Host | None = None, props=PROPERTI
 
 def replay(sp: TreeSpec, conc: dict, path: str):
     """The counterexample's trees, launched on sglang's tree kernel (source at ``path``) by
-    :func:`specbound.replay.sglang.build_tree`; its outputs are compared with the reference
+    :func:`specbound.engines.sglang.launch.build_tree`; its outputs are compared with the reference
     only for a well-formed tree."""
 
     c, batch = conc["_contents"], conc["bs"]   # the counterexample's batch (sp.bs when concrete)
@@ -345,7 +346,7 @@ def replay(sp: TreeSpec, conc: dict, path: str):
     sel = [c["selected_index"](i) for i in range(batch * sp.sel_width)]
     pl = [c["parent_list"](i) for i in range(batch * sp.pl_width)]
     inputs = {"seq_lens": seq, "selected_index": sel, "parent_list": pl, "spec": sp.label}
-    return sglang.build_tree(sglang.load_kernel(path, KERNEL), seq_lens=seq, selected_index=sel, parent_list=pl,
+    return sglang.build_tree(load_kernel(path, KERNEL), seq_lens=seq, selected_index=sel, parent_list=pl,
                              topk=sp.topk, depth=sp.depth, n=sp.n, mode=spec.TreeMaskMode(sp.mode),
                              sel_width=sp.sel_width, pl_width=sp.pl_width,
                              compare=all(bool(well_formed(v, sp)) for v in sel), inputs=inputs)

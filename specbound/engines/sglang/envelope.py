@@ -2,11 +2,11 @@
 ``ENVELOPE``): which constexprs sglang's launch sites compute for those batches, and how many
 of them the manifest's sglang theorems prove.
 
-The draft kv kernel's constexprs (:mod:`specbound.proofs.symexec.sglang_draft_kv`):
+The draft kv kernel's constexprs (:mod:`specbound.engines.sglang.draft_kv_model`):
 ``NUM_STEPS`` 0 or ``num_steps``, ``page_size`` 1 or larger (one symbolic proof), and the lane
 bounds ``bs_upper = pow2(num_seqs)``, ``iter_upper = pow2(num_steps)``,
 ``num_tokens_upper = pow2(num_seqs * topk)``: enumerated over every batch size.  The tree
-build's (:mod:`specbound.proofs.symexec.sglang_tree`) are the batch shape itself
+build's (:mod:`specbound.engines.sglang.tree_model`) are the batch shape itself
 ``(K, D, n, mode, batch_size)``, one compiled kernel per batch size: counted, not listed; a
 proof symbolic in the batch size (label ``batch_size=1..N``) covers every batch of its range.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from specbound import spec
 from specbound.proofs.symexec.kernel_files import torch_free_module
-from specbound.proofs.symexec.sglang_draft_kv import KvSpec
+from specbound.engines.sglang.draft_kv_model import KvSpec
 
 
 def _plan():

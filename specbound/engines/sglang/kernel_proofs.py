@@ -4,7 +4,7 @@ specbound's symbolic executor, one row per kernel.
 The kernel is read from the audited sglang's source by path (never imported).  The kv
 buffer width is what sglang's own sizing helper computes, run on Z3 terms; the host
 contract and the specializations are those of sglang's launch sites
-(:mod:`specbound.proofs.symexec.sglang_draft_kv`, :mod:`specbound.proofs.symexec.sglang_tree`).
+(:mod:`specbound.engines.sglang.draft_kv_model`, :mod:`specbound.engines.sglang.tree_model`).
 A row is ``proved`` when every property theorem of every specialization in the subset is
 proved, and then names the preconditions sglang does not check, each with the
 counterexample that breaks the kernel without it (replayed on sglang's kernel under the
@@ -21,13 +21,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .report import ERROR, NOT_PRESENT, PROVED, REFUTED, AuditReport, Row
-from .extract import SourceIndex
-from . import helper_paths
-from specbound.proofs.symexec import sglang_draft_kv
-from specbound.proofs.symexec import sglang_tree
-from specbound.proofs.symexec.sglang_draft_kv import KvSpec
-from specbound.proofs.symexec.sglang_tree import TreeSpec
+from specbound.audit.report import ERROR, NOT_PRESENT, PROVED, REFUTED, AuditReport, Row
+from specbound.audit.extract import SourceIndex
+from specbound.audit import helper_paths
+from specbound.engines.sglang import draft_kv_model as sglang_draft_kv
+from specbound.engines.sglang import tree_model as sglang_tree
+from specbound.engines.sglang.draft_kv_model import KvSpec
+from specbound.engines.sglang.tree_model import TreeSpec
 from specbound.proofs.symexec.values import Unsupported
 
 KV_ROW, TREE_ROW = "kernel.symbolic_proof[draft_kv]", "kernel.symbolic_proof[tree]"

@@ -6,17 +6,17 @@ import os
 import time
 from typing import Callable
 
-from . import DEFAULT_EXAMPLES, DEFAULT_SEED
-from .report import ERROR, NOT_PRESENT, AuditReport, Row, plural
+from specbound.audit import DEFAULT_EXAMPLES, DEFAULT_SEED
+from specbound.audit.report import ERROR, NOT_PRESENT, AuditReport, Row, plural
 from .locate import ENV_VAR, NotInstalled, locate
-from . import helpers
-from . import kernels, kv_kernel, tree_kernel
+from specbound.audit import helpers
+from . import kernel_proofs, kv_kernel, sites, tree_kernel
 from .buffers import check_buffers
-from .consumers import check_consumers
-from .verify_kv import check_verify_kv
-from .program import Program
-from .extract import SourceIndex
-from .helpers import SPEC_UTILS_FILE
+from specbound.audit.consumers import check_consumers
+from specbound.audit.verify_kv import check_verify_kv
+from specbound.audit.program import Program
+from specbound.audit.extract import SourceIndex
+from specbound.audit.helpers import SPEC_UTILS_FILE
 
 
 
@@ -107,14 +107,14 @@ def _kv(index, rep, examples, seed):
 
 
 def _sites(index, rep):
-    kernels.check_launch_sites(index, rep)
+    sites.check_launch_sites(index, rep)
 
 
 def _cuda(index, rep, examples, seed):
-    from .cuda.check import check_cuda_tree   # loads torch: not on every command's start-up
+    from specbound.audit.cuda.check import check_cuda_tree   # loads torch: not on every command's start-up
 
     check_cuda_tree(index, rep, examples, seed)
 
 
 def _symbolic(rep, symbolic_all):
-    kernels.check_symbolic(rep, full=symbolic_all)
+    kernel_proofs.check(rep, full=symbolic_all)
