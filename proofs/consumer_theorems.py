@@ -46,6 +46,24 @@ def ct_page_table_read() -> Theorem:
     )
 
 
+def ct_page_table_draft_extend_read() -> Theorem:
+    def claim(d):
+        return d.draft_extend_columns_read(seq_len(b), n, page) <= d.verify_page_table_width(C, n, page)
+    return Theorem(
+        id="CT-PAGE-TABLE-DRAFT-EXTEND-READ", family=FAMILY,
+        statement=("every seq_len[b] <= C => the page-table columns the draft-extend attention reads (the worker "
+                   "widens the lengths to seq_len[b] + n) fit a row of verify_page_table_width(C, n, page_size)"),
+        hyps=lambda d: _request(), claim=claim, at=(b,),
+        report=lambda: {"bs": bs, "n": n, "C": C, "page_size": page, "b": b, "seq_len[b]": seq_len(b)},
+        mutants=(
+            Mutant("MUT-DRAFT-EXTEND-PAGE-TABLE-CONTEXT-ONLY",
+                   "row of ceil(C / page_size) pages, without the draft tokens (sglang 0.5.23's FlashAttention "
+                   "draft_extend_metadata['page_table'])",
+                   overrides={"verify_page_table_width": lambda c, nn, p: spec.cdiv(c, p)}),
+        ),
+    )
+
+
 def ct_custom_mask_read() -> Theorem:
     def claim(d):
         start = d.custom_mask_read_start(n, b, P(b))
@@ -107,4 +125,4 @@ def ct_verify_kv_indices_write() -> Theorem:
     )
 
 
-THEOREMS = (ct_page_table_read, ct_custom_mask_read, ct_verify_kv_indices_write)
+THEOREMS = (ct_page_table_read, ct_page_table_draft_extend_read, ct_custom_mask_read, ct_verify_kv_indices_write)

@@ -14,7 +14,8 @@ from specbound.proofs import registry
 
 @cache
 def results():
-    got, _ = registry.run_all(["CT-PAGE-TABLE-VERIFY-READ", "CT-CUSTOM-MASK-READ", "CT-VERIFY-KV-INDICES-WRITE"])
+    got, _ = registry.run_all(["CT-PAGE-TABLE-VERIFY-READ", "CT-PAGE-TABLE-DRAFT-EXTEND-READ", "CT-CUSTOM-MASK-READ",
+                               "CT-VERIFY-KV-INDICES-WRITE"])
     return {r.id: r for r in got}
 
 
@@ -28,6 +29,14 @@ def test_context_only_page_table_is_read_past():
     x = _mutant("CT-PAGE-TABLE-VERIFY-READ", "MUT-PAGE-TABLE-CONTEXT-ONLY")
     assert 0 <= x["seq_len[b]"] <= x["C"]
     read = spec.page_table_columns_read(x["seq_len[b]"], x["n"], x["page_size"])
+    assert read > spec.cdiv(x["C"], x["page_size"])
+    assert read <= spec.verify_page_table_width(x["C"], x["n"], x["page_size"])
+
+
+def test_context_only_draft_extend_table_is_read_past():
+    x = _mutant("CT-PAGE-TABLE-DRAFT-EXTEND-READ", "MUT-DRAFT-EXTEND-PAGE-TABLE-CONTEXT-ONLY")
+    assert 0 <= x["seq_len[b]"] <= x["C"]
+    read = spec.draft_extend_columns_read(x["seq_len[b]"], x["n"], x["page_size"])
     assert read > spec.cdiv(x["C"], x["page_size"])
     assert read <= spec.verify_page_table_width(x["C"], x["n"], x["page_size"])
 

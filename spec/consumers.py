@@ -42,6 +42,27 @@ def verify_page_table_width(max_context_len, num_draft_tokens, page_size):
     return page_table_columns_read(c, n, page_size)
 
 
+def draft_extend_columns_read(seq_len, num_draft_tokens, page_size):
+    """Columns of its page-table row a paged attention kernel reads for one request in the
+    draft-extend pass after verify: the worker widens the lengths to ``seq_len + n`` before
+    the backend sees them, so the kernel reads ``page_table_columns_read(seq_len, n, P)``.
+
+    Read from sglang 0.5.23: ``prepare_for_draft_extend``
+    (``srt/speculative/eagle_worker_common.py``, the assignment ``forward_batch.seq_lens =
+    ... forward_batch.seq_lens + num_draft_tokens`` before ``ForwardMode.DRAFT_EXTEND_V2``
+    runs; "Forward sees post-write length"); ``FlashAttentionBackend`` then sets
+    ``cache_seqlens = seq_lens`` from those widened lengths, in graph through
+    ``draft_extend_set_metadata`` (``kernels/ops/attention/metadata.py``, fill clamped to
+    ``page_table.shape[1]``) and at replay through ``page_table[:, :max_seq_pages].copy_``
+    (``srt/layers/attention/flashattention_backend.py``, the ``is_draft_extend_v2`` branch
+    of ``_apply_cuda_graph_metadata``), into the graph table
+    ``draft_extend_metadata["page_table"]`` of ``ceil(C / P)`` columns.  ``seq_len`` is the
+    committed length (at most ``C - 1`` for an admitted request).
+    """
+    n = check_int("num_draft_tokens", num_draft_tokens, minimum=1)
+    return page_table_columns_read(seq_len, n, page_size)
+
+
 def custom_mask_read_start(num_draft_tokens, b, prefix_b):
     """``mask_indptr[b]``: where the attention kernel starts reading request ``b``'s verify
     mask in a FULL_MASK ``custom_mask`` (``n*P[b] + b*n*n``).
