@@ -13,6 +13,7 @@ from . import helpers
 from . import kernels, kv_kernel, tree_kernel
 from .buffers import check_buffers
 from .consumers import check_consumers
+from .draft_extend import check_draft_extend
 from .verify_kv import check_verify_kv
 from .program import Program
 from .extract import SourceIndex
@@ -88,6 +89,7 @@ def _buffers(index, rep, replay, program):
 
 def _consumers(index, rep, program, replay):
     check_consumers(index, rep, program)
+    check_draft_extend(program, rep)
     check_verify_kv(program, rep, replay=replay)
 
 
