@@ -43,7 +43,7 @@ def check_draft_extend(program: Program, report: AuditReport) -> None:
     widening = widening_site(program)
     if widening is None:
         return
-    for fn, node, value in _tables(program):
+    for fn, node, value in graph_dict_entries(program, "draft_extend"):
         for self_val in selves(program, fn):
             t0 = time.perf_counter()
             owner = self_val.cls.name if self_val is not None else fn.qual
@@ -78,13 +78,14 @@ def widening_site(program: Program) -> str | None:
     return None
 
 
-def _tables(program: Program):
-    """(function, assignment, table expression) of every draft-extend graph page table."""
-    return [(fn, node, v) for fn, node in attention_nodes(program, "draft_extend", whole_words=False)
+def graph_dict_entries(program: Program, attr_part: str, key: str = TABLE_KEY):
+    """(function, assignment, entry expression) of every ``self.<attr> = {..., key: <x>, ...}`` in an
+    attention backend whose ``<attr>`` contains ``attr_part`` (the backends' CUDA-graph metadata dicts)."""
+    return [(fn, node, v) for fn, node in attention_nodes(program, attr_part, whole_words=False)
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Dict)
-            and isinstance(node.targets[0], ast.Attribute) and "draft_extend" in node.targets[0].attr
+            and isinstance(node.targets[0], ast.Attribute) and attr_part in node.targets[0].attr
             for k, v in zip(node.value.keys, node.value.values)
-            if isinstance(k, ast.Constant) and k.value == TABLE_KEY]
+            if isinstance(k, ast.Constant) and k.value == key]
 
 
 def _rows(program, fn, self_val, owner, attr, where, value, widening) -> list[Row]:

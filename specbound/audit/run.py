@@ -14,6 +14,7 @@ from . import kernels, kv_kernel, tree_kernel
 from .buffers import check_buffers
 from .consumers import check_consumers
 from .draft_extend import check_draft_extend
+from .expand_scatter import check_expand_scatter
 from .verify_kv import check_verify_kv
 from .program import Program
 from .extract import SourceIndex
@@ -90,6 +91,7 @@ def _buffers(index, rep, replay, program):
 def _consumers(index, rep, program, replay):
     check_consumers(index, rep, program)
     check_draft_extend(program, rep)
+    check_expand_scatter(program, rep, replay=replay)
     check_verify_kv(program, rep, replay=replay)
 
 
