@@ -68,6 +68,8 @@ def check_expand_scatter(program: Program, report: AuditReport, replay: bool = T
 def _fills(program: Program):
     out = []
     for p in program.files_mentioning("scatter_", whole_words=False):
+        if "/layers/attention/" not in str(p).replace("\\", "/"):
+            continue
         tree = program.index.tree(p)
         if tree is None:
             continue
