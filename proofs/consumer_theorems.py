@@ -12,7 +12,7 @@ from specbound import spec
 from specbound.spec import TreeMaskMode
 
 from . import core, lemmas
-from .model import C, P, b, bs, in_batch, labelled, max_bs, n, page, per_request, prefix_at, seq_len, seq_len_conds
+from .model import C, D, K, P, b, bs, in_batch, labelled, max_bs, n, page, per_request, prefix_at, seq_len, seq_len_conds
 from .model import tree_params
 from .theorem import Mutant, Theorem
 
@@ -42,6 +42,54 @@ def ct_page_table_read() -> Theorem:
                    overrides={"verify_page_table_width": lambda c, nn, p: spec.cdiv(c, p)}),
             Mutant("MUT-PAGE-TABLE-FLOOR", "row of (C + n) // page_size pages (rounded down)",
                    overrides={"verify_page_table_width": lambda c, nn, p: spec.floordiv(c + nn, p)}),
+        ),
+    )
+
+
+def ct_page_table_draft_extend_read() -> Theorem:
+    def claim(d):
+        return d.draft_extend_columns_read(seq_len(b), n, page) <= d.verify_page_table_width(C, n, page)
+    return Theorem(
+        id="CT-PAGE-TABLE-DRAFT-EXTEND-READ", family=FAMILY,
+        statement=("every seq_len[b] <= C => the page-table columns the draft-extend attention reads (the worker "
+                   "widens the lengths to seq_len[b] + n) fit a row of verify_page_table_width(C, n, page_size)"),
+        hyps=lambda d: _request(), claim=claim, at=(b,),
+        report=lambda: {"bs": bs, "n": n, "C": C, "page_size": page, "b": b, "seq_len[b]": seq_len(b)},
+        mutants=(
+            Mutant("MUT-DRAFT-EXTEND-PAGE-TABLE-CONTEXT-ONLY",
+                   "row of ceil(C / page_size) pages, without the draft tokens (sglang 0.5.23's FlashAttention "
+                   "draft_extend_metadata['page_table'])",
+                   overrides={"verify_page_table_width": lambda c, nn, p: spec.cdiv(c, p)}),
+        ),
+    )
+
+
+LAST_PAGE_LEN, STEP = z3.Ints("last_page_len step")
+
+
+def ct_expand_scatter_write() -> Theorem:
+    def claim(d):
+        dl = STEP + 1
+        cols = d.expand_scatter_source_columns(dl, D)
+        return d.expand_scatter_columns(LAST_PAGE_LEN, cols, page) <= d.expand_page_table_width(dl)
+
+    def hyps(d):
+        # sglang scatters only under page_size > 1 (page_size 1 copies the slots as they are).
+        return {**labelled(spec.tree_shape_ok(K, D, n)), "scatter_only_when_paged": page >= 2,
+                "last_page_len_in_page": z3.And(0 <= LAST_PAGE_LEN, LAST_PAGE_LEN <= page - 1),
+                "step_in_steps": z3.And(0 <= STEP, STEP <= D - 1)}
+    return Theorem(
+        id="CT-EXPAND-SCATTER-WRITE", family=FAMILY,
+        statement=("page_size >= 2, 0 <= last_page_len < page_size and 0 <= step < num_steps => the columns the draft-decode "
+                   "scatter_ writes into an expand page-table row (the pages of the step + 1 draft slots so far) "
+                   "fit expand_page_table_width(step + 1)"),
+        hyps=hyps, claim=claim,
+        report=lambda: {"num_steps": D, "page_size": page, "step": STEP, "last_page_len": LAST_PAGE_LEN},
+        mutants=(
+            Mutant("MUT-EXPAND-SCATTER-ALL-STEPS",
+                   "scatter all num_steps draft slots into the (step + 1) + 1-wide row (sglang 0.5.7 to "
+                   "0.5.12.post1's FlashAttention draft-decode graph replay)",
+                   overrides={"expand_scatter_source_columns": lambda dl, steps: steps}),
         ),
     )
 
@@ -107,4 +155,5 @@ def ct_verify_kv_indices_write() -> Theorem:
     )
 
 
-THEOREMS = (ct_page_table_read, ct_custom_mask_read, ct_verify_kv_indices_write)
+THEOREMS = (ct_page_table_read, ct_page_table_draft_extend_read, ct_expand_scatter_write, ct_custom_mask_read,
+            ct_verify_kv_indices_write)

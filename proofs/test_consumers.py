@@ -14,7 +14,8 @@ from specbound.proofs import registry
 
 @cache
 def results():
-    got, _ = registry.run_all(["CT-PAGE-TABLE-VERIFY-READ", "CT-CUSTOM-MASK-READ", "CT-VERIFY-KV-INDICES-WRITE"])
+    got, _ = registry.run_all(["CT-PAGE-TABLE-VERIFY-READ", "CT-PAGE-TABLE-DRAFT-EXTEND-READ",
+                               "CT-EXPAND-SCATTER-WRITE", "CT-CUSTOM-MASK-READ", "CT-VERIFY-KV-INDICES-WRITE"])
     return {r.id: r for r in got}
 
 
@@ -30,6 +31,23 @@ def test_context_only_page_table_is_read_past():
     read = spec.page_table_columns_read(x["seq_len[b]"], x["n"], x["page_size"])
     assert read > spec.cdiv(x["C"], x["page_size"])
     assert read <= spec.verify_page_table_width(x["C"], x["n"], x["page_size"])
+
+
+def test_context_only_draft_extend_table_is_read_past():
+    x = _mutant("CT-PAGE-TABLE-DRAFT-EXTEND-READ", "MUT-DRAFT-EXTEND-PAGE-TABLE-CONTEXT-ONLY")
+    assert 0 <= x["seq_len[b]"] <= x["C"]
+    read = spec.draft_extend_columns_read(x["seq_len[b]"], x["n"], x["page_size"])
+    assert read > spec.cdiv(x["C"], x["page_size"])
+    assert read <= spec.verify_page_table_width(x["C"], x["n"], x["page_size"])
+
+
+def test_every_step_slot_scattered_overflows_the_expand_row():
+    x = _mutant("CT-EXPAND-SCATTER-WRITE", "MUT-EXPAND-SCATTER-ALL-STEPS")
+    assert x["page_size"] >= 2 and 0 <= x["last_page_len"] < x["page_size"] and 0 <= x["step"] < x["num_steps"]
+    width = spec.expand_page_table_width(x["step"] + 1)
+    assert spec.expand_scatter_columns(x["last_page_len"], x["num_steps"], x["page_size"]) > width
+    assert spec.expand_scatter_columns(
+        x["last_page_len"], spec.expand_scatter_source_columns(x["step"] + 1, x["num_steps"]), x["page_size"]) <= width
 
 
 def test_custom_mask_without_draft_columns_is_read_past():

@@ -19,7 +19,8 @@ from .conditions import (
     require, seq_len_nonneg_ok, seq_len_ok, table_shape_ok, tree_shape_ok,
 )
 from .consumers import (
-    custom_mask_batch_read, custom_mask_read_len, custom_mask_read_start, page_table_columns_read,
+    custom_mask_batch_read, custom_mask_read_len, custom_mask_read_start, draft_extend_columns_read,
+    expand_page_table_width, expand_scatter_columns, expand_scatter_source_columns, page_table_columns_read,
     verify_kv_indices_numel, verify_kv_indices_start, verify_kv_indices_written, verify_page_table_width,
 )
 from .draft_kv import (

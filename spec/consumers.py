@@ -42,6 +42,69 @@ def verify_page_table_width(max_context_len, num_draft_tokens, page_size):
     return page_table_columns_read(c, n, page_size)
 
 
+def draft_extend_columns_read(seq_len, num_draft_tokens, page_size):
+    """Columns of its page-table row a paged attention kernel reads for one request in the
+    draft-extend pass after verify: the worker widens the lengths to ``seq_len + n`` before
+    the backend sees them, so the kernel reads ``page_table_columns_read(seq_len, n, P)``.
+
+    Read from sglang 0.5.23: ``prepare_for_draft_extend``
+    (``srt/speculative/eagle_worker_common.py``, the assignment ``forward_batch.seq_lens =
+    ... forward_batch.seq_lens + num_draft_tokens`` before ``ForwardMode.DRAFT_EXTEND_V2``
+    runs; "Forward sees post-write length"); ``FlashAttentionBackend`` then sets
+    ``cache_seqlens = seq_lens`` from those widened lengths, in graph through
+    ``draft_extend_set_metadata`` (``kernels/ops/attention/metadata.py``, fill clamped to
+    ``page_table.shape[1]``) and at replay through ``page_table[:, :max_seq_pages].copy_``
+    (``srt/layers/attention/flashattention_backend.py``, the ``is_draft_extend_v2`` branch
+    of ``_apply_cuda_graph_metadata``), into the graph table
+    ``draft_extend_metadata["page_table"]`` of ``ceil(C / P)`` columns.  ``seq_len`` is the
+    committed length (at most ``C - 1`` for an admitted request).
+    """
+    n = check_int("num_draft_tokens", num_draft_tokens, minimum=1)
+    return page_table_columns_read(seq_len, n, page_size)
+
+
+def expand_scatter_source_columns(decode_length, num_steps):
+    """Columns of ``cache_loc`` (each branch's draft slots) scattered into the expand page
+    table at a draft-decode step: the ``decode_length = step + 1`` slots written so far.
+
+    Read from sglang 0.5.23: ``FlashAttentionBackend``'s draft-decode graph replay
+    (``srt/layers/attention/flashattention_backend.py``, topk > 1 and page_size > 1) views
+    ``out_cache_loc`` as ``[bs * topk, num_steps]`` and slices it to ``cache_loc[:,
+    :decode_length]`` ("without this the extra distinct pages overflow the row") before
+    ``draft_decode_set_expand_metadata``; releases 0.5.7 to 0.5.12.post1 scattered all
+    ``num_steps`` columns.
+    """
+    dl = check_int("decode_length", decode_length, minimum=1)
+    check_int("num_steps", num_steps, minimum=1)
+    return dl
+
+
+def expand_scatter_columns(last_page_len, cols, page_size):
+    """Columns of its expand page-table row the draft-decode ``scatter_`` writes for one
+    branch: ``ceil((last_page_len + cols) / page_size)``, the pages ``cols`` consecutive
+    draft slots span when they start ``last_page_len`` slots into a page.
+
+    Read from sglang 0.5.23: ``draft_decode_set_expand_metadata``
+    (``srt/layers/attention/flashattention_backend.py``) turns ``cache_loc // page_size``
+    into ``positions = (value changes).cumsum(1) - 1`` and runs ``page_table[:num_seqs,
+    :].scatter_(1, positions, cache_loc)``: the largest position is the number of distinct
+    pages minus one.  Each branch's draft slots follow a copy of the prefix's last partial
+    page (``last_page_len = seq_len % page_size`` slots; ``duplicate_prefix_tail_to_draft_branches``,
+    ``srt/speculative/eagle_worker_common.py``), so they are consecutive from that offset.  A
+    position at or past the row's width is an out-of-range index: torch raises on the CPU
+    and its CUDA scatter kernel trips a device-side assert.
+    """
+    p = check_int("page_size", page_size, minimum=1)
+    lpl = check_int("last_page_len", last_page_len, minimum=0)
+    return page_table_columns_read(lpl, check_int("cols", cols, minimum=1), p)
+
+
+def expand_page_table_width(decode_length):
+    """The spec's width of a draft-decode expand page-table row: ``decode_length + 1`` (the
+    draft slots' pages plus the last partial page they may start in)."""
+    return check_int("decode_length", decode_length, minimum=1) + 1
+
+
 def custom_mask_read_start(num_draft_tokens, b, prefix_b):
     """``mask_indptr[b]``: where the attention kernel starts reading request ``b``'s verify
     mask in a FULL_MASK ``custom_mask`` (``n*P[b] + b*n*n``).

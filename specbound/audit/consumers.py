@@ -171,7 +171,7 @@ def _page_table_row(program, fill, params, site, self_val) -> Row:
         detail += " | other paths: " + "; ".join(others)
     row = Row(row_id, subject, check, "z3", status, detail, j.counterexample, size=j.size, required=j.required)
     if status in (OVERREAD, HOLDS_ONLY_IF) and j.counterexample:
-        _replay_read(row, delta, limit, j.counterexample)
+        replay_read(row, delta, limit, j.counterexample)
     return row
 
 
@@ -183,7 +183,7 @@ def _at(term, values: dict):
     return r.as_long() if z3.is_int_value(r) else None
 
 
-def _replay_read(row: Row, delta, width, values: dict) -> None:
+def replay_read(row: Row, delta, width, values: dict) -> None:
     """A stand-in for the attention kernel (FlashAttention cannot run here): a table of the
     counterexample's ``bs`` rows of ``width`` columns, read the way the kernel is told to,
     ``page_table[b, 0:ceil((seq_len + delta) / page_size)]`` as flat offsets; the last row's
@@ -267,11 +267,11 @@ def judge_page_table(delta, width, conds, name="page_table") -> judge.Judgement:
 
 # --- the verify mask copied into a backend's custom-mask buffer ----------------------------------
 
-def attention_nodes(program: Program, text: str, whole_words: bool = True):
-    """(function, AST node) of every node in a function of an attention backend file that
-    mentions ``text`` (``srt/layers/attention/``)."""
+def attention_nodes(program: Program, text: str, whole_words: bool = True, folder: str = "/layers/attention/"):
+    """(function, AST node) of every node in a function of a file under ``folder`` (the
+    attention backends, ``srt/layers/attention/``, by default) that mentions ``text``."""
     for p in program.files_mentioning(text, whole_words=whole_words):
-        if "/layers/attention/" not in str(p).replace("\\", "/"):
+        if folder not in str(p).replace("\\", "/"):
             continue
         tree = program.index.tree(p)
         if tree is None:

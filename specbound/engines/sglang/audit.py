@@ -13,6 +13,8 @@ from specbound.audit import helpers
 from . import kernel_proofs, kv_kernel, sites, tree_kernel
 from .buffers import check_buffers
 from specbound.audit.consumers import check_consumers
+from specbound.audit.draft_extend import check_draft_extend
+from specbound.audit.expand_scatter import check_expand_scatter
 from specbound.audit.verify_kv import check_verify_kv
 from specbound.audit.program import Program
 from specbound.audit.extract import SourceIndex
@@ -88,6 +90,8 @@ def _buffers(index, rep, replay, program):
 
 def _consumers(index, rep, program, replay):
     check_consumers(index, rep, program)
+    check_draft_extend(program, rep)
+    check_expand_scatter(program, rep, replay=replay)
     check_verify_kv(program, rep, replay=replay)
 
 
