@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from specbound import spec
+from specbound.audit import run
 from specbound.audit.extract import SourceIndex
 from specbound.audit.padded_rows import check_padded_rows, padding_site
 from specbound.audit.program import Program
-from specbound.audit.report import DIVERGED, MATCHED
+from specbound.audit.report import DIVERGED, MATCHED, AuditReport
 from specbound.audit.testing import audit_rows, write_sglang_package
 
 # sglang's EAGLEDraftExtendCudaGraphRunner.replay, reduced: the rows past raw_bs are padded.
@@ -95,3 +96,12 @@ def test_no_padding_no_row(tmp_path):
     root = package(tmp_path, BARE, extend_fill="pass")
     assert padding_site(Program(SourceIndex(root))) is None
     assert audit_rows(root, check_padded_rows) == []
+
+
+def test_the_audit_runs_the_stage(tmp_path):
+    """`specbound audit sglang` reaches the padded rows through its consumer stage."""
+    root = package(tmp_path, BARE)
+    index = SourceIndex(root)
+    rep = AuditReport(str(root), "toy", "test")
+    run._consumers(index, rep, Program(index), replay=False)
+    assert [r.status for r in rep.rows if r.id.startswith(PREFIX)] == [DIVERGED]
