@@ -49,16 +49,39 @@ BARE = "(seq_lens[:bs] - extend_seq_lens).to(torch.int32)"
 PREFIX = "consumer.padded_rows[ToyBackend._update_draft_extend_buffers/draft_extend_prefix@"
 
 
-def package(root: Path, prefix: str, fill: str = "1", extend_fill: str = EXTEND_FILL) -> Path:
+# sglang 0.5.23's resolve_draft_extend_seq_len_fill_value, reduced: with a KPool the fill is raised.
+RAISE = """
+
+def resolve_fill(attn_backend, captured_req_width):
+    fill_value = attn_backend.get_cuda_graph_seq_len_fill_value()
+    if attn_backend.dsa_index_kpool > 1:
+        fill_value = max(fill_value, captured_req_width + attn_backend.dsa_index_kpool)
+    return fill_value
+"""
+
+# DSA's KPool draft-extend write plan, reduced: the write starts n keys before seq_lens.
+KPOOL_BACKEND = """
+class ToyKPoolBackend:
+    def _init_kpool_metadata(self, forward_batch, forward_mode):
+        if forward_mode.is_draft_extend_v2():
+            return (forward_batch.seq_lens - self.speculative_num_draft_tokens, self.dsa_index_kpool)
+
+    def get_cuda_graph_seq_len_fill_value(self):
+        return 1
+"""
+
+
+def package(root: Path, prefix: str, fill: str = "1", extend_fill: str = EXTEND_FILL, raise_: str = "") -> Path:
     return write_sglang_package(root, {
-        "srt/speculative/toy_runner.py": RUNNER.replace("{extend_fill}", extend_fill),
+        "srt/speculative/toy_runner.py": RUNNER.replace("{extend_fill}", extend_fill) + raise_,
         "srt/layers/attention/toy_backend.py": BACKEND.replace("{prefix}", prefix).replace("{fill}", fill),
+        "srt/layers/attention/toy_kpool.py": KPOOL_BACKEND,
     }, "0.0.0+toy")
 
 
-def only(root: Path):
-    got = audit_rows(root, check_padded_rows)
-    assert len(got) == 1 and got[0].id.startswith(PREFIX), [(r.id, r.status, r.detail[:160]) for r in got]
+def only(root: Path, prefix: str = PREFIX):
+    got = [r for r in audit_rows(root, check_padded_rows) if r.id.startswith(prefix)]
+    assert len(got) == 1, [(r.id, r.status, r.detail[:160]) for r in audit_rows(root, check_padded_rows)]
     return got[0]
 
 
@@ -105,3 +128,18 @@ def test_the_audit_runs_the_stage(tmp_path):
     rep = AuditReport(str(root), "toy", "test")
     run._consumers(index, rep, Program(index), replay=False)
     assert [r.status for r in rep.rows if r.id.startswith(PREFIX)] == [DIVERGED]
+
+
+KPOOL = "consumer.padded_rows[ToyKPoolBackend._init_kpool_metadata/draft_extend_prefix@"
+
+
+def test_kpool_write_start_with_the_raised_fill_is_matched(tmp_path):
+    """0.5.23: the runner raises the fill to captured_req_width + kpool, so seq_lens - n >= kpool."""
+    row = only(package(tmp_path, CLAMPED, raise_=RAISE), KPOOL)
+    assert row.status == MATCHED and "raised past n + kpool" in row.subject, row.detail
+
+
+def test_kpool_write_start_with_fill_one_is_red(tmp_path):
+    """The same write plan under a runner that keeps the backend's fill 1: 1 - n < 0."""
+    row = only(package(tmp_path, CLAMPED), KPOOL)
+    assert row.status == DIVERGED and row.counterexample["seq_len_fill"] == 1, row.detail

@@ -10,8 +10,10 @@ backwards and the row spans no longer partition ``kv_indices``.
 
 * A *padding* is a function of ``srt/speculative/`` that fills both ``<x>.seq_lens`` and
   ``<x>.extend_seq_lens`` with ``fill_`` (the graph runner's replay).  Without one no row is made.
-* A *site* is a subtraction ``<...>seq_lens - <...>extend_seq_lens`` in an attention-backend
-  function that names ``draft_extend``.  Its form is read from the expression around it:
+* A *site* is a subtraction ``<...>seq_lens - <...>extend_seq_lens`` (or ``- <draft count>``, DSA's
+  KPool write start) in an attention-backend function that names ``draft_extend``.  The fill is
+  the class's ``get_cuda_graph_seq_len_fill_value`` returns; at a site naming ``kpool``, the
+  runner's ``max(fill, captured_req_width + kpool)`` (when found) raises it to at least ``n + 2``.  Its form is read from the expression around it:
   clamped at 0 (``torch.clamp(.., min=0)``, ``.clamp_min(0)``, ``.clamp(min=0)``), the q width
   added back (``+ num_draft_tokens`` / ``window`` / ``max_seq_len_q``, each at least ``n``
   on a padded batch), or bare.  The length is judged through the core for every ``fill >= 1``,
@@ -49,6 +51,7 @@ def check_padded_rows(program: Program, report: AuditReport) -> None:
     padding = padding_site(program)
     if padding is None:
         return
+    raised = fill_raise_site(program)
     seen, draft_extend_fns = set(), {}
     for fn, node in attention_nodes(program, "draft_extend", whole_words=False):
         if not (_is_prefix(node) and (fn.key, node.lineno, node.col_offset) not in seen):
@@ -64,9 +67,11 @@ def check_padded_rows(program: Program, report: AuditReport) -> None:
         subject = (f"{fn.qual} ({where}) <- padded graph rows (seq_lens = fill, extend_seq_lens = n, "
                    f"req_pool_indices = 0 at {padding})")
         fills, fill_site = backend_fill(program, fn)
-        subject += f"; fill from {fill_site}"
+        # the runner's raise applies only with a KPool (dsa_index_kpool > 1), which a site naming kpool needs
+        kpool = raised is not None and "kpool" in ast.unparse(fn.node)
+        subject += f"; fill from {fill_site}" + (f", raised past n + kpool at {raised}" if kpool else "")
         try:
-            row = _judged(row_id, subject, _form(fn.node, node), fills)
+            row = _judged(row_id, subject, _form(fn.node, node), fills, kpool)
         except (core.Unknown, ValueError) as e:   # the audit's own failure is an error row
             row = Row(row_id, subject, CHECK, "z3", ERROR, f"the padded-row check failed: {type(e).__name__}: {e}")
         row.seconds = time.perf_counter() - t0
@@ -131,8 +136,22 @@ def _tail(expr) -> str:
 
 
 def _is_prefix(node) -> bool:
+    """``seq_lens - extend_seq_lens``, or ``seq_lens - <draft count>`` (DSA's KPool write start):
+    both subtract the padded q width ``n``."""
     return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and _tail(node.left) == "seq_lens" \
-        and _tail(node.right) == "extend_seq_lens"
+        and (_tail(node.right) == "extend_seq_lens" or _tail(node.right) in DRAFT_COUNTS)
+
+
+def fill_raise_site(program: Program) -> str | None:
+    """``file:line`` of the runner raising the draft-extend fill past the draft width and a KPool
+    offset (``max(fill, captured_req_width + dsa_index_kpool)`` in a function of
+    ``srt/speculative/`` naming ``kpool``), or None."""
+    for fn, node in attention_nodes(program, "kpool", whole_words=False, folder="/speculative/"):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "max" \
+                and any(isinstance(a, ast.BinOp) and isinstance(a.op, ast.Add)
+                        and (_tail(a.left) in DRAFT_COUNTS or _tail(a.right) in DRAFT_COUNTS) for a in node.args):
+            return f"{fn.rel}:{node.lineno}"
+    return None
 
 
 def _form(fn_node, site) -> str:
@@ -170,11 +189,13 @@ def prefix_term(form: str):
     return fill - n + (added if form == "added" else 0)
 
 
-def _judged(row_id, subject, form, fills) -> Row:
+def _judged(row_id, subject, form, fills, kpool=False) -> Row:
     got = prefix_term(form)
     goal = got >= 0
     hyps = {"fill_positive": fill >= 1, "draft_tokens_positive": n >= 1, "q_width_added_covers_n": added >= n}
-    if fills:
+    if kpool:   # max(backend fill, n + kpool) with kpool >= 2
+        hyps["fill_raised_past_n_plus_kpool"] = fill >= n + 2
+    elif fills:
         hyps["fill_is_the_backends"] = z3.Or([fill == f for f in fills])
     required = "0 <= prefix"
     try:
