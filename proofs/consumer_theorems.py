@@ -12,7 +12,7 @@ from specbound import spec
 from specbound.spec import TreeMaskMode
 
 from . import core, lemmas
-from .model import C, D, K, P, b, bs, in_batch, labelled, max_bs, n, page, per_request, prefix_at, seq_len, seq_len_conds
+from .model import C, D, K, P, b, bs, fill, in_batch, labelled, max_bs, n, page, per_request, prefix_at, seq_len, seq_len_conds
 from .model import tree_params
 from .theorem import Mutant, Theorem
 
@@ -155,5 +155,27 @@ def ct_verify_kv_indices_write() -> Theorem:
     )
 
 
+def ct_padded_draft_extend_prefix() -> Theorem:
+    def claim(d):
+        got = d.padded_draft_extend_prefix_len(fill, n)
+        return z3.And(got >= 0, got <= fill)
+    return Theorem(
+        id="CT-PADDED-DRAFT-EXTEND-PREFIX", family=FAMILY,
+        statement=("seq_len_fill >= 1 => the KV prefix a draft-extend backend derives for a padded graph row "
+                   "(seq_lens = seq_len_fill, extend_seq_lens = n, req_pool_indices = 0) is a length: "
+                   "0 <= len <= seq_len_fill, so kv_indptr stays monotone and the row reads only "
+                   "req_to_token[0, 0:seq_len_fill]"),
+        hyps=lambda d: {**tree_params(), "fill_positive": fill >= 1},
+        claim=claim,
+        report=lambda: {"n": n, "seq_len_fill": fill},
+        mutants=(
+            Mutant("MUT-PADDED-PREFIX-UNCLAMPED",
+                   "prefix = seq_lens - extend_seq_lens without the clamp (the form FlashMLA/TRT-LLM MLA repair by "
+                   "adding the q width back and Triton clamps; sglang's fill is 1): negative for n >= 2",
+                   overrides={"padded_draft_extend_prefix_len": lambda f, w: f - w}),
+        ),
+    )
+
+
 THEOREMS = (ct_page_table_read, ct_page_table_draft_extend_read, ct_expand_scatter_write, ct_custom_mask_read,
-            ct_verify_kv_indices_write)
+            ct_verify_kv_indices_write, ct_padded_draft_extend_prefix)

@@ -30,6 +30,7 @@ n, K, D, C = z3.Ints("n K D C")
 page = z3.Int("page_size")
 num_seqs = z3.Int("num_seqs")
 width = z3.Int("width")  # a kv_indices row width handed in by the caller
+fill = z3.Int("seq_len_fill")  # the seq_lens value a CUDA-graph runner gives its padded rows
 
 # Indices
 b, t, j, c, e = z3.Ints("b t j c e")

@@ -15,7 +15,8 @@ from specbound.proofs import registry
 @cache
 def results():
     got, _ = registry.run_all(["CT-PAGE-TABLE-VERIFY-READ", "CT-PAGE-TABLE-DRAFT-EXTEND-READ",
-                               "CT-EXPAND-SCATTER-WRITE", "CT-CUSTOM-MASK-READ", "CT-VERIFY-KV-INDICES-WRITE"])
+                               "CT-EXPAND-SCATTER-WRITE", "CT-CUSTOM-MASK-READ", "CT-VERIFY-KV-INDICES-WRITE",
+                               "CT-PADDED-DRAFT-EXTEND-PREFIX"])
     return {r.id: r for r in got}
 
 
@@ -67,3 +68,10 @@ def test_context_only_verify_kv_indices_is_written_past():
     end = spec.verify_kv_indices_written(x["bs"], x["n"], x["S"])
     assert end > x["max_bs"] * x["C"]
     assert end <= spec.verify_kv_indices_numel(x["max_bs"], x["C"], x["n"])
+
+
+def test_unclamped_padded_prefix_is_negative():
+    x = _mutant("CT-PADDED-DRAFT-EXTEND-PREFIX", "MUT-PADDED-PREFIX-UNCLAMPED")
+    assert x["seq_len_fill"] >= 1 and x["n"] >= 1
+    assert x["seq_len_fill"] - x["n"] < 0
+    assert 0 <= spec.padded_draft_extend_prefix_len(x["seq_len_fill"], x["n"]) <= x["seq_len_fill"]

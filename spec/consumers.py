@@ -9,7 +9,7 @@ it.  ``seq_len`` excludes the draft tokens (the package convention); the kernel 
 
 from __future__ import annotations
 
-from .symbolic import cdiv, check_int
+from .symbolic import cdiv, check_int, smax
 from .verify_mask import TreeMaskMode, mask_batch_numel, mask_request_base, mask_request_numel
 
 
@@ -166,3 +166,28 @@ def verify_kv_indices_numel(max_bs, max_context_len, num_draft_tokens):
     c = check_int("max_context_len", max_context_len, minimum=1)
     n = check_int("num_draft_tokens", num_draft_tokens, minimum=1)
     return mb * (c + n)
+
+
+def padded_draft_extend_prefix_len(seq_len_fill, extend_width):
+    """The KV-prefix length a draft-extend attention backend may hand its kernel for a padded
+    CUDA-graph row: ``max(seq_len_fill - extend_width, 0)``, at most ``seq_len_fill`` keys of
+    ``req_to_token`` row 0.
+
+    Read from sglang 0.5.23: when a draft-extend graph captured at ``bs`` replays ``raw_bs <
+    bs`` requests, ``EAGLEDraftExtendCudaGraphRunner`` (``srt/speculative/
+    eagle_draft_extend_cuda_graph_runner.py``, the ``bs * self.captured_req_width !=
+    num_tokens`` branch of the replay's buffer fill) sets the padded rows' ``seq_lens`` to the
+    backend's ``get_cuda_graph_seq_len_fill_value()`` (1 in every 0.5.23 backend but aiter's,
+    ``num_draft_tokens``), their ``req_pool_indices``, ``positions`` and ``out_cache_loc`` to 0
+    ("padded rows must point at reserved req_pool slot 0") and their ``extend_seq_lens`` to
+    ``captured_req_width`` (``num_draft_tokens``).  A backend that takes the prefix as
+    ``seq_lens - extend_seq_lens`` (``TritonAttnBackend._update_draft_extend_buffers``,
+    ``srt/layers/attention/triton_backend.py``) gets ``1 - n`` for such a row: a negative
+    length makes the next ``kv_indptr`` entry run backwards, so the row spans are no longer
+    a partition of ``kv_indices``.  0.5.23's Triton backend clamps at 0 ("so padded rows ...
+    don't go negative"); FlashMLA and TRT-LLM MLA add the q width back
+    (``seq_lens - extend_seq_lens + num_draft_tokens`` / ``+ max_seq_len_q``).
+    """
+    f = check_int("seq_len_fill", seq_len_fill, minimum=1)
+    w = check_int("extend_width", extend_width, minimum=1)
+    return smax(f - w, 0)

@@ -5,6 +5,10 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from .extract import SourceIndex
+from .program import Program
+from .report import AuditReport
+
 
 def write_sglang_package(root: Path, files: dict[str, str], version: str = "0.0.0+fake") -> Path:
     """``root/sglang`` with ``__init__.py``, a ``_version.py`` and ``files`` (path inside the
@@ -18,3 +22,10 @@ def write_sglang_package(root: Path, files: dict[str, str], version: str = "0.0.
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
     return pkg
+
+
+def audit_rows(root: Path, check) -> list:
+    """The rows ``check(program, report)`` adds for the package at ``root``."""
+    rep = AuditReport(str(root), "toy", "test")
+    check(Program(SourceIndex(root)), rep)
+    return rep.rows

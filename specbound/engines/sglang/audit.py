@@ -15,6 +15,7 @@ from .buffers import check_buffers
 from specbound.audit.consumers import check_consumers
 from specbound.audit.draft_extend import check_draft_extend
 from specbound.audit.expand_scatter import check_expand_scatter
+from specbound.audit.padded_rows import check_padded_rows
 from specbound.audit.verify_kv import check_verify_kv
 from specbound.audit.program import Program
 from specbound.audit.extract import SourceIndex
@@ -92,6 +93,7 @@ def _consumers(index, rep, program, replay):
     check_consumers(index, rep, program)
     check_draft_extend(program, rep)
     check_expand_scatter(program, rep, replay=replay)
+    check_padded_rows(program, rep)
     check_verify_kv(program, rep, replay=replay)
 
 
