@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specbound import spec
-from specbound.audit import run
+from specbound.engines.sglang import audit as run
 from specbound.audit.extract import SourceIndex
 from specbound.audit.padded_rows import check_padded_rows, padding_site
 from specbound.audit.program import Program
