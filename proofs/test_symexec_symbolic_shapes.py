@@ -46,6 +46,12 @@ def prefix_of_program(out, lens, B: tl.constexpr):
 
 
 @triton.jit
+def tiled_copy(out, n, B: tl.constexpr):
+    offs = tl.program_id(0) * B + tl.arange(0, B)
+    tl.store(out + offs, offs, mask=offs < n)
+
+
+@triton.jit
 def lanes_against_four(out, B: tl.constexpr):
     tl.store(out + (tl.arange(0, 4) - tl.arange(0, B)), 1)
 
@@ -132,6 +138,19 @@ def test_a_masked_copy_is_proved_for_every_length(path):
     # the length is a lane bound: lanes up to B - 1 store, so B's range matters
     lifted = _in_bounds(_store(run), N, {"n_fits": N >= 0})
     assert not _proved(lifted[0], {k: v for k, v in lifted[1].items() if k != "active"})
+
+
+def test_a_program_tiled_mask_raises_its_grid_bound(path):
+    """``pid * B + arange(0, B) < n`` covers the first ``grid * B`` items: the no-truncation
+    obligation ``n <= grid * B`` is raised with the symbolic B (without it a launch of too
+    few programs would pass unnoticed), proved when the grid is cdiv(n, B), refuted otherwise."""
+    g = z3.Int("programs")
+    run = _run(path, "tiled_copy", {"out": TensorModel("out", N, INT64, written=True)},
+               {"n": V(N, (), INT32)}, grid=(g,))
+    (ob,) = [ob for ob in run.obligations if ob.kind == "truncation"]
+    pre = {**B_VALUES, "n_nonneg": N >= 0, **dict(ob.path)}
+    assert _proved(ob.goal, {**pre, "grid_is_cdiv": g == (N + B - 1) / B})
+    assert not _proved(ob.goal, {**pre, "grid_short": g == (N + B - 1) / B - 1})
 
 
 def test_a_masked_prefix_sum_is_exact_for_every_length(path):
