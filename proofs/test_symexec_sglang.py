@@ -12,7 +12,7 @@ import pytest
 
 from specbound import manifest, spec
 from specbound.proofs.symexec import selfcheck
-from specbound.proofs.symexec import sglang_draft_kv
+from specbound.proofs.symexec import sglang_common, sglang_draft_kv, sglang_draft_kv_obligations
 from specbound.proofs.symexec import sglang_tree
 from specbound.proofs.symexec.values import Unsupported
 from specbound.replay.sglang import load_kernel
@@ -138,10 +138,19 @@ def test_tree_model_matches_the_interpreter(tree_path, sp, malformed):
 # --- proofs and refutations ------------------------------------------------------------------------
 
 def test_kv_default_specialization_is_proved(kv_path):
-    results = sglang_draft_kv.prove(sglang_draft_kv.KvSpec(0, False, 8, 4, 32), kv_path)
+    """The default: NUM_STEPS 0, page 1, every lane bound symbolic (one proof for each of the
+    9 x 4 x 12 power-of-two combinations), each range a stated precondition; every obligation
+    is witnessed (the preconditions hold together), at lane bounds the witness names."""
+    sp = sglang_draft_kv.KvSpec(0, False)
+    assert sp.label == "NUM_STEPS=0,page=1,bs_upper=2^0..2^8,iter_upper=2^0..2^3,num_tokens_upper=2^0..2^11,seq_lens=int64"
+    results = sglang_draft_kv.prove(sp, kv_path)
     assert {r.id.split("[")[0] for r in results} == {f"KERNEL-SGLANG-DRAFT-KV-{p}" for p in sglang_draft_kv.PROPERTIES}
     assert all(r.ok for r in results), [(r.id, r.detail) for r in results if not r.ok]
     assert manifest.compare_results(results) == []   # the ids and verdicts proofs/manifest.json records
+    for r in results:
+        assert {"bs_upper in {1,2,4,...,256}", "iter_upper in {1,2,4,...,8}",
+                "num_tokens_upper in {1,2,4,...,2048}"} <= set(r.preconditions)
+        assert r.witness["witnessed"] == r.witness["obligations"] > 0
     # what the proofs rest on is read from them: draft room (a declared precondition sglang
     # does not check) and the launch contracts (core axioms) under which the stores stay in bounds
     in_bounds = next(r for r in results if "-IN-BOUNDS[" in r.id)
@@ -153,6 +162,17 @@ def test_kv_default_specialization_is_proved(kv_path):
              .result.invariant_proofs]
     assert loops and all(n.startswith("loop-invariant@") for n in loops), loops
     assert all(set(loops) <= set(r.lemmas_cited) for r in results)
+
+
+def test_kv_lane_bound_range_keeps_the_lanes_int32(kv_path):
+    """Non-vacuity of the range precondition: without ``bs_upper in {1,...,256}`` the lane
+    bound is only ``>= num_seqs``, and a lane of ``arange(0, bs_upper)`` past 2^31 wraps."""
+    sp = sglang_draft_kv.KvSpec(0, False)
+    label = "bs_upper in {1,2,4,...,256}"
+    assert label in sglang_draft_kv.preconditions(sp, sglang_draft_kv.Host())[0]
+    run = sglang_draft_kv.run_kernel(sp, kv_path, sglang_draft_kv.Host(drop=(label,)))
+    (res,) = sglang_common.prove(run, sglang_draft_kv_obligations.obligations, ("NO-WRAP",))
+    assert not res.ok, res.detail
 
 
 def test_kv_per_request_conditions_are_quantified_hypotheses(kv_path):

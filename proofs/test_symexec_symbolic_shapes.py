@@ -12,8 +12,11 @@ import z3
 
 from specbound.proofs import core
 from specbound.proofs.symexec.interp import Executor
-from specbound.proofs.symexec.values import INT32, INT64, LANES, TensorModel, Unsupported, V, lane_range
+from specbound.proofs.symexec.values import INT32, INT64, LANES, SymDim, TensorModel, Unsupported, V, lane_range
 from specbound.replay.sglang import load_kernel
+
+kernels = pytest.importorskip("specbound.kernels")  # before triton: it sets TRITON_INTERPRET
+torch = pytest.importorskip("torch")
 
 B = z3.Int("B")
 N = z3.Int("n")
@@ -170,14 +173,10 @@ def test_a_masked_prefix_sum_is_exact_for_every_length(path):
 
 def _interpreted_store_is_out_of_bounds(path, name, numel, b):
     """The planted kernel at ``B = b`` under the checked interpreter: an out-of-bounds store."""
-    import torch
-
-    from specbound.kernels import checked_interpreter
-
     kernel = load_kernel(path, name)
     out = torch.zeros(numel, dtype=torch.int64)
     with pytest.raises(Exception, match="(?i)out of bound|out-of-bound|OOB|index"):
-        with checked_interpreter():
+        with kernels.checked_interpreter():
             kernel[(1,)](out, B=b)
 
 
@@ -197,7 +196,6 @@ def test_what_needs_the_concrete_length_is_refused(path, name, construct, numel,
     """Each construct that needs the concrete length is Unsupported, named; the planted kernel
     is out of bounds at B = ``bad`` (inside the range) and in bounds at smaller ones, so any
     model of it at a single width would prove a false in-bounds claim."""
-    pytest.importorskip("specbound.kernels")
     out = TensorModel("out", numel, INT64, written=True)
     with pytest.raises(Unsupported, match=construct):
         _run(path, name, {"out": out})
@@ -214,8 +212,6 @@ def test_an_arange_bound_other_than_the_constexpr_itself_is_refused(path, name):
 
 def test_lanes_of_a_symbolic_length_stay_below_it():
     """The lane range of an axis of symbolic length is ``0 <= lane < B``, nothing wider."""
-    from specbound.proofs.symexec.values import SymDim
-
     (label, rng), = lane_range((SymDim(B, "B"),)).items()
     assert _proved(LANES[0] < B, {**B_VALUES, label: rng})
     assert not _proved(LANES[0] < B - 1, {**B_VALUES, label: rng})

@@ -16,6 +16,8 @@ r2t_width, pool_rows = z3.Ints("row_stride pool_rows")
 blocks = z3.Int("token_blocks")
 G0 = z3.Int("grid0")
 width = z3.Int("width")
+# the lane bounds (tl.arange lengths) when a proof covers all their values at once
+LANE_BOUND_TERMS = {name: z3.Int(name) for name in ("bs_upper", "iter_upper", "num_tokens_upper")}
 
 # The host's shape, sizing and per-request conditions: what the capacity (and the spec's cell
 # map, which races are proved through) rests on; none of the kernel's launch facts (lane
