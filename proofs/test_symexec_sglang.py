@@ -164,14 +164,14 @@ def test_kv_default_specialization_is_proved(kv_path):
     assert all(set(loops) <= set(r.lemmas_cited) for r in results)
 
 
-def test_kv_lane_bound_range_keeps_the_lanes_int32(kv_path):
-    """Non-vacuity of the range precondition: without ``bs_upper in {1,...,256}`` the lane
-    bound is only ``>= num_seqs``, and a lane of ``arange(0, bs_upper)`` past 2^31 wraps."""
+@pytest.mark.parametrize("bound", ["bs_upper", "num_tokens_upper"])
+def test_kv_symbolic_lane_bound_must_cover_its_items(kv_path, bound):
+    """The symbolic lane bounds are not idle: without ``num_seqs <= bs_upper`` (or
+    ``num_seqs*topk <= num_tokens_upper``) some value of the range cuts a prefix sum short
+    and NO-TRUNCATION fails."""
     sp = sglang_draft_kv.KvSpec(0, False)
-    label = "bs_upper in {1,2,4,...,256}"
-    assert label in sglang_draft_kv.preconditions(sp, sglang_draft_kv.Host())[0]
-    run = sglang_draft_kv.run_kernel(sp, kv_path, sglang_draft_kv.Host(drop=(label,)))
-    (res,) = sglang_common.prove(run, sglang_draft_kv_obligations.obligations, ("NO-WRAP",))
+    run = sglang_draft_kv.run_kernel(sp, kv_path, sglang_draft_kv.Host(drop=(f"lane_bound_{bound}",)))
+    (res,) = sglang_common.prove(run, sglang_draft_kv_obligations.obligations, ("NO-TRUNCATION",))
     assert not res.ok, res.detail
 
 

@@ -26,7 +26,10 @@ per-request or per-entry one as a single quantified hypothesis (:func:`precondit
 * ``req_to_token`` rows of ``row_stride`` slots, each request's row at least
   ``spec.kv_req_to_token_span`` wide (the prefix and every branch's extension);
 * the lane bounds are next powers of two: ``num_seqs <= bs_upper``,
-  ``num_steps <= iter_upper``, ``num_seqs*K <= num_tokens_upper``;
+  ``num_steps <= iter_upper``, ``num_seqs*K <= num_tokens_upper``; given as None in a
+  :class:`KvSpec` they are symbolic (each a ``tl.arange`` length, executor lanes
+  ``0 <= lane < bound``), with the precondition ``bs_upper in {1,2,4,...,256}`` (the powers of
+  two up to the envelope's largest, :data:`LANE_BOUND_MAX`): one proof for all of them;
 * ``window_size = sink_size = 0``, ``ENTRY_PAGE_SIZE = 1``, no ``v2p`` (the pristine read
   plan; the windowed and translated paths run in the executor but the spec has no model of
   their output, so they are not proved).
