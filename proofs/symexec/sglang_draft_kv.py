@@ -68,7 +68,7 @@ from .models import Run, content_preconditions, launch_contracts, mul_mono, pref
 from .sglang_common import prove as prove_run
 from .sglang_common import refute
 from .sglang_draft_kv_layout import (  # noqa: F401  (the kernel's symbols, read as sglang_draft_kv.width etc.)
-    G0, LANE_BOUND_TERMS, SCOPED, SPEC_TERMS, alloc_bs, block_of, blocks, indptr_stride, iters_of, pool_rows, r2t_width, spec_hyps, width,
+    G0, LANE_BOUNDS, SCOPED, SPEC_TERMS, alloc_bs, block_of, blocks, indptr_stride, iters_of, lane_bound_term, pool_rows, r2t_width, spec_hyps, width,
 )
 from .sglang_draft_kv_obligations import obligations
 from .values import DTYPES, INT32, INT64, LANES, V, TensorModel, Unsupported
@@ -85,7 +85,6 @@ _PLAN = torch_free_module("plan")
 _ENV = _PLAN.ENVELOPE
 LANE_BOUND_MAX = {"bs_upper": _PLAN.pow2(_ENV.batch[1]), "iter_upper": _PLAN.pow2(_ENV.num_steps[1]),
                   "num_tokens_upper": _PLAN.pow2(_ENV.batch[1] * _ENV.topk[1])}
-LANE_BOUNDS = tuple(LANE_BOUND_TERMS)
 ENVELOPE_MAX_STEPS = _ENV.num_steps[1]   # NUM_STEPS = num_steps takes 1..this in the envelope
 
 
@@ -226,7 +225,7 @@ def preconditions(sp: KvSpec, host: Host) -> tuple[dict, dict]:
         if getattr(sp, name) is None:   # the values one symbolic proof covers, named in its label
             values = lane_bound_values(name)
             hyps[f"{name} in {{{','.join(map(str, values[:3]))},...,{values[-1]}}}"] = \
-                z3.Or(*[LANE_BOUND_TERMS[name] == v for v in values])
+                z3.Or(*[lane_bound_term(name) == v for v in values])
     for name, term in (("grid0", G0), ("num_seqs", num_seqs), ("topk", K), ("row_stride", r2t_width),
                        ("page_size", page),
                        ("kv_indices_stride", width), ("kv_indptr_stride", indptr_stride),
@@ -241,7 +240,7 @@ def preconditions(sp: KvSpec, host: Host) -> tuple[dict, dict]:
 def lane_bound(sp: KvSpec, name: str):
     """The lane bound ``name`` of ``sp``: its int, or its Z3 term when symbolic."""
     v = getattr(sp, name)
-    return LANE_BOUND_TERMS[name] if v is None else v
+    return lane_bound_term(name) if v is None else v
 
 
 REQUESTS = ("seq_len_nonneg", "seq_len_le_context", "draft_room")   # instantiated at each seq_lens read
@@ -290,7 +289,7 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
     scalars = {"row_stride": V(r2t_width, (), INT32)}
     constexprs = {"pool_len": V(r2t_width, (), INT32),
                   "kv_indices_stride": V(width, (), INT32), "kv_indptr_stride": V(indptr_stride, (), INT32),
-                  **{n: (V(LANE_BOUND_TERMS[n], (), INT32) if getattr(sp, n) is None else getattr(sp, n))
+                  **{n: (V(lane_bound_term(n), (), INT32) if getattr(sp, n) is None else getattr(sp, n))
                      for n in LANE_BOUNDS},
                   "page_size": 1 if not sp.paged else V(page, (), INT32), "NUM_STEPS": sp.NUM_STEPS}
     constexprs.update(host.paths)
@@ -308,7 +307,7 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
               "grid0": G0, "pid0": res.pid[0], "pid1": res.pid[1], "pid2": res.pid[2]}
     if sp.NUM_STEPS:
         report["token_blocks"] = blocks
-    report.update({n: LANE_BOUND_TERMS[n] for n in LANE_BOUNDS if getattr(sp, n) is None})
+    report.update({n: lane_bound_term(n) for n in LANE_BOUNDS if getattr(sp, n) is None})
     run = Run(sp.name, sp.label, res, hyps, functions, tensors, {}, None, None, report,
               list(res.side_proofs) + axioms, axioms)
     run.spec, run.host, run.host_width_hyps = sp, host, sizing

@@ -114,7 +114,7 @@ def _program_lemmas(run, a):
     k = _iteration(run, a)
     if k is not None:
         tile = pid0 / n + k * blocks
-        out += [symexec_lemmas.at(symexec_lemmas.div_unique, tile, LANES[0], dim_term(_tile(a))), symexec_lemmas.at(symexec_lemmas.div_unique, k, pid0 / n, blocks)]
+        out += [symexec_lemmas.at(symexec_lemmas.div_unique, tile, LANES[0], z3.IntVal(_tile(a))), symexec_lemmas.at(symexec_lemmas.div_unique, k, pid0 / n, blocks)]
     return out
 
 

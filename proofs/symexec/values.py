@@ -74,8 +74,10 @@ def has_lane(n) -> bool:
 
 
 def dim_term(n):
-    """The length of an axis as a Z3 term."""
-    return n.term if isinstance(n, SymDim) else z3.IntVal(n)
+    """The length of an axis for a Z3 expression: its constexpr's term, or the int itself
+    (left to Z3's coercion, so the terms built for int lengths are built as before: the
+    order Z3 meets terms in bears on which premises its unsat cores name)."""
+    return n.term if isinstance(n, SymDim) else n
 
 
 @dataclass(frozen=True)
