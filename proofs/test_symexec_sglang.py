@@ -13,7 +13,9 @@ import pytest
 from specbound import manifest, spec
 from specbound.proofs.symexec import selfcheck
 from specbound.engines.sglang import draft_kv_model as sglang_draft_kv
+from specbound.engines.sglang import draft_kv_obligations as sglang_draft_kv_obligations
 from specbound.engines.sglang import tree_model as sglang_tree
+from specbound.proofs.symexec import engine_theorems as sglang_common
 from specbound.proofs.symexec.values import Unsupported
 from specbound.replay import load_kernel
 
@@ -138,10 +140,19 @@ def test_tree_model_matches_the_interpreter(tree_path, sp, malformed):
 # --- proofs and refutations ------------------------------------------------------------------------
 
 def test_kv_default_specialization_is_proved(kv_path):
-    results = sglang_draft_kv.prove(sglang_draft_kv.KvSpec(0, False, 8, 4, 32), kv_path)
+    """The default: NUM_STEPS 0, page 1, every lane bound symbolic (one proof for each of the
+    9 x 4 x 12 power-of-two combinations), each range a stated precondition; every obligation
+    is witnessed (the preconditions hold together), at lane bounds the witness names."""
+    sp = sglang_draft_kv.KvSpec(0, False)
+    assert sp.label == "NUM_STEPS=0,page=1,bs_upper=2^0..2^8,iter_upper=2^0..2^3,num_tokens_upper=2^0..2^11,seq_lens=int64"
+    results = sglang_draft_kv.prove(sp, kv_path)
     assert {r.id.split("[")[0] for r in results} == {f"KERNEL-SGLANG-DRAFT-KV-{p}" for p in sglang_draft_kv.PROPERTIES}
     assert all(r.ok for r in results), [(r.id, r.detail) for r in results if not r.ok]
     assert manifest.compare_results(results) == []   # the ids and verdicts proofs/manifest.json records
+    for r in results:
+        assert {"bs_upper in {1,2,4,...,256}", "iter_upper in {1,2,4,...,8}",
+                "num_tokens_upper in {1,2,4,...,2048}"} <= set(r.preconditions)
+        assert r.witness["witnessed"] == r.witness["obligations"] > 0
     # what the proofs rest on is read from them: draft room (a declared precondition sglang
     # does not check) and the launch contracts (core axioms) under which the stores stay in bounds
     in_bounds = next(r for r in results if "-IN-BOUNDS[" in r.id)
@@ -153,6 +164,17 @@ def test_kv_default_specialization_is_proved(kv_path):
              .result.invariant_proofs]
     assert loops and all(n.startswith("loop-invariant@") for n in loops), loops
     assert all(set(loops) <= set(r.lemmas_cited) for r in results)
+
+
+@pytest.mark.parametrize("bound", ["bs_upper", "num_tokens_upper"])
+def test_kv_symbolic_lane_bound_must_cover_its_items(kv_path, bound):
+    """The symbolic lane bounds are not idle: without ``num_seqs <= bs_upper`` (or
+    ``num_seqs*topk <= num_tokens_upper``) some value of the range cuts a prefix sum short
+    and NO-TRUNCATION fails."""
+    sp = sglang_draft_kv.KvSpec(0, False)
+    run = sglang_draft_kv.run_kernel(sp, kv_path, sglang_draft_kv.Host(drop=(f"lane_bound_{bound}",)))
+    (res,) = sglang_common.prove(run, sglang_draft_kv_obligations.obligations, ("NO-TRUNCATION",))
+    assert not res.ok, res.detail
 
 
 def test_kv_per_request_conditions_are_quantified_hypotheses(kv_path):

@@ -25,7 +25,7 @@ from specbound.proofs.symexec.obligations import check
 pytest.importorskip("specbound.kernels")  # before triton: it sets TRITON_INTERPRET
 pytest.importorskip("torch")
 
-KV = sglang_draft_kv.KvSpec(0, False, 8, 4, 32)
+KV = sglang_draft_kv.KvSpec(0, False)   # lane bounds symbolic, as the manifest's kv theorems are
 # batch_size symbolic (every batch of the envelope), as the manifest's tree theorems are
 FULL = sglang_tree.TreeSpec(2, 2, 4, 0)
 QLEN = sglang_tree.TreeSpec(2, 2, 4, 1)

@@ -214,3 +214,30 @@ def test_sglang_envelope_names_what_sglang_launches():
     for scope in ("envelope", "typical configurations"):
         assert less["SGLANG-TREE", scope]["proved"] == full["SGLANG-TREE", scope]["proved"] - batches
         assert less["SGLANG-DRAFT-KV", scope] == full["SGLANG-DRAFT-KV", scope]
+
+
+def test_a_symbolic_kv_proof_covers_exactly_the_lane_bounds_it_names():
+    """A draft kv proof with symbolic lane bounds (``bs_upper=2^0..2^8``, ...) covers every
+    specialization of its NUM_STEPS and page case whose lane bounds are powers of two up to
+    the envelope's largest, and nothing else; a manifest where that proof failed covers
+    exactly those fewer."""
+    from specbound import manifest as manifest_mod
+    from specbound.engines.sglang import envelope
+    from specbound.engines.sglang.draft_kv_model import KvSpec
+
+    sym = KvSpec(3, True)
+    assert KvSpec.from_label(sym.label) == sym
+    assert sym.covers(KvSpec(3, True, 256, 4, 2048)) and sym.covers(KvSpec(3, True, 1, 1, 1))
+    assert not sym.covers(KvSpec(3, True, 512, 4, 2048))      # above the envelope's batch
+    assert not sym.covers(KvSpec(3, True, 6, 4, 16))          # not a power of two
+    assert not sym.covers(KvSpec(2, True, 8, 4, 32)) and not sym.covers(KvSpec(3, False, 8, 4, 32))
+    assert not KvSpec(3, True, 8, 4, 32).covers(KvSpec(3, True, 16, 4, 32))   # a concrete proof: itself only
+    manifest = manifest_mod.load()
+    full = {(r["kernel"], r["scope"]): r for r in envelope.coverage(manifest)}
+    tid = next(t for t, e in manifest["sglang_theorems"].items()
+               if e["kernel"] == "SGLANG-DRAFT-KV" and e["specialization"] == sym.label)
+    manifest["sglang_theorems"][tid] = {**manifest["sglang_theorems"][tid], "verdict": "failed"}
+    less = {(r["kernel"], r["scope"]): r for r in envelope.coverage(manifest)}
+    covered = [sp for sp in envelope.kv_specs() if sym.covers(sp)]
+    assert len(covered) > 1
+    assert less["SGLANG-DRAFT-KV", "envelope"]["proved"] == full["SGLANG-DRAFT-KV", "envelope"]["proved"] - len(covered)

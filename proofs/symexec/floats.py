@@ -13,7 +13,7 @@ from __future__ import annotations
 import z3
 
 from .values import FLOATS, INT1, V, broadcast, fresh_name, lift
-from .values import INT32, Unsupported
+from .values import INT32, Unsupported, dim_term
 
 F32 = FLOATS["float32"]
 
@@ -86,5 +86,5 @@ def reduce(ex, line, x: V, axis, return_indices: bool = False):
         raise Unsupported("return_indices of a reduction that leaves lanes", line)
     idx = z3.Int(fresh_name(f"argmax@{line}"))
     ex.local_consts.append(idx)
-    ex.path_cond.append((f"reduction_index@{line}#{idx}", z3.And(0 <= idx, idx < x.shape[axis])))
+    ex.path_cond.append((f"reduction_index@{line}#{idx}", z3.And(0 <= idx, idx < dim_term(x.shape[axis]))))
     return value, V(idx, (), INT32)

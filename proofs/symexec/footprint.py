@@ -33,7 +33,7 @@ from __future__ import annotations
 import z3
 
 from .obligations import Obligation
-from .values import LANES, Unsupported, V, mentions
+from .values import LANES, Unsupported, V, dim_term, has_lane, mentions
 
 
 def lane_term(a, name, axis):
@@ -93,8 +93,8 @@ def cover(run, a, i, what, cells, domain, bind, denoted, lemmas=(), defs=None):
         hyps[f"chosen_{const}"] = const == term
     goal = [cond for _label, cond in a.path]
     for ax, size in enumerate(a.shape):
-        if size > 1:
-            goal.append(z3.And(LANES[ax] >= 0, LANES[ax] < size))
+        if has_lane(size):
+            goal.append(z3.And(LANES[ax] >= 0, LANES[ax] < dim_term(size)))
     goal += [a.mask] + [k == c for k, c in denoted]
     return Obligation(f"coverage-{a.tensor.name}@{a.line}#{i}", "coverage", a.line,
                       f"every spec cell {what} is stored by an active lane of some program "

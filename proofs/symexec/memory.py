@@ -27,7 +27,7 @@ import z3
 from specbound.proofs import core
 
 from .flow import MemState
-from .values import LANES, Unsupported, as_bool, as_int, conjuncts, lane_vars_in
+from .values import LANES, Unsupported, as_bool, as_int, conjuncts, dim_term, has_lane, lane_vars_in
 
 _CELL = z3.Int("cell")  # the bound variable of a tensor-contents hypothesis
 
@@ -75,7 +75,7 @@ def write(ex, t, off, value, mask, shape):
     state = ex.mem.get(t.name, MemState())
     if state.opaque:
         return
-    if any(s > 1 for s in shape) or lane_vars_in(off) or ex.symbolic_loops:
+    if any(has_lane(s) for s in shape) or lane_vars_in(off) or ex.symbolic_loops:
         ex.mem[t.name] = MemState(state.writes, True)
         return
     ex.mem[t.name] = MemState(state.writes + ((mask, off, value),))
@@ -135,7 +135,7 @@ def prefix_sum(ex, x, size, line):
     # lanes 0 .. min(x, N) - 1 are summed: a bound above N truncates the sum (the comparison
     # raised the no-truncation obligation x <= N); an offset before the tensor is out of bounds
     unknown = z3.Function(f"{t.name}_sum_before_start@{line}", z3.IntSort(), z3.IntSort(), z3.IntSort())
-    count = z3.If(xb <= size, xb, z3.IntVal(size))
+    count = z3.If(xb <= dim_term(size), xb, dim_term(size))
     exact = z3.If(c0 >= 0, z3.If(xb <= 0, z3.IntVal(0), pf(c0 + count) - pf(c0)), unknown(c0, xb))
     return z3.If(rest, exact, z3.IntVal(0))
 
@@ -146,7 +146,7 @@ def _in_range(ex, c0, xb, size, line) -> bool:
     if ex.oracle is None:
         return False
     hyps = {label: c for label, c in ex.path_cond}
-    proof = ex.ask(f"prefix-sum-in-range@{line}", hyps, z3.And(c0 >= 0, xb >= 0, xb <= size))
+    proof = ex.ask(f"prefix-sum-in-range@{line}", hyps, z3.And(c0 >= 0, xb >= 0, xb <= dim_term(size)))
     if proof is None:
         return False
     ex.side_proofs.append(proof)

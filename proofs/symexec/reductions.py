@@ -15,7 +15,10 @@ import z3
 
 from . import memory
 from .run_state import RunState
-from .values import INT32, LANES, MAX_RANK, Unsupported, V, as_int, conjuncts, fresh_name, lane_vars_in, lift, mentions
+from .values import (
+    INT32, LANES, MAX_RANK, SymDim, Unsupported, V, as_int, conjuncts, dim_term, fresh_name, has_lane, lane_vars_in, lift,
+    mentions,
+)
 
 UNROLLED_SUM_LANES = 64   # rank-1 sums up to this many lanes are exact sums of their lanes
 
@@ -35,7 +38,7 @@ def reduce_axis(ex: RunState, line, kind, x, axis):
     lk = LANES[axis]
 
     def to_result(expr):   # result lanes: axis i (< axis) stays, axis i > axis moves to i - 1
-        subs = [(LANES[i], LANES[i - 1]) for i in range(axis + 1, x.rank) if x.shape[i] > 1]
+        subs = [(LANES[i], LANES[i - 1]) for i in range(axis + 1, x.rank) if has_lane(x.shape[i])]
         return z3.substitute(expr, *subs) if subs else expr
     if size == 1:
         return V(to_result(e), rest_shape, x.dtype, x.arith)
@@ -47,7 +50,7 @@ def reduce_axis(ex: RunState, line, kind, x, axis):
         onehot = _match_onehot(e, lk)
         if onehot is not None:
             g, rest_cond, f = onehot
-            r = z3.If(z3.And(g >= 0, g < size, z3.substitute(rest_cond, (lk, g))),
+            r = z3.If(z3.And(g >= 0, g < dim_term(size), z3.substitute(rest_cond, (lk, g))),
                       z3.substitute(f, (lk, g)), z3.IntVal(0) if not z3.is_bool(f) else z3.BoolVal(False))
             arith = x.arith
             if arith and not z3.is_bool(f):
@@ -57,6 +60,12 @@ def reduce_axis(ex: RunState, line, kind, x, axis):
                 ex.observe(V(f, x.shape, x.dtype, True), line, "one-hot selected value", active=rest_cond)
                 arith = False
             return V(to_result(ex.define(r, f"onehot@{line}")), rest_shape, x.dtype, arith)
+    if isinstance(size, SymDim):
+        # the exact forms above hold at every length; anything else (a sum written out lane by
+        # lane, a bitmask bound, a min/max witness lane) is modelled at a known width only
+        raise Unsupported(f"tl.{kind} over the block axis of symbolic length {size} that is not a masked prefix "
+                          "load or a one-hot selection (needs the concrete width): prove it per value", line)
+    if kind == "sum":
         if x.rank == 1 and size <= UNROLLED_SUM_LANES:
             # a short rank-1 sum of anything else: the sum of its lanes, written out (each
             # lane must fit first; the sum is then exact modulo 2^bits, so it fits iff observed)

@@ -16,7 +16,7 @@ from . import arith, floats, memory, truncation
 from .reductions import reduce_axis
 from .run_state import RunState
 from .values import (
-    INT32, LANES, Access, LaneTag, LoadSource, Ptr, Unsupported, V, as_bool, as_int, broadcast, fresh_name, lift,
+    INT32, LANES, Access, LaneTag, LoadSource, Ptr, SymDim, Unsupported, V, as_bool, as_int, broadcast, fresh_name, lift,
     lift_pair, promote,
 )
 
@@ -37,6 +37,9 @@ def num_programs(ex: RunState, line, axis=0):
 
 
 def arange(ex: RunState, line, start, end):
+    if isinstance(end, V) and start == 0:
+        n = _symbolic_length(ex, end, line)
+        return V(LANES[0], (n,), INT32, tag=LaneTag(0, n, 0, "arange"))
     if not (isinstance(start, int) and isinstance(end, int)):
         raise Unsupported("tl.arange with non-constexpr bounds", line)
     n = end - start
@@ -44,6 +47,16 @@ def arange(ex: RunState, line, start, end):
         return V(z3.IntVal(start), (1,), INT32)
     return V(LANES[0] + start if start else LANES[0], (n,), INT32,
              tag=LaneTag(0, n, 0, "arange") if start == 0 else None)
+
+
+def _symbolic_length(ex: RunState, end: V, line) -> SymDim:
+    """``tl.arange(0, B)`` with ``B`` a constexpr given as a Z3 term: a lane of ``0 <= lane < B``
+    (the model states B's values as a precondition).  Only the constexpr itself: a runtime
+    value, or arithmetic on the constexpr, is no arange bound Triton compiles."""
+    for name, v in ex.symbolic_constexprs.items():
+        if end is v or (end.shape == () and end.e.eq(v.e)):
+            return SymDim(v.e, name)
+    raise Unsupported("tl.arange with non-constexpr bounds", line)
 
 
 def cdiv(ex: RunState, line, a, b):
@@ -54,7 +67,10 @@ def cdiv(ex: RunState, line, a, b):
 def _shape_arg(shape, line):
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     if not all(isinstance(s, int) for s in shape):
-        raise Unsupported("block shape that is not constexpr", line)
+        # a fill of symbolic length would be sound lane-wise, but nothing the kernels do with
+        # one is modelled yet (and a runtime value is no shape at all)
+        raise Unsupported(f"block shape {shape!r} that is not an int constexpr (tl.zeros/tl.full/broadcast_to of a "
+                          "symbolic length: prove it per value)", line)
     return shape
 
 

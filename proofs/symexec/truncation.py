@@ -15,7 +15,7 @@ from __future__ import annotations
 import z3
 
 from .run_state import Ob, RunState
-from .values import LANES, LaneTag, V, as_int, conjuncts, lane_vars_in, mentions
+from .values import LANES, LaneTag, SymDim, V, as_int, conjuncts, dim_term, lane_vars_in, mentions
 
 _PLACEHOLDER = z3.Int("lane?")
 
@@ -84,21 +84,22 @@ def finish(ex: RunState):
 
 def _bound(ex: RunState, kind, size, base, x):
     if kind == "arange":
-        return x <= size, f"mask arange({size}) < x needs x <= {size}"
+        return x <= dim_term(size), f"mask arange({size}) < x needs x <= {size}"
     if kind == "loop":
         stop, _step = ex.loops[str(base)]
         return x <= stop, "a tiled loop's mask c0 + arange < x needs x <= the loop bound (every column visited)"
     g = ex.grid[[i for i, p in enumerate(ex.pid) if mentions(base, p)][0]]
-    return x <= g * size, f"a program-tiled mask pid*{size} + arange < x needs x <= grid*{size}"
+    return x <= g * dim_term(size), f"a program-tiled mask pid*{size} + arange < x needs x <= grid*{size}"
 
 
 def _is_pid_times(e, pids, size) -> bool:
-    """``pid * size`` (in either order)."""
+    """``pid * size`` (in either order; a symbolic length is its constexpr's term)."""
     if not (z3.is_app(e) and e.decl().kind() == z3.Z3_OP_MUL and e.num_args() == 2):
         return False
     a, b = e.children()
     for p, k in ((a, b), (b, a)):
-        if any(p.eq(q) for q in pids) and z3.is_int_value(k) and k.as_long() == size:
+        if any(p.eq(q) for q in pids) and (k.eq(size.term) if isinstance(size, SymDim)
+                                           else z3.is_int_value(k) and k.as_long() == size):
             return True
     return False
 

@@ -4,6 +4,14 @@ A block value is ONE Z3 expression over the lane variables ``LANES[i]`` (lane of
 ``i``) plus a static shape.  An axis of size 1 never mentions its lane.  Broadcasting to
 a higher rank prepends axes (numpy rules), which shifts the lane variables; ``x[:, None]``
 moves them.  Python ints/bools are constexprs and stay plain.
+
+A shape entry is an int, or a :class:`SymDim`: the length of ``tl.arange(0, B)`` for a
+constexpr ``B`` given as a Z3 term (one proof for every value the model's preconditions
+allow).  Its lane is an ordinary lane variable with ``0 <= lane < B``, which is exactly the
+block's meaning at each value of ``B`` (at ``B = 1`` the lane is 0).  What needs the concrete
+length (an unrolled reduction, a fill shape, a trip count, broadcasting against another
+length) refuses it: every comparison or arithmetic on a ``SymDim`` that no caller handles
+raises :class:`Unsupported`.
 """
 
 from __future__ import annotations
@@ -33,6 +41,43 @@ class Unsupported(Exception):
     def __init__(self, construct: str, line: int | None = None):
         self.construct, self.line = construct, line
         super().__init__(f"unsupported: {construct}" + (f" (kernel line {line})" if line else ""))
+
+
+class SymDim:
+    """A block axis of symbolic length: ``term`` (a Z3 Int), ``name`` (the constexpr's)."""
+
+    __slots__ = ("term", "name")
+
+    def __init__(self, term, name: str):
+        self.term, self.name = term, name
+
+    def __eq__(self, other):   # structural: the same constexpr term is the same length
+        return isinstance(other, SymDim) and self.term.eq(other.term)
+
+    def __hash__(self):
+        return self.term.hash()
+
+    def __repr__(self):
+        return self.name
+
+    def _needs_value(self, *_args):
+        raise Unsupported(f"a construct that needs the concrete length of the block axis "
+                          f"arange(0, {self.name}) (a symbolic constexpr): prove it per value")
+
+    __lt__ = __le__ = __gt__ = __ge__ = __index__ = __int__ = _needs_value
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = __mod__ = _needs_value
+
+
+def has_lane(n) -> bool:
+    """Whether an axis of length ``n`` carries its lane variable (every symbolic length does)."""
+    return isinstance(n, SymDim) or n > 1
+
+
+def dim_term(n):
+    """The length of an axis for a Z3 expression: its constexpr's term, or the int itself
+    (left to Z3's coercion, so the terms built for int lengths are built as before: the
+    order Z3 meets terms in bears on which premises its unsat cores name)."""
+    return n.term if isinstance(n, SymDim) else n
 
 
 @dataclass(frozen=True)
@@ -188,8 +233,8 @@ class Access:
 def lane_range(shape: tuple) -> dict:
     out = {}
     for i, n in enumerate(shape):
-        if n > 1:
-            out[f"lane{i}_range"] = z3.And(LANES[i] >= 0, LANES[i] < n)
+        if has_lane(n):
+            out[f"lane{i}_range"] = z3.And(LANES[i] >= 0, LANES[i] < dim_term(n))
     return out
 
 
@@ -261,6 +306,11 @@ def broadcast(*vals):
     shape = []
     for dims in zip(*[v.shape for v in out]):
         big = {d for d in dims if d != 1}
+        if len(big) > 1 and any(isinstance(d, SymDim) for d in big):
+            # lengths equal at some values only: Triton compiles those and rejects the others,
+            # and a length-1 arange broadcasts (its lane is 0, not the other axis's lane)
+            raise Unsupported(f"broadcast of the symbolic block length {sorted(map(str, big))} against another "
+                              "length (compiles for some values only): prove it per value")
         if len(big) > 1:
             raise Unsupported(f"incompatible shapes {[v.shape for v in vals]}")
         shape.append(big.pop() if big else 1)
@@ -284,7 +334,7 @@ def reshape(v: V, idx, line) -> V:
         raise Unsupported("subscript must name every axis", line)
     if len(shape) > MAX_RANK:
         raise Unsupported(f"rank above {MAX_RANK}", line)
-    subs = [(LANES[s], LANES[d]) for s, d in mapping if s != d and v.shape[s] > 1]
+    subs = [(LANES[s], LANES[d]) for s, d in mapping if s != d and has_lane(v.shape[s])]
     e = z3.substitute(v.e, *subs) if subs and z3.is_expr(v.e) else v.e
     tag = v.tag.moved(dict(mapping)[v.tag.axis]) if v.tag is not None and v.tag.axis >= 0 else None
     return V(e, tuple(shape), v.dtype, v.arith, tag)

@@ -16,6 +16,15 @@ r2t_width, pool_rows = z3.Ints("row_stride pool_rows")
 blocks = z3.Int("token_blocks")
 G0 = z3.Int("grid0")
 width = z3.Int("width")
+# the lane bounds (tl.arange lengths) when a proof covers all their values at once
+LANE_BOUNDS = ("bs_upper", "iter_upper", "num_tokens_upper")
+
+
+def lane_bound_term(name: str):
+    """A symbolic lane bound's Z3 constant, made on first use: a constant made at import
+    would shift the ids of every term built after it, and with them Z3's choices (which
+    premises an unsat core names) in unrelated proofs."""
+    return z3.Int(name)
 
 # The host's shape, sizing and per-request conditions: what the capacity (and the spec's cell
 # map, which races are proved through) rests on; none of the kernel's launch facts (lane

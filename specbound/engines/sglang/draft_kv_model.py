@@ -26,7 +26,10 @@ per-request or per-entry one as a single quantified hypothesis (:func:`precondit
 * ``req_to_token`` rows of ``row_stride`` slots, each request's row at least
   ``spec.kv_req_to_token_span`` wide (the prefix and every branch's extension);
 * the lane bounds are next powers of two: ``num_seqs <= bs_upper``,
-  ``num_steps <= iter_upper``, ``num_seqs*K <= num_tokens_upper``;
+  ``num_steps <= iter_upper``, ``num_seqs*K <= num_tokens_upper``; given as None in a
+  :class:`KvSpec` they are symbolic (each a ``tl.arange`` length, executor lanes
+  ``0 <= lane < bound``), with the precondition ``bs_upper in {1,2,4,...,256}`` (the powers of
+  two up to the envelope's largest, :data:`LANE_BOUND_MAX`): one proof for all of them;
 * ``window_size = sink_size = 0``, ``ENTRY_PAGE_SIZE = 1``, no ``v2p`` (the pristine read
   plan; the windowed and translated paths run in the executor but the spec has no model of
   their output, so they are not proved).
@@ -39,7 +42,7 @@ int32 row offsets, ``(num_steps - 1) * stride < 2^31`` for both buffers
 (``spec.int32_row_offsets_ok``: the kernel multiplies the constexpr stride by the program id
 in int32; sglang asserts only ``width < 2^31``).
 
-The launch layout and the kernel's symbols: :mod:`.sglang_draft_kv_layout`; obligations:
+The launch layout and the kernel's symbols: :mod:`.draft_kv_layout`; obligations:
 :mod:`.sglang_draft_kv_obligations`; replays: :func:`replay`, launched by
 :func:`specbound.engines.sglang.launch.draft_kv`.
 """
@@ -60,11 +63,12 @@ from specbound.proofs.model import C, D, K, P, Q, labelled, num_seqs, page, seq_
 
 from specbound.proofs.symexec import lemmas as symexec_lemmas
 from specbound.proofs.symexec.interp import Executor
+from specbound.proofs.symexec.kernel_files import torch_free_module
 from specbound.proofs.symexec.models import Run, content_preconditions, launch_contracts, mul_mono, prefix_schema, register_function, seq_len_schema, make_oracle
 from specbound.proofs.symexec.engine_theorems import prove as prove_run
 from specbound.proofs.symexec.engine_theorems import refute
 from .draft_kv_layout import (  # noqa: F401  (the kernel's symbols, read as sglang_draft_kv.width etc.)
-    G0, SCOPED, SPEC_TERMS, alloc_bs, block_of, blocks, indptr_stride, iters_of, pool_rows, r2t_width, spec_hyps, width,
+    G0, LANE_BOUNDS, SCOPED, SPEC_TERMS, alloc_bs, block_of, blocks, indptr_stride, iters_of, lane_bound_term, pool_rows, r2t_width, spec_hyps, width,
 )
 from .draft_kv_obligations import obligations
 from specbound.proofs.symexec.values import DTYPES, INT32, INT64, LANES, V, TensorModel, Unsupported
@@ -76,23 +80,65 @@ SOURCE = "kernels/ops/speculative/cache_locs.py"   # inside the sglang package (
 
 
 
+# The lane bounds' largest values over the serving envelope (kernels/plan.py): a lane bound
+# given as None is symbolic, one proof for every power of two up to its largest value.
+_PLAN = torch_free_module("plan")
+_ENV = _PLAN.ENVELOPE
+LANE_BOUND_MAX = {"bs_upper": _PLAN.pow2(_ENV.batch[1]), "iter_upper": _PLAN.pow2(_ENV.num_steps[1]),
+                  "num_tokens_upper": _PLAN.pow2(_ENV.batch[1] * _ENV.topk[1])}
+ENVELOPE_MAX_STEPS = _ENV.num_steps[1]   # NUM_STEPS = num_steps takes 1..this in the envelope
+
+
+def lane_bound_values(name: str) -> list[int]:
+    """The values a symbolic lane bound covers: the powers of two up to its largest."""
+    return [1 << i for i in range(LANE_BOUND_MAX[name].bit_length())]
+
+
 @dataclass(frozen=True)
 class KvSpec:
-    """One constexpr specialization sglang launches."""
+    """One constexpr specialization sglang launches, or (a lane bound None) every value of
+    that lane bound at once."""
 
     NUM_STEPS: int          # 0: grid (num_steps, ...); N > 0: N steps, token blocks on axis 0
     paged: bool             # False: page_size == 1; True: any page_size >= 2 (symbolic)
-    bs_upper: int
-    iter_upper: int
-    num_tokens_upper: int
+    bs_upper: int | None = None          # None: symbolic, every power of two up to LANE_BOUND_MAX
+    iter_upper: int | None = None
+    num_tokens_upper: int | None = None
     seq_lens_dtype: str = "int64"
     name = "SGLANG-DRAFT-KV"   # the kernel part of its theorem ids
 
     @property
     def label(self):
         page_ = "page>1" if self.paged else "page=1"
-        return (f"NUM_STEPS={self.NUM_STEPS},{page_},bs_upper={self.bs_upper},iter_upper={self.iter_upper},"
-                f"num_tokens_upper={self.num_tokens_upper},seq_lens={self.seq_lens_dtype}")
+        bounds = ",".join(f"{n}={self.bound_label(n)}" for n in LANE_BOUNDS)
+        return f"NUM_STEPS={self.NUM_STEPS},{page_},{bounds},seq_lens={self.seq_lens_dtype}"
+
+    def bound_label(self, name: str) -> str:
+        """``8`` (that value) or ``2^0..2^8`` (symbolic: every power of two of the range)."""
+        v = getattr(self, name)
+        return str(v) if v is not None else f"2^0..2^{LANE_BOUND_MAX[name].bit_length() - 1}"
+
+    def covers(self, other: KvSpec) -> bool:
+        """Whether every kernel ``other`` (a concrete specialization) stands for is one of
+        this proof's: the same NUM_STEPS, page case and dtype, each lane bound equal or among
+        this one's symbolic values."""
+        if (self.NUM_STEPS, self.paged, self.seq_lens_dtype) != (other.NUM_STEPS, other.paged, other.seq_lens_dtype):
+            return False
+        for name in LANE_BOUNDS:
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if theirs is None or not (theirs == mine if mine is not None else theirs in lane_bound_values(name)):
+                return False
+        return True
+
+    @classmethod
+    def from_label(cls, label: str) -> KvSpec:
+        """The specialization a :attr:`label` names (its inverse)."""
+        f = dict(part.split("=", 1) if "=" in part else (part.split(">")[0], ">") for part in label.split(","))
+        bounds = {n: (None if ".." in f[n] else int(f[n])) for n in LANE_BOUNDS}
+        sp = cls(int(f["NUM_STEPS"]), f["page"] == ">", **bounds, seq_lens_dtype=f["seq_lens"])
+        if sp.label != label:
+            raise ValueError(f"label {label!r} is not a draft kv specialization's (reads back as {sp.label!r})")
+        return sp
 
 
 def kernel_params(path: str) -> list:
@@ -174,9 +220,12 @@ def preconditions(sp: KvSpec, host: Host) -> tuple[dict, dict]:
         hyps["page_size_is_1"] = page == 1
     else:
         hyps["page_size_above_1"] = page >= 2
-    hyps.update(labelled(spec.lane_bound_ok(num_seqs, sp.bs_upper, "bs_upper")))
-    hyps.update(labelled(spec.lane_bound_ok(D, sp.iter_upper, "iter_upper")))
-    hyps.update(labelled(spec.lane_bound_ok(bs_d, sp.num_tokens_upper, "num_tokens_upper")))
+    for name, needed in (("bs_upper", num_seqs), ("iter_upper", D), ("num_tokens_upper", bs_d)):
+        hyps.update(labelled(spec.lane_bound_ok(needed, lane_bound(sp, name), name)))
+        if getattr(sp, name) is None:   # the values one symbolic proof covers, named in its label
+            values = lane_bound_values(name)
+            hyps[f"{name} in {{{','.join(map(str, values[:3]))},...,{values[-1]}}}"] = \
+                z3.Or(*[lane_bound_term(name) == v for v in values])
     for name, term in (("grid0", G0), ("num_seqs", num_seqs), ("topk", K), ("row_stride", r2t_width),
                        ("page_size", page),
                        ("kv_indices_stride", width), ("kv_indptr_stride", indptr_stride),
@@ -186,6 +235,12 @@ def preconditions(sp: KvSpec, host: Host) -> tuple[dict, dict]:
         hyps.pop(name, None)
         hyps.pop(name + SCOPED, None)
     return hyps, contracts
+
+
+def lane_bound(sp: KvSpec, name: str):
+    """The lane bound ``name`` of ``sp``: its int, or its Z3 term when symbolic."""
+    v = getattr(sp, name)
+    return lane_bound_term(name) if v is None else v
 
 
 REQUESTS = ("seq_len_nonneg", "seq_len_le_context", "draft_room")   # instantiated at each seq_lens read
@@ -233,7 +288,8 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
     scalars = {"row_stride": V(r2t_width, (), INT32)}
     constexprs = {"pool_len": V(r2t_width, (), INT32),
                   "kv_indices_stride": V(width, (), INT32), "kv_indptr_stride": V(indptr_stride, (), INT32),
-                  "bs_upper": sp.bs_upper, "iter_upper": sp.iter_upper, "num_tokens_upper": sp.num_tokens_upper,
+                  **{n: (V(lane_bound_term(n), (), INT32) if getattr(sp, n) is None else getattr(sp, n))
+                     for n in LANE_BOUNDS},
                   "page_size": 1 if not sp.paged else V(page, (), INT32), "NUM_STEPS": sp.NUM_STEPS}
     constexprs.update(host.paths)
     if host.paths.get("TRANSLATE"):
@@ -250,6 +306,7 @@ def run_kernel(sp: KvSpec, path: str, host: Host | None = None) -> Run:
               "grid0": G0, "pid0": res.pid[0], "pid1": res.pid[1], "pid2": res.pid[2]}
     if sp.NUM_STEPS:
         report["token_blocks"] = blocks
+    report.update({n: lane_bound_term(n) for n in LANE_BOUNDS if getattr(sp, n) is None})
     run = Run(sp.name, sp.label, res, hyps, functions, tensors, {}, None, None, report,
               list(res.side_proofs) + axioms, axioms)
     run.spec, run.host, run.host_width_hyps = sp, host, sizing
@@ -324,12 +381,15 @@ UNCHECKED = {
 }
 REPLAY_LIMITS = {"num_seqs": (1, 3), "topk": (1, 3), "num_steps": (1, 4), "page_size": (1, 4), "C": (1, 24),
                  "width": (0, 400), "alloc_bs": (1, 4), "indptr_stride": (1, 20), "row_stride": (1, 200),
-                 "pool_rows": (1, 6), "grid0": (1, 8), "token_blocks": (1, 2)}
+                 "pool_rows": (1, 6), "grid0": (1, 8), "token_blocks": (1, 2),
+                 # symbolic lane bounds (their values are powers of two, a precondition)
+                 "bs_upper": (1, 4), "iter_upper": (1, 4), "num_tokens_upper": (1, 16)}
 # A wrapped row offset needs a row of 2^30 cells: the smallest such batch (3 steps, one request,
 # one branch), its buffers allocated but never filled (only the cells the kernel writes are touched).
 WRAP_LIMITS = {"num_seqs": (1, 1), "topk": (1, 1), "num_steps": (1, 3), "page_size": (1, 1), "C": (1, 2**31),
                "width": (0, 2**30 + 2**20), "alloc_bs": (1, 1), "indptr_stride": (1, 2**30 + 2**20),
-               "row_stride": (1, 64), "pool_rows": (1, 2), "grid0": (1, 3), "token_blocks": (1, 1)}
+               "row_stride": (1, 64), "pool_rows": (1, 2), "grid0": (1, 3), "token_blocks": (1, 1),
+               "bs_upper": (1, 1), "iter_upper": (1, 4), "num_tokens_upper": (1, 1)}
 
 
 IDENTITY_PATHS = {"window_size": 0, "sink_size": 0, "ENTRY_PAGE_SIZE": 1, "TRANSLATE": False}
@@ -381,5 +441,5 @@ def replay(sp: KvSpec, conc: dict, path: str):
     return sglang.draft_kv(load_kernel(path, KERNEL), seq_lens=seq, req_pool_indices=rows,
                            row_stride=row_stride, pool_rows=pool, topk=k, num_steps=d, page_size=page,
                            width=width, indptr_stride=stride, grid=grid, seq_lens_dtype=sp.seq_lens_dtype,
-                           lane_bounds=(sp.bs_upper, sp.iter_upper, sp.num_tokens_upper),
+                           lane_bounds=tuple(conc[n] if getattr(sp, n) is None else getattr(sp, n) for n in LANE_BOUNDS),
                            num_steps_constexpr=sp.NUM_STEPS, inputs=inputs)

@@ -14,7 +14,7 @@ from specbound.proofs.terms import subterms
 from specbound.proofs.symexec import lemmas as symexec_lemmas
 from specbound.proofs.symexec.models import mul_mono
 from .draft_kv_layout import SCOPED, blocks, block_of, indptr_stride, iters_of, r2t_width, spec_hyps, width
-from specbound.proofs.symexec.values import LANES, Unsupported
+from specbound.proofs.symexec.values import LANES, SymDim, Unsupported, dim_term
 from specbound.proofs.symexec.footprint import cover, sound
 from specbound.proofs.symexec.obligations import Obligation
 from specbound.proofs.symexec.obligations import instantiate
@@ -120,14 +120,19 @@ def _program_lemmas(run, a):
 
 def _cell_lemmas(sp, fi, fc, tile):
     """Division facts at the program chosen for a spec cell (coverage): the tile of the
-    column, the tile's block, and the step and block recovered from ``pid0``."""
-    out = [symexec_lemmas.at(symexec_lemmas.div_mod_range, fc, z3.IntVal(tile))]
+    column, the tile's block, and the step and block recovered from ``pid0``.  A store of
+    symbolic length (the extension's ``arange(0, iter_upper)``) has no tiles: its tile facts
+    are left out (they would only add divisions by the lane bound)."""
+    tiled = not isinstance(tile, SymDim)
+    out = [symexec_lemmas.at(symexec_lemmas.div_mod_range, fc, z3.IntVal(tile))] if tiled else []
     if sp.NUM_STEPS:
         n = z3.IntVal(sp.NUM_STEPS)
-        t_ = fc / tile
-        out += [symexec_lemmas.at(symexec_lemmas.div_mod_range, t_, blocks), symexec_lemmas.at(symexec_lemmas.div_lt, t_ % blocks, blocks, z3.IntVal(1)),
-                symexec_lemmas.at(symexec_lemmas.div_unique, t_ % blocks, fi - 1, n), symexec_lemmas.at(symexec_lemmas.div_unique, z3.IntVal(0), fi - 1, n),
-                symexec_lemmas.at(symexec_lemmas.div_unique, blocks, z3.IntVal(0), n), symexec_lemmas.at(symexec_lemmas.div_unique, t_ / blocks, t_ % blocks, blocks)]
+        t_ = fc / tile if tiled else None
+        at = symexec_lemmas.at
+        out += ([at(symexec_lemmas.div_mod_range, t_, blocks), at(symexec_lemmas.div_lt, t_ % blocks, blocks, z3.IntVal(1)),
+                 at(symexec_lemmas.div_unique, t_ % blocks, fi - 1, n)] if tiled else []) + \
+            [at(symexec_lemmas.div_unique, z3.IntVal(0), fi - 1, n), at(symexec_lemmas.div_unique, blocks, z3.IntVal(0), n)] + \
+            ([at(symexec_lemmas.div_unique, t_ / blocks, t_ % blocks, blocks)] if tiled else [])
     return out
 
 
@@ -208,7 +213,7 @@ def race_obligations(run) -> list:
             lem = [symexec_lemmas.at(symexec_lemmas.div_unique, pid1, pid2, K)] + _program_lemmas(run, a)
         else:
             it, b, t, col = idx
-            goal = z3.And(kv_domain(it, b, t, col), block_of(sp, pid0) == owner_block(sp, b, col, _tile(a)))
+            goal = z3.And(kv_domain(it, b, t, col), block_of(sp, pid0) == owner_block(sp, b, col, dim_term(_tile(a))))
             lem = _program_lemmas(run, a)
         out.append(Obligation(f"owner-{a.tensor.name}@{a.line}#{i}", "region", a.line,
                               "every active lane writes inside its own program's part of the buffer",

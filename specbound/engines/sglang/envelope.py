@@ -5,7 +5,9 @@ of them the manifest's sglang theorems prove.
 The draft kv kernel's constexprs (:mod:`specbound.engines.sglang.draft_kv_model`):
 ``NUM_STEPS`` 0 or ``num_steps``, ``page_size`` 1 or larger (one symbolic proof), and the lane
 bounds ``bs_upper = pow2(num_seqs)``, ``iter_upper = pow2(num_steps)``,
-``num_tokens_upper = pow2(num_seqs * topk)``: enumerated over every batch size.  The tree
+``num_tokens_upper = pow2(num_seqs * topk)``: enumerated over every batch size; a proof with
+symbolic lane bounds (label ``bs_upper=2^0..2^8``: every power of two of the range, a stated
+precondition) covers each of them with its NUM_STEPS and page case.  The tree
 build's (:mod:`specbound.engines.sglang.tree_model`) are the batch shape itself
 ``(K, D, n, mode, batch_size)``, one compiled kernel per batch size: counted, not listed; a
 proof symbolic in the batch size (label ``batch_size=1..N``) covers every batch of its range.
@@ -86,13 +88,14 @@ def coverage(manifest: dict) -> list[dict]:
     for e in manifest.get("sglang_theorems", {}).values():
         proved.setdefault((e["kernel"], e["specialization"]), set()).add(e["verdict"])
     ok = {key for key, seen in proved.items() if seen == {"proved"}}
-    kv_ok = {label for kernel, label in ok if kernel == "SGLANG-DRAFT-KV"}
+    kv_ok = [KvSpec.from_label(label) for kernel, label in ok if kernel == "SGLANG-DRAFT-KV"]
     tree_ok = [label for kernel, label in ok if kernel.startswith("SGLANG-TREE-")]
     env = plan.ENVELOPE
     rows = []
     for scope, configs in (("envelope", None), ("typical configurations", plan.TYPICAL_CONFIGS)):
-        kv = kv_labels(configs)
-        rows.append({"kernel": "SGLANG-DRAFT-KV", "scope": scope, "total": len(kv), "proved": len(kv & kv_ok)})
+        kv = kv_specs(configs)
+        rows.append({"kernel": "SGLANG-DRAFT-KV", "scope": scope, "total": len(kv),
+                     "proved": sum(any(p.covers(sp) for p in kv_ok) for sp in kv)})
         batches = env.batch[1] - env.batch[0] + 1
         rows.append({"kernel": "SGLANG-TREE", "scope": scope, "total": 2 * batches * len(_configs(env, configs)),
                      "proved": sum(tree_batches(label, configs) for label in tree_ok)})

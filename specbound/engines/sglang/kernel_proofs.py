@@ -39,19 +39,17 @@ SPEC_UTILS_FILE = "srt/speculative/spec_utils.py"
 def kv_specs(full: bool):
     """The specializations sglang launches (``common_template`` of the multi-step draft
     backends): ``NUM_STEPS`` 0 (one program per step; the Triton backend, flashinfer with one
-    token block) and ``= speculative_num_steps`` (flashinfer's token blocks); ``page_size`` 1
-    or any larger page (symbolic); the lane bounds the next powers of two of ``num_seqs``,
-    ``num_steps`` and ``num_seqs*topk``."""
+    token block) and ``= speculative_num_steps`` (flashinfer's token blocks) for every step
+    count of the serving envelope; ``page_size`` 1 or any larger page (symbolic); the lane
+    bounds ``bs_upper``, ``iter_upper`` and ``num_tokens_upper`` (the next powers of two of
+    ``num_seqs``, ``num_steps`` and ``num_seqs*topk``) symbolic: one proof covers every power
+    of two up to the envelope's largest (``sglang_draft_kv.LANE_BOUND_MAX``)."""
 
     if not full:
-        return [KvSpec(0, False, 8, 4, 32)]
-    out = []
-    for steps, iter_upper in ((0, 4), (0, 8), (1, 1), (3, 4), (5, 8), (8, 8)):
-        for paged in (False, True):
-            out.append(KvSpec(steps, paged, 8, iter_upper, 32))
-    for bs_upper, tokens in ((1, 1), (1, 8), (64, 256), (256, 2048)):
-        out.append(KvSpec(0, False, bs_upper, 8, tokens))
-    return out   # seq_lens are int64 in every sglang batch (schedule_batch), so no int32 variant
+        return [KvSpec(0, False)]
+    steps = (0,) + tuple(range(1, sglang_draft_kv.ENVELOPE_MAX_STEPS + 1))
+    # seq_lens are int64 in every sglang batch (schedule_batch), so no int32 variant
+    return [KvSpec(n, paged) for n in steps for paged in (False, True)]
 
 
 def tree_specs(full: bool):
