@@ -1,6 +1,6 @@
 """specbound: model-checked buffer sizing for EAGLE speculative decoding.
 
-Start with `specbound verify` (every proof, then the default fuzz; about 3 minutes on 2 cores).
+Start with `specbound verify` (every proof and the default fuzz, side by side on the usable cores).
 Each command ends with one verdict line, `<command>: OK|FAILED (...)`."""
 
 # A feature module registers its subcommand with ``register(subparsers)``; the fuzz module also
