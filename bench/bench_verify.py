@@ -12,7 +12,8 @@ the comparable ones; wall at that load is 3-5x what an idle machine gives:
 * before (one process, sequential phases): 237.8 s CPU (236.4 user + 1.4 sys), 14:28 wall at
   load ~10; the proofs ~25% of the CPU, the fuzz ~60%, its state machine alone ~20%.
 * after, ``--jobs 2`` (the default there): 220.6 s CPU, workers included, 21:52 wall at load
-  8-15 (the other jobs had most of both cores).  On 2 idle cores the wall is the busier
+  8-15 (the other jobs had most of both cores); again at load 2.6-5.2: 241.2 s CPU, 5:39 wall
+  (0.7 of a core on average).  On 2 idle cores the wall is the busier
   worker's CPU: the proofs task alone is ~85 s (spec theorems ~14, kernel theorems ~72), the
   fuzz checks ~135 s, so about 110-120 s here; the largest single fuzz task is the state
   machine (~45 s), so the pool can balance to about half the total.
