@@ -1,6 +1,6 @@
 """specbound: model-checked buffer sizing for EAGLE speculative decoding.
 
-Start with `specbound verify` (every proof, then the default fuzz; about 3 minutes on 2 cores).
+Start with `specbound verify` (every proof and the default fuzz, side by side on the usable cores).
 Each command ends with one verdict line, `<command>: OK|FAILED (...)`."""
 
 # A feature module registers its subcommand with ``register(subparsers)``; the fuzz module also
@@ -9,6 +9,7 @@ Each command ends with one verdict line, `<command>: OK|FAILED (...)`."""
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import sys
@@ -16,7 +17,8 @@ from pathlib import Path
 
 FEATURE_MODULES = ("specbound.fuzz.command", "specbound.audit.command")
 
-from specbound.cli_common import add_output_option, check_outputs, check_writable, checkout, verdict
+from specbound import verify
+from specbound.cli_common import add_output_option, check_outputs, check_writable, checkout, positive_int, verdict
 from specbound.spec import SpecArgumentError
 
 EXIT_STATUS = """exit status: 0 all checks passed; 1 a check failed (a theorem, a property, a stale file, a
@@ -263,29 +265,36 @@ def _feature(name: str):
         raise
 
 
+def prove_step(no_kernels: bool, json_path) -> int:
+    """Verify's proofs: every spec theorem and the kernel theorems of the default specializations;
+    a crash inside a proof is a failed verify (exit 1), never a usage error (exit 2)."""
+    try:
+        return cmd_prove(argparse.Namespace(only=None, json=json_path, kernels=not no_kernels, all=False, explain=None))
+    except Exception as exc:
+        print(f"FAILED prove: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
 def cmd_verify(args) -> int:
     """The main job: every theorem proved (the spec's, and the kernels' on the default subset of
-    specializations), then the default fuzz budget; a missing fuzz is a failure, not a skip."""
-    kernels = "" if args.no_kernels else ", then the kernel theorems"
-    print(f"== verify 1/2: proofs (the spec theorems{kernels}) ==", flush=True)
-    try:
-        rc_prove = cmd_prove(argparse.Namespace(only=None, json=args.json, kernels=not args.no_kernels,
-                                                all=False, explain=None))
-    except Exception as exc:   # a crash inside a proof is a failed verify, not a usage error (exit 2)
-        print(f"FAILED prove: {type(exc).__name__}: {exc}", file=sys.stderr)
-        rc_prove = 1
-    print("\n== verify 2/2: fuzz (the ci profile at its verify budget) ==", flush=True)
+    specializations), then the default fuzz budget; a missing fuzz is a failure, not a skip.
+    With more than one job the two phases and the fuzz checks run side by side
+    (:mod:`specbound.verify`)."""
+    jobs = args.jobs or verify.usable_cores()
     fuzz = _feature("specbound.fuzz.command")
-    if fuzz is not None and hasattr(fuzz, "verify_step"):
+    has_fuzz = fuzz is not None and hasattr(fuzz, "verify_step")
+    if jobs > 1 and has_fuzz:
+        return verify.run_parallel(jobs=jobs, no_kernels=args.no_kernels, fuzz=fuzz, scale=fuzz.VERIFY_SCALE,
+                                   prove=functools.partial(prove_step, args.no_kernels, args.json))
+    print(verify.proofs_line(args.no_kernels), flush=True)
+    rc_prove = prove_step(args.no_kernels, args.json)
+    print("\n" + verify.FUZZ, flush=True)
+    if has_fuzz:
         rc_fuzz = fuzz.verify_step(args)
     else:   # an installation without the fuzz has not verified what verify promises
         print("FAILED fuzz: specbound.fuzz is not part of this installation; nothing was fuzzed", file=sys.stderr)
         rc_fuzz = 1
-    rc = max(rc_prove, rc_fuzz)
-    print()
-    word = {0: "OK"}
-    verdict("verify", rc == 0, f"proofs {word.get(rc_prove, 'FAILED')}, fuzz {word.get(rc_fuzz, 'FAILED')}")
-    return rc
+    return verify.finish(rc_prove, rc_fuzz)
 
 
 def _version() -> str:
@@ -320,6 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_output_option(v, help="write the proof report here")
     v.add_argument("--no-kernels", action="store_true",
                    help="skip the kernel theorems (symbolic execution of the Triton kernels, about a minute)")
+    v.add_argument("--jobs", type=positive_int("--jobs"), default=None, metavar="N",
+                   help="worker processes: the proofs and the fuzz checks run side by side, the output "
+                        "in the one-job order (default: the usable cores; 1: one process, in order)")
     v.set_defaults(func=cmd_verify)
 
     d = sub.add_parser("docs", help="write docs/invariants.md (and the generated parts of the other docs) "

@@ -7,12 +7,26 @@ Verdict line (the last line on stdout): ``<command>: OK|FAILED|INCOMPLETE (<coun
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
 
 import specbound
 from specbound.spec import SpecArgumentError
+
+
+def positive_int(name: str):
+    """An argparse type: a whole number >= 1, refused naming ``name``."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a positive integer, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {value}")
+        return value
+    return parse
 
 
 def add_output_option(parser, flag: str = "--json", help: str = "write the machine-readable report here"):

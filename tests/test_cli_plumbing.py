@@ -232,7 +232,7 @@ def test_every_command_ends_with_one_verdict_line(capsys, monkeypatch, tmp_path)
     assert VERDICT.match(line) and line.startswith("audit: INCOMPLETE ("), line
     monkeypatch.setattr(cli, "cmd_prove", lambda args: 0)
     monkeypatch.setattr(fuzz_command, "verify_step", lambda args: 1)
-    assert cli.main(["verify"]) == 1
+    assert cli.main(["verify", "--jobs", "1"]) == 1
     line = _last_line(capsys)
     assert VERDICT.match(line) and line.startswith("verify: FAILED ("), line
 
@@ -279,7 +279,7 @@ def test_verify_announces_each_phase_before_it_runs(capsys, monkeypatch):
     monkeypatch.setattr(kernel_theorems, "run_all", prove_kernels)
     monkeypatch.setattr(fuzz_command, "verify_step", fuzz_step)
     monkeypatch.setattr(cli, "_manifest_problems", lambda *a: [])
-    cli.main(["verify"])
+    cli.main(["verify", "--jobs", "1"])
     seen["end"] = capsys.readouterr().out
     assert "spec theorems" in seen["prove"], seen
     assert "kernel theorems" in seen["kernels"], seen

@@ -134,7 +134,7 @@ def test_verify_goes_on_to_the_fuzz_when_the_proofs_crash(monkeypatch, capsys):
     ran = []
     monkeypatch.setattr(cli, "cmd_prove", crash)
     monkeypatch.setattr(command, "verify_step", lambda args: ran.append(1) or 0)
-    assert cli.main(["verify", "--no-kernels"]) == 1          # a failed verify, not a usage error (2)
+    assert cli.main(["verify", "--no-kernels", "--jobs", "1"]) == 1          # a failed verify, not a usage error (2)
     assert ran == [1] and "FAILED prove: SpecArgumentError: n: planted" in capsys.readouterr().err
 
 
@@ -143,6 +143,6 @@ def test_verify_without_the_fuzz_fails_instead_of_skipping_it(monkeypatch, capsy
     monkeypatch.setattr(cli, "cmd_prove", lambda args: 0)
     real = cli._feature
     monkeypatch.setattr(cli, "_feature", lambda name: None if name == "specbound.fuzz.command" else real(name))
-    assert cli.main(["verify", "--no-kernels"]) == 1
+    assert cli.main(["verify", "--no-kernels", "--jobs", "1"]) == 1
     out, err = capsys.readouterr()
     assert "nothing was fuzzed" in err and "verify: FAILED" in out

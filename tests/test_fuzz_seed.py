@@ -32,7 +32,7 @@ def _run(tmp_path, seed: int, target: str = "all"):
     report = json.loads(path.read_text())
     for p in report["properties"]:
         del p["seconds"], p["cases_per_minute"]
-    text = [_ROW.sub(r"\1 \2 \3 \4", re.sub(r"\d+\.\d s ", "- s ", line)) for line in out.getvalue().splitlines()
+    text = [_ROW.sub(r"\1 \2 \3 \4", re.sub(r" +\d+\.\d s ", " - s ", line)) for line in out.getvalue().splitlines()
             if not line.startswith("wrote ")]
     return rc, report, text
 

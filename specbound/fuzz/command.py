@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from specbound.cli_common import add_output_option, verdict
+from specbound.cli_common import add_output_option, positive_int, verdict
 from specbound.spec import SpecArgumentError
 
 STATEFUL = "stateful.cuda_graph"
@@ -35,18 +35,6 @@ REPLAYS = "replay.mutants"
 EXTRAS = {REPLAYS: "[triton    fixed ] every sizing-mutant counterexample as a launch",
           STATEFUL: "[triton    state ] capture at 8, run up to 48 (CUDA-graph scenario)"}
 VERIFY_SCALE = 5.0
-
-
-def _positive_int(name):
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a positive integer, got {text!r}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {value}")
-        return value
-    return parse
 
 
 def positive_float(name, what="a number of minutes"):
@@ -68,7 +56,7 @@ def register(subparsers) -> None:
     p.add_argument("--target", choices=("reference", "triton", "all"), default=None,
                    help="which implementation(s) to exercise (default: all)")
     budget = p.add_mutually_exclusive_group()
-    budget.add_argument("--examples", type=_positive_int("--examples"), metavar="N",
+    budget.add_argument("--examples", type=positive_int("--examples"), metavar="N",
                         help="examples per property (default: the profile's budget)")
     budget.add_argument("--minutes", type=positive_float("--minutes"), metavar="M",
                         help="keep fuzzing for M minutes (rounds with fresh seeds)")
@@ -99,7 +87,7 @@ def _bar(done: int, total: int, width: int = 20) -> str:
     return "[" + "#" * filled + "." * (width - filled) + f"] {done}/{total}"
 
 
-def _crashed(name: str, exc: BaseException, seconds: float = 0.0):
+def crashed(name: str, exc: BaseException, seconds: float = 0.0):
     """A check that could not even run (its strategy, its replays ...) is a failure too."""
     from .runner import RunResult, describe
     res = RunResult(name, failures=1, seconds=seconds)
@@ -174,8 +162,7 @@ def fuzz(*, target="all", examples=None, minutes=None, seed=None, profile=None, 
          json_path=None, include_extras=True, scale: float = 1.0, database=None, out=None) -> int:
     out = out or sys.stdout   # looked up per call: whatever stdout is now (a capture, a redirect)
     from . import profiles
-    from . import properties
-    from .runner import RunResult, run_property
+    from .runner import RunResult
 
     name = profiles.load_profile(profile, database=database)
     derandomize = name == "ci" and seed is None
@@ -187,49 +174,70 @@ def fuzz(*, target="all", examples=None, minutes=None, seed=None, profile=None, 
     deadline = time.perf_counter() + 60 * minutes if minutes else None
     round_no = 0
     total = len(props) + len(extras)
-    print(f"specbound fuzz: profile {name}, target {target}, "
-          f"{f'{minutes} min' if minutes else f'{examples} examples/property' if examples else 'profile budget'}"
-          f"{'' if seed is None else f', seed {seed}'}", file=out)
+    print(header(name, target, examples=examples, minutes=minutes, seed=seed), file=out)
     while True:
         for i, p in enumerate(props):
             if deadline and time.perf_counter() > deadline and round_no:
                 break
-            n = examples or profiles.budget(p.cost, name, scale=scale)
-            r = results[p.name]
-            before = r.failures
-            if r.failures:       # already failed: keep the first minimal case
+            if results[p.name].failures:       # already failed: keep the first minimal case
                 continue
-            start = time.perf_counter()
-            try:
-                run_property(p.name, p.check, p.strategy(), max_examples=n,
-                             seed=None if derandomize or seed is None else seed + round_no,
-                             derandomize=derandomize, result=r,
-                             examples=p.examples() if round_no == 0 else ())
-            except Exception as exc:   # the strategy or the examples could not be built
-                results[p.name] = r = _crashed(p.name, exc, time.perf_counter() - start)
-            status = "ok" if r.failures == before else "FAILED"
-            print(f"{_bar(i + 1, total)} round {round_no + 1} {p.name:28s} {r.examples:6d} ex "
-                  f"{r.seconds:7.1f} s {status}", file=out, flush=True)
+            results[p.name] = run_check(p.name, name, examples=examples, scale=scale, seed=seed,
+                                        derandomize=derandomize, round_no=round_no, result=results[p.name])
+            print(progress(i + 1, total, round_no, results[p.name]), file=out, flush=True)
         if round_no == 0:
             for j, x in enumerate(extras):
-                start = time.perf_counter()
-                try:
-                    if x == REPLAYS:
-                        results[x] = _run_replays()
-                    else:
-                        n = examples or profiles.budget("stateful", name, scale=scale)
-                        results[x] = _run_stateful(n, seed, derandomize)
-                except Exception as exc:
-                    results[x] = _crashed(x, exc, time.perf_counter() - start)
-                r = results[x]
-                print(f"{_bar(len(props) + j + 1, total)} round 1 {x:28s} {r.examples:6d} ex "
-                      f"{r.seconds:7.1f} s {'ok' if not r.failures else 'FAILED'}", file=out, flush=True)
+                results[x] = run_check(x, name, examples=examples, scale=scale, seed=seed, derandomize=derandomize)
+                print(progress(len(props) + j + 1, total, round_no, results[x]), file=out, flush=True)
         round_no += 1
         if not deadline or time.perf_counter() > deadline:
             break
         derandomize = False
+    return finish(list(results.values()), profile=name, target=target, seed=seed, scale=scale, rounds=round_no,
+                  json_path=json_path, out=out)
 
-    ordered = list(results.values())
+
+def header(profile: str, target: str, *, examples=None, minutes=None, seed=None) -> str:
+    return (f"specbound fuzz: profile {profile}, target {target}, "
+            f"{f'{minutes} min' if minutes else f'{examples} examples/property' if examples else 'profile budget'}"
+            f"{'' if seed is None else f', seed {seed}'}")
+
+
+def run_check(check: str, profile: str, *, examples=None, scale: float = 1.0, seed=None, derandomize=False,
+              round_no: int = 0, result=None):
+    """One check (a property, the mutant replays or the state machine) at ``examples`` or
+    the ``profile``'s budget times ``scale``; a property's round ``round_no`` goes on in
+    ``result``.  A check that cannot even run (its strategy, its replays ...) is a failed
+    result, never an exception.  (The extras run once, in round 0.)"""
+    from . import profiles, properties
+    from .runner import RunResult, run_property
+
+    start = time.perf_counter()
+    try:
+        if check == REPLAYS:
+            return _run_replays()
+        if check == STATEFUL:
+            return _run_stateful(examples or profiles.budget("stateful", profile, scale=scale), seed, derandomize)
+        p = properties.property_named(check)
+        res = result or RunResult(check)
+        run_property(p.name, p.check, p.strategy(), max_examples=examples or profiles.budget(p.cost, profile, scale=scale),
+                     seed=None if derandomize or seed is None else seed + round_no, derandomize=derandomize,
+                     result=res, examples=p.examples() if round_no == 0 else ())
+        return res
+    except Exception as exc:
+        return crashed(check, exc, time.perf_counter() - start)
+
+
+def progress(done: int, total: int, round_no: int, r) -> str:
+    """The line printed when check ``r`` finished (a check that failed is not run again)."""
+    return (f"{_bar(done, total)} round {round_no + 1} {r.name:28s} {r.examples:6d} ex "
+            f"{r.seconds:7.1f} s {'ok' if not r.failures else 'FAILED'}")
+
+
+def finish(ordered: list, *, profile: str, target: str, seed, scale: float, rounds: int, json_path=None,
+           out=None) -> int:
+    """The table, every failure's minimal case and replay command, the JSON report and the
+    verdict line of finished checks; the exit status."""
+    out = out or sys.stdout
     print("\n" + _table(ordered), file=out)
     failed = [r for r in ordered if r.failures]
     for r in failed:
@@ -241,7 +249,7 @@ def fuzz(*, target="all", examples=None, minutes=None, seed=None, profile=None, 
             print(f"  minimal steps: {r.case}", file=out)
     if json_path:
         payload = {
-            "profile": name, "target": target, "seed": seed, "scale": scale, "rounds": round_no,
+            "profile": profile, "target": target, "seed": seed, "scale": scale, "rounds": rounds,
             "ok": not failed,
             "properties": [{
                 "name": r.name, "examples": r.examples, "failures": r.failures,
@@ -252,7 +260,7 @@ def fuzz(*, target="all", examples=None, minutes=None, seed=None, profile=None, 
                 "replay_command": _replay_command(r.name, r.case) if hasattr(r.case, "to_json") else None,
             } for r in ordered],
         }
-        rep = results.get(REPLAYS)
+        rep = next((r for r in ordered if r.name == REPLAYS), None)
         if rep is not None and hasattr(rep, "replays"):
             payload["mutant_replays"] = [
                 {"theorem": x.theorem, "mutant": x.mutant, "status": x.status, "counterexample": x.counterexample,
@@ -357,6 +365,23 @@ def run(args) -> int:
 
 def verify_step(args) -> int:
     """The default fuzz budget of ``specbound verify``: the ci profile (deterministic) at 5x its
-    test budget, every property, the mutant replays and the state machine; about 1.5 minutes
-    on 2 cores."""
+    test budget, every property, the mutant replays and the state machine (one core; a
+    parallel verify runs the same checks through :func:`verify_check`)."""
     return fuzz(target="all", profile="ci", scale=VERIFY_SCALE, json_path=getattr(args, "fuzz_json", None))
+
+
+def verify_plan() -> tuple[str, list[str], dict[str, str]]:
+    """The profile of verify's fuzz phase (loaded), its checks in report order, and each
+    property's cost class."""
+    from . import profiles
+    profile = profiles.load_profile("ci")
+    props, extras = select_checks(None, "all")
+    return profile, [p.name for p in props] + extras, {p.name: p.cost for p in props}
+
+
+def verify_check(check: str, scale: float = VERIFY_SCALE):
+    """One check of verify's fuzz phase, as :func:`verify_step` runs it (a task of a parallel
+    verify, in a worker process: the profile is loaded here)."""
+    from . import profiles
+    profile = profiles.load_profile("ci")
+    return run_check(check, profile, scale=scale, derandomize=True)

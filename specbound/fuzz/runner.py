@@ -42,6 +42,25 @@ class RunResult:
     def cases_digest(self) -> str:
         return self.digest.hexdigest()[:16]
 
+    def __getstate__(self) -> dict:
+        # a finished result crosses to the parent process of a parallel run (``specbound
+        # verify``); a hash object does not pickle, so its digest travels as text
+        return {**self.__dict__, "digest": _Finished(self.digest.hexdigest())}
+
+
+class _Finished:
+    """The digest of a result that crossed a process boundary: read-only, since the cases
+    it folded were checked in the other process."""
+
+    def __init__(self, hexdigest: str):
+        self._hex = hexdigest
+
+    def hexdigest(self) -> str:
+        return self._hex
+
+    def update(self, data: bytes) -> None:
+        raise RuntimeError("the cases of this result were checked in another process; its digest is final")
+
 
 def describe(exc: BaseException) -> str:
     """``Type: message`` of an exception, and where it was raised when it is not a
