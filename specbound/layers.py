@@ -18,7 +18,7 @@ LAYERS = (  # (module prefix, layer), most specific first
     ("specbound.fuzz.command", 9),     # `specbound fuzz`
     ("specbound.fuzz", 6),
     ("specbound.audit.command", 9),    # `specbound audit`
-    ("specbound.audit.cuda", 8),       # sglang's compiled CUDA tree build, run on the CPU
+    ("specbound.engines.sglang.cuda", 8),       # sglang's compiled CUDA tree build, run on the CPU
     ("specbound.audit", 7),
     ("specbound.engines.sglang.audit", 9),  # one `specbound audit sglang` run: every check
     ("specbound.engines.vllm.audit", 9),    # `specbound audit vllm`

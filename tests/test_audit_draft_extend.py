@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specbound import spec
-from specbound.audit.draft_extend import check_draft_extend, widening_site
+from specbound.engines.sglang.draft_extend import check_draft_extend, widening_site
 from specbound.audit.extract import SourceIndex
 from specbound.audit.program import Program
 from specbound.audit.report import HOLDS_ONLY_IF, MATCHED, OVERREAD, AuditReport

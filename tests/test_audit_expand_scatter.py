@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specbound import spec
-from specbound.audit.expand_scatter import check_expand_scatter
+from specbound.engines.sglang.expand_scatter import check_expand_scatter
 from specbound.audit.extract import SourceIndex
 from specbound.audit.program import Program
 from specbound.audit.report import CRASH, MATCHED, UNKNOWN, AuditReport

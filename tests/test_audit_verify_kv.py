@@ -17,7 +17,7 @@ from specbound.audit.extract import SourceIndex
 from specbound.audit.program import Program
 from specbound.audit.report import HOLDS_ONLY_IF, MATCHED, OVERRUN, AuditReport
 from specbound.audit.testing import write_sglang_package
-from specbound.audit.verify_kv import check_verify_kv
+from specbound.engines.sglang.verify_kv import check_verify_kv
 
 # A per-request gather bounded by the request's length, never by the buffer it writes (the
 # shape of sglang's create_flashinfer_kv_indices_triton, written here).

@@ -36,7 +36,7 @@ from specbound.proofs import core, minimise
 from specbound.proofs.lemmas import prefix_bound, prefix_room
 from specbound.proofs.model import C, D, K, P, bs, labelled, max_bs, n, page
 
-from . import bindings
+from specbound.engines.sglang import bindings
 
 S = bindings.QUANTITIES["seq_lens_sum"]
 MATCHED, OVERRUN, HOLDS_ONLY_IF, INFEASIBLE, ERROR = "matched", "overrun", "holds only if", "infeasible", "error"

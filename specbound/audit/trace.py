@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import ast
 
-from . import bindings
+from specbound.engines.sglang import bindings
 from .program import FuncInfo, Program
 from .trace_attributes import AttributesMixin
 from .trace_buffers import BuffersMixin

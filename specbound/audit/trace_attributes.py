@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
-from . import bindings
+from specbound.engines.sglang import bindings
 from .program import FuncInfo
 from .trace_values import (
     Alloc, ClassRef, Ended, EnumMember, Frame, FuncRef, Instance, NoneValue, Num, Opaque, Path, Record, ShapeOf,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
-from . import bindings
+from specbound.engines.sglang import bindings
 from .program import FUNC_TYPES, ClassInfo, FuncInfo, callee_name
 from .trace_values import (
     MAX_DEPTH, Alloc, ClassRef, Ended, Frame, FuncRef, Instance, Items, NoneValue, Num, Opaque, Path, Record,

@@ -10,7 +10,7 @@ import ast
 
 import z3
 
-from . import bindings
+from specbound.engines.sglang import bindings
 from .program import callee_name
 from .trace_values import (
     MISSING, STARRED, Ended, EnumMember, Frame, Instance, Num, Opaque, Path, Truth, Unevaluated, argument_for,

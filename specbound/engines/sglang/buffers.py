@@ -22,7 +22,7 @@ from . import buffer_replay as sglang_replay
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OVERRUN, UNKNOWN, AuditReport, Row
 from specbound.audit.extract import SourceIndex
 from specbound.audit.program import Program
-from specbound.audit.sinks import TracedBuffer, find_sites, trace_site
+from .sinks import TracedBuffer, find_sites, trace_site
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, Ended, EnumMember, Num, Opaque, term_ids
 

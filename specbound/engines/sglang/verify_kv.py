@@ -19,14 +19,14 @@ from __future__ import annotations
 import ast
 import time
 
-from . import judge
+from specbound.audit import judge
 from .consumers import attention_nodes, selves, traced_allocations
-from .extract import SourceIndex
-from .kernels import KV_ALIASES, Unavailable, bind, launch_finding, triton_env
-from .program import Program
-from .trace import Tracer
-from .trace_values import Ended
-from .report import ERROR, HOLDS_ONLY_IF, MATCHED, OOB, OVERRUN, UNKNOWN, AuditReport, Row
+from specbound.audit.extract import SourceIndex
+from specbound.audit.kernels import KV_ALIASES, Unavailable, bind, launch_finding, triton_env
+from specbound.audit.program import Program
+from specbound.audit.trace import Tracer
+from specbound.audit.trace_values import Ended
+from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OOB, OVERRUN, UNKNOWN, AuditReport, Row
 
 WRITER_PARAMS = ("kv_indices_buf", "paged_kernel_lens")
 KERNEL = "create_flashinfer_kv_indices_triton"

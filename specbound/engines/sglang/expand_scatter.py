@@ -33,13 +33,14 @@ from specbound import spec
 from specbound.proofs import core
 from specbound.proofs.model import D, K, labelled, n, page
 
-from . import bindings, judge
+from specbound.audit import judge
 from .consumers import selves
 from .draft_extend import graph_dict_entries
-from .program import Program
-from .report import CRASH, ERROR, MATCHED, UNKNOWN, AuditReport, Row
-from .trace import Tracer
-from .trace_values import Alloc, Num, Path, source_text
+from specbound.audit.program import Program
+from specbound.audit.report import CRASH, ERROR, MATCHED, UNKNOWN, AuditReport, Row
+from specbound.audit.trace import Tracer
+from specbound.audit.trace_values import Alloc, Num, Path, source_text
+from . import bindings
 
 FILL_PARAMS = ("page_table", "cache_loc", "decode_length", "page_size")
 STEP, LAST_PAGE_LEN = z3.Ints("step last_page_len")

@@ -29,12 +29,13 @@ from specbound import spec
 from specbound.proofs import core
 from specbound.proofs.model import C, D, K, labelled, n, page
 
-from . import bindings, judge
-from .extract import SourceIndex
-from .program import Program
-from .report import CRASH, ERROR, HOLDS_ONLY_IF, MATCHED, OVERREAD, UNKNOWN, AuditReport, Row
-from .trace import Tracer
-from .trace_values import Alloc, EnumMember, Instance, Num, Path, term_ids
+from specbound.audit import judge
+from specbound.audit.extract import SourceIndex
+from specbound.audit.program import Program
+from specbound.audit.report import CRASH, ERROR, HOLDS_ONLY_IF, MATCHED, OVERREAD, UNKNOWN, AuditReport, Row
+from specbound.audit.trace import Tracer
+from specbound.audit.trace_values import Alloc, EnumMember, Instance, Num, Path, term_ids
+from . import bindings
 
 FILL_PARAMS = ("page_table", "max_seq_pages", "seq_len_delta")
 SEQ = z3.Int("seq_len[b]")

@@ -19,10 +19,10 @@ import z3
 from specbound import spec
 from specbound.spec import TreeMaskMode as SpecMode
 
-from .report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, UNGUARDED, UNKNOWN_SIGNATURE, AuditReport, Row
-from . import helper_paths
+from specbound.audit.report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, UNGUARDED, UNKNOWN_SIGNATURE, AuditReport, Row
+from specbound.audit import helper_paths
 from .claims import Claim, harness_failure, run_claim
-from .extract import Found, SourceIndex
+from specbound.audit.extract import Found, SourceIndex
 
 VERIFY_MASK_FILE = "srt/layers/attention/verify_mask.py"
 SPEC_UTILS_FILE = "srt/speculative/spec_utils.py"

@@ -12,8 +12,8 @@ from typing import Any, Callable, Sequence
 
 import z3
 
-from .report import DIVERGED, ERROR, MATCHED
-from . import helper_paths
+from specbound.audit.report import DIVERGED, ERROR, MATCHED
+from specbound.audit import helper_paths
 
 
 def _format_conditions(conds) -> str:

@@ -28,12 +28,13 @@ import z3
 
 from specbound.proofs.model import n
 
-from . import bindings, judge
+from specbound.audit import judge
 from .consumers import REFUTED_STATUS, VERDICT, attention_nodes, judge_page_table, replay_read, selves
-from .program import Program
-from .report import ERROR, HOLDS_ONLY_IF, OVERREAD, UNKNOWN, AuditReport, Row
-from .trace import Tracer
-from .trace_values import Alloc, Path
+from specbound.audit.program import Program
+from specbound.audit.report import ERROR, HOLDS_ONLY_IF, OVERREAD, UNKNOWN, AuditReport, Row
+from specbound.audit.trace import Tracer
+from specbound.audit.trace_values import Alloc, Path
+from . import bindings
 
 DRAFT_COUNTS = ("num_draft_tokens", "speculative_num_draft_tokens", "draft_token_num")
 TABLE_KEY = "page_table"

@@ -22,11 +22,11 @@ from typing import Any
 import z3
 
 from . import bindings
-from .extract import SourceIndex
-from .kernels import KV_ALIASES, KV_FILES, TREE_ALIASES, value_key
-from .program import FuncInfo, Program, callee_name
-from .trace import Tracer
-from .trace_values import Alloc, Ended, Instance, NoneValue, Opaque, Path
+from specbound.audit.extract import SourceIndex
+from specbound.audit.kernels import KV_ALIASES, KV_FILES, TREE_ALIASES, value_key
+from specbound.audit.program import FuncInfo, Program, callee_name
+from specbound.audit.trace import Tracer
+from specbound.audit.trace_values import Alloc, Ended, Instance, NoneValue, Opaque, Path
 
 
 @dataclass
