@@ -95,7 +95,7 @@ def test_the_architecture_doc_shows_this_layer_table(tmp_path, monkeypatch):
     doc.write_text(doc.read_text().replace("| 7 | audit core |", "| 7 | audit |"))
     assert [p.split(" (")[0] for p in manifest_docs.stale(root=tmp_path, files=files)] == [
         "docs/architecture.md: block layers is stale"]
-    monkeypatch.setattr(layers, "LAYERS", tuple((p, 7 if p == "specbound.engines.sglang.cuda" else lv)
+    monkeypatch.setattr(layers, "LAYERS", tuple((p, 7 if p == "specbound.sglang" else lv)
                                                 for p, lv in layers.LAYERS))
     assert [p.split(" (")[0] for p in manifest_docs.stale(files=files)] == [
         "README.md: block layers is stale", "docs/architecture.md: block layers is stale"]

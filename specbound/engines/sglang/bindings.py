@@ -1,18 +1,8 @@
-"""The one table that binds sglang's runtime names to the spec's quantities, and the
-kernel call sites the buffer audit starts from.
+"""sglang's bindings (:class:`specbound.audit.engine_bindings.Bindings`): its runtime names for
+the spec's quantities, the calls that allocate, what it relies on unchecked, and the kernel
+call sites the buffer audit starts from.
 
-The tracer (:mod:`.trace`) evaluates an allocation's shape in sglang's own terms
-(``max_num_tokens * self.max_context_len``).  Every name it cannot trace to an
-assignment is looked up here; a name that is neither traced nor bound stays unknown
-and the buffer's row says so (never a guess).  Three kinds of entry:
-
-* ``PARAMETERS``: a function parameter of that name (``max_bs`` of
-  ``init_cuda_graph_state``) -- used only for parameters, never for a local that is
-  assigned in the function (a local is traced to its assignment);
-* ``ATTRIBUTES``: ``<anything>.name`` (``self.topk``, ``forward_batch.batch_size``);
-* ``EXPRESSIONS``: an expression as ``ast.unparse`` spells it (``seq_lens.numel()``).
-
-``max_num_tokens`` is derived: CUDA-graph runners call
+``max_num_tokens`` is per graph runner: CUDA-graph runners call
 ``init_cuda_graph_state(max_bs, max_num_tokens)`` with ``max_num_tokens = max_bs *
 num_tokens_per_bs``, and the tokens per request depend on the runner.  A buffer that
 reaches the draft kv kernel is allocated for the draft-decode runner
@@ -25,97 +15,64 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import z3
-
+from specbound.audit.engine_bindings import Bindings, ExtraCondition
 from specbound.proofs import model
-
-# Spec quantities: the same Z3 constants the spec's theorems quantify over.
-QUANTITIES = {
-    "max_bs": model.max_bs,            # requests a CUDA graph was captured for
-    "bs": model.bs,                    # requests in the batch (the draft kernel's num_seqs)
-    "seq_lens_sum": z3.Int("S"),   # sum of seq_len[b] over the batch (verified prefix, no draft tokens)
-    "topk": model.K,
-    "num_steps": model.D,              # speculative_num_steps, the tree depth
-    "num_draft_tokens": model.n,       # tree size including the root
-    "max_context_len": model.C,
-    "page_size": model.page,
-}
-
-QUANTITY_TEXT = {
-    "max_bs": "max_bs", "bs": "bs", "seq_lens_sum": "S", "topk": "K", "num_steps": "D",
-    "num_draft_tokens": "n", "max_context_len": "C", "page_size": "page_size",
-}
 
 # Tokens per request of the CUDA-graph runner that allocates a buffer for each kernel.
 DRAFT_DECODE, TARGET_VERIFY = "draft decode", "target verify"
-TOKENS_PER_REQUEST = {DRAFT_DECODE: "topk", TARGET_VERIFY: "num_draft_tokens"}
-DERIVED = {"max_num_tokens": "max_bs * tokens per request of the calling graph runner"}
 
-PARAMETERS = {
-    "max_bs": "max_bs",
-    "max_num_tokens": "max_num_tokens",
-    "seq_lens_sum": "seq_lens_sum",
-    "topk": "topk",
-    "speculative_num_steps": "num_steps",
-    "spec_steps": "num_steps",
-    "num_steps": "num_steps",
-    "num_draft_tokens": "num_draft_tokens",
-    "speculative_num_draft_tokens": "num_draft_tokens",
-    "num_verify_tokens": "num_draft_tokens",
-    "draft_token_num": "num_draft_tokens",
-    "max_context_len": "max_context_len",
-    "page_size": "page_size",
-}
+# What sglang may rely on beyond the spec's preconditions, per kernel (tried in this order).
+_MASK_DRAFT_ROOM = (ExtraCondition("mask_draft_room", model.n, "seq_len[b] + num_draft_tokens <= max_context_len"),)
 
-ATTRIBUTES = {
-    "topk": "topk",
-    "speculative_eagle_topk": "topk",
-    "speculative_num_steps": "num_steps",
-    "num_draft_tokens": "num_draft_tokens",
-    "speculative_num_draft_tokens": "num_draft_tokens",
-    "max_context_len": "max_context_len",
-    "page_size": "page_size",
-    "batch_size": "bs",
-    "seq_lens_sum": "seq_lens_sum",
-}
-
-EXPRESSIONS = {
-    "seq_lens.numel()": "bs",
-    "seq_lens.shape[0]": "bs",
-    "len(seq_lens)": "bs",
-    "forward_batch.seq_lens.shape[0]": "bs",
-    "batch.seq_lens.shape[0]": "bs",
-}
-
-# Tensor constructors whose first argument(s) give the shape.
-ALLOCATORS = {"zeros", "empty", "ones", "full", "randn", "rand", "empty_strided"}
-LIKE_ALLOCATORS = {"zeros_like", "empty_like", "ones_like", "full_like"}
-# Methods that return the same storage (or a copy of the same shape).
-SAME_BUFFER = {"clone", "contiguous", "detach", "to", "cuda", "fill_", "zero_", "copy_", "type"}
-
-
-def quantity(name: str, role: str | None) -> z3.ArithRef | None:
-    """The Z3 term of a table quantity (``max_num_tokens`` needs the runner's role)."""
-    if name == "max_num_tokens":
-        if role is None:
-            return None
-        return QUANTITIES["max_bs"] * QUANTITIES[TOKENS_PER_REQUEST[role]]
-    return QUANTITIES.get(name)
-
-
-def table_markdown() -> str:
-    """The binding table as Markdown (docs/audit-sglang.md)."""
-    rows = ["| sglang spells it | as | spec quantity |", "|---|---|---|"]
-
-    def q(name):
-        return DERIVED.get(name, QUANTITY_TEXT.get(name, name))
-    for n, v in PARAMETERS.items():
-        rows.append(f"| `{n}` | parameter | {q(v)} |")
-    for n, v in ATTRIBUTES.items():
-        rows.append(f"| `<x>.{n}` | attribute | {q(v)} |")
-    for n, v in EXPRESSIONS.items():
-        rows.append(f"| `{n}` | expression | {q(v)} |")
-    return "\n".join(rows)
+BINDINGS = Bindings(
+    engine="sglang",
+    parameters={
+        "max_bs": "max_bs",
+        "max_num_tokens": "max_num_tokens",
+        "seq_lens_sum": "seq_lens_sum",
+        "topk": "topk",
+        "speculative_num_steps": "num_steps",
+        "spec_steps": "num_steps",
+        "num_steps": "num_steps",
+        "num_draft_tokens": "num_draft_tokens",
+        "speculative_num_draft_tokens": "num_draft_tokens",
+        "num_verify_tokens": "num_draft_tokens",
+        "draft_token_num": "num_draft_tokens",
+        "max_context_len": "max_context_len",
+        "page_size": "page_size",
+    },
+    attributes={
+        "topk": "topk",
+        "speculative_eagle_topk": "topk",
+        "speculative_num_steps": "num_steps",
+        "num_draft_tokens": "num_draft_tokens",
+        "speculative_num_draft_tokens": "num_draft_tokens",
+        "max_context_len": "max_context_len",
+        "page_size": "page_size",
+        "batch_size": "bs",
+        "seq_lens_sum": "seq_lens_sum",
+    },
+    expressions={
+        "seq_lens.numel()": "bs",
+        "seq_lens.shape[0]": "bs",
+        "len(seq_lens)": "bs",
+        "forward_batch.seq_lens.shape[0]": "bs",
+        "batch.seq_lens.shape[0]": "bs",
+    },
+    # torch constructors whose first argument(s) give the shape, and those that take a tensor's
+    allocators=frozenset({"zeros", "empty", "ones", "full", "randn", "rand", "empty_strided"}),
+    like_allocators=frozenset({"zeros_like", "empty_like", "ones_like", "full_like"}),
+    # methods that return the same storage (or a copy of the same shape)
+    same_buffer=frozenset({"clone", "contiguous", "detach", "to", "cuda", "fill_", "zero_", "copy_", "type"}),
+    tokens_per_request={DRAFT_DECODE: "topk", TARGET_VERIFY: "num_draft_tokens"},
+    per_runner={"max_num_tokens": "max_bs"},
+    derived_text={"max_num_tokens": "max_bs * tokens per request of the calling graph runner"},
+    helper_enum="TreeMaskMode",   # the mask layouts sglang's sizing helpers branch on
+    extra_conditions={"tree_mask": _MASK_DRAFT_ROOM, "draft_kv_indices": (),
+                      # a verify mask copied into a backend's custom-mask buffer; the target-verify
+                      # kv-index stream written into a backend's graph kv_indices buffer
+                      "custom_mask_copy": _MASK_DRAFT_ROOM, "verify_kv_indices": _MASK_DRAFT_ROOM},
+)
 
 
 # --- the kernel call sites ------------------------------------------------------------------

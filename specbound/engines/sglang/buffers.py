@@ -22,6 +22,7 @@ from . import buffer_replay as sglang_replay
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OVERRUN, UNKNOWN, AuditReport, Row
 from specbound.audit.extract import SourceIndex
 from specbound.audit.program import Program
+from .bindings import BINDINGS
 from .sinks import TracedBuffer, find_sites, trace_site
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, Ended, EnumMember, Num, Opaque, term_ids
@@ -40,7 +41,7 @@ def check_buffers(index: SourceIndex, report: AuditReport, replay: bool = True,
     traced: list[TracedBuffer] = []
     for site in sites:
         try:
-            traced += trace_site(Tracer(program, site.sink.role), site)
+            traced += trace_site(Tracer(program, BINDINGS, site.sink.role), site)
         except Exception as e:  # noqa: BLE001 - the tracer's own failure is an error row, never sglang's
             report.add(Row(f"buffer.{site.sink.kind}.trace", f"{site.kernel} ({site.where})",
                            "trace the buffer argument to its allocation", "ast", ERROR,
@@ -136,7 +137,7 @@ def _alloc_row(index: SourceIndex, key, group: list[TracedBuffer], replay: bool)
             if ident in seen:
                 continue
             seen.add(ident)
-            j = judge.judge(kind, a.dims, [*tb.path.conds, *extra], stride=_stride(tb), mode=mode,
+            j = judge.judge(kind, a.dims, [*tb.path.conds, *extra], bindings=BINDINGS, stride=_stride(tb), mode=mode,
                             name=_row_id(tb, mode))
             if j.verdict != judge.INFEASIBLE:
                 judged.append((j, tb, mode))

@@ -79,7 +79,7 @@ def _resolve(tracer: Tracer, expr, frame, path: Path) -> list:
 def traced_allocations(program: Program, fn, self_val, expr, where: str, tracer_cls=Tracer) -> dict:
     """The allocations ``expr`` (in ``fn``, run by ``self_val``) traces to, each once with
     the path it was found under, for a buffer of the target-verify pass."""
-    tracer = tracer_cls(program, bindings.TARGET_VERIFY)
+    tracer = tracer_cls(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
     frame = tracer.top_frame(fn, self_val)
     found = {}
     for v, p in _resolve(tracer, expr, frame, Path(trail=(where,))):
@@ -128,7 +128,7 @@ def _page_table_row(program, fill, params, site, self_val) -> Row:
     row_id = f"consumer.page_table[{owner}@{where}]"
     subject = f"{owner} ({where}) -> {fill.name} -> attention(page_table, cache_seqlens = seq_len + delta)"
     check = "the page-table columns the attention kernel reads (spec.page_table_columns_read) fit the filled row"
-    tracer = Tracer(program, bindings.TARGET_VERIFY)
+    tracer = Tracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
     frame = tracer.top_frame(site.caller, self_val)
     exprs = {name: _argument(site.call, params, name) for name in FILL_PARAMS}
     if exprs["seq_len_delta"] is None or exprs["max_seq_pages"] is None:
@@ -349,7 +349,8 @@ def _custom_mask_row(owner, where, a: Alloc, path: Path, mode, seconds) -> Row:
     bad = next((d for d in a.dims if not isinstance(d, (int, z3.ArithRef))), None)
     if bad is not None:
         return Row(row_id, subject, check, "ast", UNKNOWN, f"a dimension is {bad}", allocation=f"{a.site} {a.text}")
-    j = judge.judge("custom_mask_copy", a.dims, list(path.conds), mode=mode, name=row_id)
+    j = judge.judge("custom_mask_copy", a.dims, list(path.conds), bindings=bindings.BINDINGS, mode=mode,
+                    name=row_id)
     if j.verdict == judge.INFEASIBLE:
         status, detail = MATCHED, "no path to the copy is consistent with the preconditions"
     else:

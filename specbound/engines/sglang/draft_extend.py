@@ -94,7 +94,7 @@ def _rows(program, fn, self_val, owner, attr, where, value, widening) -> list[Ro
     subject = (f"{owner} ({where}) -> draft extend (lengths widened by n at {widening}) -> "
                f"attention(page_table, cache_seqlens = seq_len + n)")
     check = "the page-table columns the draft-extend attention reads (spec.draft_extend_columns_read) fit the row"
-    tracer = Tracer(program, bindings.TARGET_VERIFY)
+    tracer = Tracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
     tracer.steps = 0
     found = {}
     for v, p in tracer.resolve(value, tracer.top_frame(fn, self_val), Path(trail=(where,))):
