@@ -14,6 +14,7 @@ from specbound.audit.engine_bindings import QUANTITIES, Bindings
 from specbound.audit.extract import SourceIndex
 from specbound.audit.kernels import value_key
 from specbound.audit.program import Program
+from specbound.engines.sglang.locate import PACKAGE
 from specbound.audit.testing import write_sglang_package
 from specbound.audit.trace import Tracer
 from specbound.engines.sglang import bindings as sglang
@@ -36,7 +37,7 @@ class ToyBackend:
 
 
 def _graph_buffer_dims(root, bound: Bindings):
-    program = Program(SourceIndex(root))
+    program = Program(SourceIndex(root), PACKAGE)
     (site,) = [s for s in find_sites(program) if s.sink is sglang.KV_SINK]
     dims = {str(z3.simplify(tb.alloc.dims[-1])) for tb in trace_site(Tracer(program, bound, site.sink.role), site)
             if tb.alloc is not None}

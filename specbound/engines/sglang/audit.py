@@ -8,15 +8,15 @@ from typing import Callable
 
 from specbound.audit import DEFAULT_EXAMPLES, DEFAULT_SEED
 from specbound.audit.report import ERROR, NOT_PRESENT, AuditReport, Row, plural
-from .locate import ENV_VAR, NotInstalled, locate
+from specbound.audit.program import Program
+from specbound.audit.extract import SourceIndex
+from .locate import ENV_VAR, PACKAGE, NotInstalled, locate
 from . import helpers, kernel_proofs, kv_kernel, sites, tree_kernel
 from .buffers import check_buffers
 from .consumers import check_consumers
 from .draft_extend import check_draft_extend
 from .expand_scatter import check_expand_scatter
 from .verify_kv import check_verify_kv
-from specbound.audit.program import Program
-from specbound.audit.extract import SourceIndex
 from .helpers import SPEC_UTILS_FILE
 
 
@@ -46,7 +46,7 @@ def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, 
     say(f"sglang {inst.version} at {inst.root}")
 
     index = SourceIndex(inst.root)
-    program = Program(index)   # one parse of the package for the buffer and consumer stages
+    program = Program(index, PACKAGE)   # one parse of the package for the buffer and consumer stages
     stages = [("helpers", "sglang's sizing helpers, symbolically (Z3)", lambda: _helpers(index, rep)),
               ("buffers", "buffers traced from every kernel call to their allocation (Z3"
                + (", replays)" if kernels else ")"), lambda: _buffers(index, rep, kernels, program)),

@@ -1,5 +1,5 @@
 """The buffer audit: every allocation that reaches the draft kv kernel or the tree build,
-judged against the spec (:mod:`.judge`), the counterexamples replayed on sglang's kernel
+judged against the spec (:mod:`specbound.audit.judge`), the counterexamples replayed on sglang's kernel
 (:mod:`.buffer_replay`); one row per (kernel, backend class, allocation, mask layout).
 
 Rows: ``buffer.<kernel>[<class>.<holder>]`` (``matched`` / ``overrun`` / ``holds only if`` /
@@ -23,6 +23,7 @@ from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, O
 from specbound.audit.extract import SourceIndex
 from specbound.audit.program import Program
 from .bindings import BINDINGS
+from .locate import PACKAGE
 from .sinks import TracedBuffer, find_sites, trace_site
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, Ended, EnumMember, Num, Opaque, term_ids
@@ -36,7 +37,7 @@ KERNEL_TEXT = {"draft_kv_indices": "the draft kv kernel's kv_indices", "tree_mas
 def check_buffers(index: SourceIndex, report: AuditReport, replay: bool = True,
                   program: Program | None = None) -> None:
     t0 = time.perf_counter()
-    program = program or Program(index)
+    program = program or Program(index, PACKAGE)
     sites = find_sites(program)
     traced: list[TracedBuffer] = []
     for site in sites:

@@ -14,7 +14,7 @@ verify, per the spec's consumer contracts (:mod:`specbound.spec.consumers`).
   ``buf[:k].copy_(<x>.custom_mask)``): the verify mask copied into a backend's buffer,
   which the attention kernel then reads through ``mask_indptr`` (``n * (seq_len + n)``
   cells per request, ``mask_indptr[bs]`` in all: the same extent as the copy).  The buffer
-  is traced to its allocation and judged through :func:`.judge.judge`; ``crash`` (torch
+  is traced to its allocation and judged through :func:`specbound.audit.judge.judge`; ``crash`` (torch
   raises on a slice shorter than the source), ``holds only if``, ``matched``.
 """
 
@@ -36,6 +36,7 @@ from specbound.audit.report import CRASH, ERROR, HOLDS_ONLY_IF, MATCHED, OVERREA
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, EnumMember, Instance, Num, Path, term_ids
 from . import bindings
+from .locate import PACKAGE
 
 FILL_PARAMS = ("page_table", "max_seq_pages", "seq_len_delta")
 SEQ = z3.Int("seq_len[b]")
@@ -48,7 +49,7 @@ VERDICT = {judge.MATCHED: MATCHED, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF, judge.ERR
 
 def check_consumers(index: SourceIndex, report: AuditReport, program: Program | None = None) -> None:
     """``program``: the buffer stage's, so the package is read and parsed once."""
-    program = program or Program(index)
+    program = program or Program(index, PACKAGE)
     for rows in (_page_table_rows(program), _custom_mask_rows(program)):
         for row in rows:
             report.add(row)

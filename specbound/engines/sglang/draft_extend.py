@@ -29,11 +29,11 @@ import z3
 from specbound.proofs.model import n
 
 from specbound.audit import judge
-from .consumers import REFUTED_STATUS, VERDICT, attention_nodes, judge_page_table, replay_read, selves
 from specbound.audit.program import Program
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, OVERREAD, UNKNOWN, AuditReport, Row
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, Path
+from .consumers import REFUTED_STATUS, VERDICT, attention_nodes, judge_page_table, replay_read, selves
 from . import bindings
 
 DRAFT_COUNTS = ("num_draft_tokens", "speculative_num_draft_tokens", "draft_token_num")

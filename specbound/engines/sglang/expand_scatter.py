@@ -34,12 +34,12 @@ from specbound.proofs import core
 from specbound.proofs.model import D, K, labelled, n, page
 
 from specbound.audit import judge
-from .consumers import selves
-from .draft_extend import graph_dict_entries
 from specbound.audit.program import Program
 from specbound.audit.report import CRASH, ERROR, MATCHED, UNKNOWN, AuditReport, Row
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, Num, Path, source_text
+from .consumers import selves
+from .draft_extend import graph_dict_entries
 from . import bindings
 
 FILL_PARAMS = ("page_table", "cache_loc", "decode_length", "page_size")

@@ -21,13 +21,14 @@ from typing import Any
 
 import z3
 
-from . import bindings
-from .launch import KV_ALIASES, KV_FILES, TREE_ALIASES
 from specbound.audit.extract import SourceIndex
 from specbound.audit.kernels import value_key
 from specbound.audit.program import FuncInfo, Program, callee_name
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, Ended, Instance, NoneValue, Opaque, Path
+from . import bindings
+from .launch import KV_ALIASES, KV_FILES, TREE_ALIASES
+from .locate import PACKAGE
 
 
 @dataclass
@@ -177,7 +178,7 @@ def traced_buffers(root, kinds: tuple[str, ...] = ("draft_kv_indices", "tree_mas
     reaching the given kernels, with their shapes as Z3 terms over
     :data:`specbound.audit.engine_bindings.QUANTITIES`."""
     index = root if isinstance(root, SourceIndex) else SourceIndex(root)
-    program = Program(index)
+    program = Program(index, PACKAGE)
     out: list[TracedBuffer] = []
     for site in find_sites(program):
         if site.sink.kind not in kinds:

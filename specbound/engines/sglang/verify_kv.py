@@ -9,7 +9,7 @@ stores are bounded by each request's length, not by the buffer).  A *site* is a 
 writer with ``kv_indices_buf=<buffer>``, or a dict entry ``"kv_indices_buf": <buffer>`` in
 an attention backend (the plan arguments sglang hands to the writer that way), whose buffer
 the tracer follows to its allocation.  Each allocation is judged through
-:func:`.judge.judge` against ``kv_indptr[bs] = S + bs*n``: ``matched``, ``holds only if
+:func:`specbound.audit.judge.judge` against ``kv_indptr[bs] = S + bs*n``: ``matched``, ``holds only if
 seq_len[b] + n <= C`` or ``overrun``; a finding is replayed by sglang's own kernel under
 the checked interpreter at the counterexample.
 """
@@ -20,15 +20,15 @@ import ast
 import time
 
 from specbound.audit import judge
-from .bindings import BINDINGS
-from .launch import KV_ALIASES
-from .consumers import attention_nodes, selves, traced_allocations
 from specbound.audit.extract import SourceIndex
 from specbound.audit.kernels import Aliases, Unavailable, bind, launch_finding, triton_env
 from specbound.audit.program import Program
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Ended
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OOB, OVERRUN, UNKNOWN, AuditReport, Row
+from .bindings import BINDINGS
+from .launch import KV_ALIASES
+from .consumers import attention_nodes, selves, traced_allocations
 
 WRITER_PARAMS = ("kv_indices_buf", "paged_kernel_lens")
 KERNEL = "create_flashinfer_kv_indices_triton"
