@@ -197,7 +197,7 @@ def _row(program, fill, site, self_val, owner, where, replay) -> Row:
         pass
     except core.Unknown as e:
         return Row(row_id, subject, check, "z3", ERROR, f"the solver gave no verdict: {e}")
-    cex = judge.shrink(hyps, [], goal, [name for name, _ in REPORTED], reported=REPORTED, prefs=[])
+    cex = judge.counterexample(hyps, [], goal, [name for name, _ in REPORTED], reported=REPORTED, prefs=[])
     row = Row(row_id, subject, check, "z3", CRASH, "refuted: a branch's draft slots span more pages than the row "
               "has columns, so scatter_ gets an index past the row (the server dies on the error)" + detail_tail,
               cex, allocation=f"{a.site} {a.text}", size=size, required=required)
