@@ -5,7 +5,7 @@
 Status: written for a GPU machine and NOT RUN yet (no GPU was lent to this work); the
 docs say so next to the CPU results.
 
-1. Reads the kernel file from the installed sglang by path (``specbound.audit.cuda.source``,
+1. Reads the kernel file from the installed sglang by path (``specbound.engines.sglang.cuda.source``,
    as the audit does) and compiles it with ``nvcc -lineinfo`` into a shared library with a
    host launcher per kernel: ``cudaMalloc`` of exactly each buffer's extent (so memcheck
    knows every boundary), copy in, launch ``<<<bs, n>>>``, synchronize, copy out.
@@ -92,8 +92,8 @@ class GpuSession:
         self.launches = 0
 
     def run(self, launch):
-        from specbound.audit.cuda.child import SCALAR_CTYPES
-        from specbound.audit.cuda.harness import Buf, Outcome
+        from specbound.engines.sglang.cuda.child import SCALAR_CTYPES
+        from specbound.engines.sglang.cuda.harness import Buf, Outcome
 
         kernel = self.kernels[launch.kernel]
         host, sizes, scalars, keep = [], [], [], {}
@@ -122,10 +122,10 @@ def cases(group: str, examples: int, seed: int):
     """(label, kernel, case, malformed) of one group, the same cases the audit runs."""
     from hypothesis import given, seed as hseed, settings
 
-    from specbound.audit.cuda.check import wrap_case
-    from specbound.audit.cuda.offsets import smallest_seq_len
-    from specbound.audit.cuda.probes import PROBES
-    from specbound.audit.cuda.tree import KERNEL_MODES
+    from specbound.engines.sglang.cuda.check import wrap_case
+    from specbound.engines.sglang.cuda.offsets import smallest_seq_len
+    from specbound.engines.sglang.cuda.probes import PROBES
+    from specbound.engines.sglang.cuda.tree import KERNEL_MODES
     from specbound.fuzz import strategies as sst
 
     kind, _, rest = group.partition(":")
@@ -149,7 +149,7 @@ def cases(group: str, examples: int, seed: int):
 
 
 def run_group(group: str, session, examples: int, seed: int, results: Path) -> None:
-    from specbound.audit.cuda.tree import make_launch, prefilled, run_case
+    from specbound.engines.sglang.cuda.tree import make_launch, prefilled, run_case
 
     with results.open("a") as out:
         for label, kname, case, malformed in cases(group, examples, seed):
@@ -179,9 +179,9 @@ def main(argv=None) -> int:
     ap.add_argument("--results", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from specbound.audit.cuda.check import prepare
-    from specbound.audit.cuda.harness import Session
-    from specbound.audit.cuda.probes import PROBES
+    from specbound.engines.sglang.cuda.check import prepare
+    from specbound.engines.sglang.cuda.harness import Session
+    from specbound.engines.sglang.cuda.probes import PROBES
     from specbound.engines.sglang.locate import locate
 
     prep = prepare(locate(args.sglang_path).root)

@@ -20,7 +20,7 @@ that engine's adapter's (``specbound.engines.<engine>``: sglang's ``launch``, vL
 ``replay``), which builds the batch and calls :func:`checked_launch` here.
 
 Two re-runs keep the word outside this package, with the same meaning: the CUDA tree audit's
-``python -m specbound.audit.cuda.replay`` runs sglang's compiled CUDA source under
+``python -m specbound.engines.sglang.cuda.replay`` runs sglang's compiled CUDA source under
 AddressSanitizer (the checked interpreter does not apply to it), and ``specbound fuzz
 --replay`` re-runs one failing fuzz case through its property.
 

@@ -18,7 +18,6 @@ LAYERS = (  # (module prefix, layer), most specific first
     ("specbound.fuzz.command", 9),     # `specbound fuzz`
     ("specbound.fuzz", 6),
     ("specbound.audit.command", 9),    # `specbound audit`
-    ("specbound.audit.cuda", 8),       # sglang's compiled CUDA tree build, run on the CPU
     ("specbound.audit", 7),
     ("specbound.engines.sglang.audit", 9),  # one `specbound audit sglang` run: every check
     ("specbound.engines.vllm.audit", 9),    # `specbound audit vllm`
@@ -40,8 +39,8 @@ OWNS = {
     5: ("kernel verifier", "the symbolic executor of Triton kernels, the verifiers of our kernels, the "
         "theorems of an engine's kernel (engine_theorems)"),
     6: ("fuzz", "property-based tests of the kernels against the spec and the reference"),
-    7: ("audit core", "engine-neutral audit machinery: the source index, the program tracer, judges, the "
-        "report, statuses and SARIF, the kernel-launch helpers"),
+    7: ("audit core", "engine-neutral audit machinery: the source index, the program tracer and the bindings an "
+        "engine passes it, judges, the report, statuses and SARIF, the kernel-launch helpers"),
     8: ("engine adapters", "one package per serving engine (where its kernels live, its launch sites and "
         "host contracts, symbolic models, replays, releases), the CUDA audit, the sglang drop-ins"),
     9: ("CLI", "the command line and command modules, manifest, docs, reports, and every test"),

@@ -263,7 +263,7 @@ def test_cli_symbolic_all_reaches_the_symbolic_rows(monkeypatch, tmp_path, capsy
     monkeypatch.setattr("specbound.engines.sglang.audit._buffers", lambda index, rep, replay, program: None)
     monkeypatch.setattr("specbound.engines.sglang.audit._consumers", lambda index, rep, program, replay: None)
     from specbound.engines.sglang import kv_kernel, sites, tree_kernel
-    from specbound.audit.cuda import check as cuda_check
+    from specbound.engines.sglang.cuda import check as cuda_check
     monkeypatch.setattr(tree_kernel, "check_tree_kernel", lambda *a, **k: None)
     monkeypatch.setattr(kv_kernel, "check_kv_kernel", lambda *a, **k: None)
     monkeypatch.setattr(sites, "check_launch_sites", lambda *a, **k: None)

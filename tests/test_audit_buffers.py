@@ -14,7 +14,7 @@ from specbound.engines.sglang.buffers import check_buffers
 from specbound.audit.extract import SourceIndex
 from specbound.engines.sglang.audit import run_audit
 from specbound.audit.testing import write_sglang_package
-from specbound.audit.sinks import traced_buffers
+from specbound.engines.sglang.sinks import traced_buffers
 
 KV_KERNEL_STUB = """
 import triton
@@ -427,10 +427,10 @@ def maybe_create_verify_mask(*, is_draft_runner, skip_prefill, max_bs, max_conte
 
 
 def test_the_binding_table_in_the_docs_is_the_one_in_the_code():
-    from specbound.audit.bindings import table_markdown
+    from specbound.engines.sglang.bindings import BINDINGS
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "audit-sglang.md").read_text()
-    assert table_markdown() in doc, "docs/audit-sglang.md: regenerate the table between the bindings markers"
+    assert BINDINGS.table_markdown() in doc, "docs/audit-sglang.md: regenerate the table between the bindings markers"
 
 
 def test_syntax_the_tracer_does_not_follow_is_an_error_row(tmp_path):

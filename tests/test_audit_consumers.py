@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from specbound import spec
-from specbound.audit.consumers import check_consumers
+from specbound.engines.sglang.consumers import check_consumers
 from specbound.audit.extract import SourceIndex
 from specbound.audit.report import CRASH, HOLDS_ONLY_IF, MATCHED, OVERREAD, UNKNOWN, AuditReport
 from specbound.engines.sglang.audit import run_audit

@@ -1,4 +1,4 @@
-"""sglang's CUDA tree kernels on the CPU under ASan/UBSan (specbound.audit.cuda).
+"""sglang's CUDA tree kernels on the CPU under ASan/UBSan (specbound.engines.sglang.cuda).
 
 The real kernels come from the installed sglang (read by path, never imported).  Every
 harness path is shown to fail on a planted bug: a copy of sglang's kernel file with one
@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from specbound.audit.report import ERROR, MATCHED, NOT_PRESENT, UNAVAILABLE, UNGUARDED, AuditReport
-from specbound.audit.cuda import build, check, offsets, source
-from specbound.audit.cuda.harness import Buf, Launch, Session
-from specbound.audit.cuda.probes import PROBES
-from specbound.audit.cuda.tree import run_case
+from specbound.engines.sglang.cuda import build, check, offsets, source
+from specbound.engines.sglang.cuda.harness import Buf, Launch, Session
+from specbound.engines.sglang.cuda.probes import PROBES
+from specbound.engines.sglang.cuda.tree import run_case
 from specbound.audit.extract import SourceIndex
 from specbound.engines.sglang.locate import NotInstalled, locate
 from specbound.fuzz.strategies import TreeCase
@@ -176,7 +176,7 @@ def test_real_kernels_on_malformed_trees(real_rows):
         assert rows["cycle"].counterexample["finding"] == "hang" and "step budget" in rows["cycle"].detail
         assert "past the end of 'parent_list'" in rows["slot_at_row_end"].detail
         assert rows["deeper_than_depth"].counterexample == {"finding": "diverged"}
-        assert "python -m specbound.audit.cuda.replay" in rows["cycle"].detail
+        assert "python -m specbound.engines.sglang.cuda.replay" in rows["cycle"].detail
 
 
 def test_real_kernel_int32_offsets_wrap(real_rows):

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from specbound import spec
-from specbound.audit.draft_extend import check_draft_extend, widening_site
+from specbound.engines.sglang.draft_extend import check_draft_extend, widening_site
 from specbound.audit.extract import SourceIndex
 from specbound.audit.program import Program
+from specbound.engines.sglang.locate import PACKAGE
 from specbound.audit.report import HOLDS_ONLY_IF, MATCHED, OVERREAD, AuditReport
 from specbound.audit.testing import write_sglang_package
 
@@ -68,7 +69,7 @@ def package(root: Path, width: str, lengths: str = WIDENED) -> Path:
 
 def rows(root: Path) -> list:
     rep = AuditReport(str(root), "toy", "test")
-    check_draft_extend(Program(SourceIndex(root)), rep)
+    check_draft_extend(Program(SourceIndex(root), PACKAGE), rep)
     return rep.rows
 
 
@@ -108,5 +109,5 @@ def test_rounded_down_table_is_an_overread(tmp_path):
 def test_no_widening_no_row(tmp_path):
     """A draft extend whose lengths are not widened by the draft tokens is not this contract."""
     root = package(tmp_path, CONTEXT_ONLY, lengths="forward_batch.seq_lens + accept_lens")
-    assert widening_site(Program(SourceIndex(root))) is None
+    assert widening_site(Program(SourceIndex(root), PACKAGE)) is None
     assert rows(root) == []

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from specbound import spec
-from specbound.audit.expand_scatter import check_expand_scatter
+from specbound.engines.sglang.expand_scatter import check_expand_scatter
 from specbound.audit.extract import SourceIndex
 from specbound.audit.program import Program
+from specbound.engines.sglang.locate import PACKAGE
 from specbound.audit.report import CRASH, MATCHED, UNKNOWN, AuditReport
 from specbound.audit.testing import write_sglang_package
 
@@ -78,7 +79,7 @@ def package(root: Path, width: str, slice_line: str) -> Path:
 
 def rows(root: Path) -> dict:
     rep = AuditReport(str(root), "toy", "test")
-    check_expand_scatter(Program(SourceIndex(root)), rep)
+    check_expand_scatter(Program(SourceIndex(root), PACKAGE), rep)
     return {r.id: r for r in rep.rows}
 
 

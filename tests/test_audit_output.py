@@ -33,7 +33,7 @@ def _unguarded() -> Row:
     return Row("kernel.build_tree[cuda, malformed.missing_parent]",
                "build_tree_efficient (kernels/jit/include/sgl_kernel/speculative/eagle.cuh:35)",
                "a parent missing from the tree: what the kernel does", "probe", UNGUARDED,
-               f"{ASAN} (12 ms); replay: python -m specbound.audit.cuda.replay --kernel build_tree_efficient "
+               f"{ASAN} (12 ms); replay: python -m specbound.engines.sglang.cuda.replay --kernel build_tree_efficient "
                + json.dumps(LONG_REPLAY, separators=(",", ":")),
                counterexample={"finding": "oob", "line": 83}, replay=LONG_REPLAY, evidence=ASAN)
 

@@ -13,7 +13,8 @@ import pytest
 from specbound import spec
 from specbound.engines.sglang import audit as run
 from specbound.audit.extract import SourceIndex
-from specbound.audit.padded_rows import check_padded_rows, padding_site
+from specbound.engines.sglang.locate import PACKAGE
+from specbound.engines.sglang.padded_rows import check_padded_rows, padding_site
 from specbound.audit.program import Program
 from specbound.audit.report import DIVERGED, MATCHED, AuditReport
 from specbound.audit.testing import audit_rows, write_sglang_package
@@ -80,8 +81,8 @@ def package(root: Path, prefix: str, fill: str = "1", extend_fill: str = EXTEND_
 
 
 def only(root: Path, prefix: str = PREFIX):
-    got = [r for r in audit_rows(root, check_padded_rows) if r.id.startswith(prefix)]
-    assert len(got) == 1, [(r.id, r.status, r.detail[:160]) for r in audit_rows(root, check_padded_rows)]
+    got = [r for r in audit_rows(root, check_padded_rows, PACKAGE) if r.id.startswith(prefix)]
+    assert len(got) == 1, [(r.id, r.status, r.detail[:160]) for r in audit_rows(root, check_padded_rows, PACKAGE)]
     return got[0]
 
 
@@ -117,8 +118,8 @@ def test_bare_prefix_with_an_unknown_fill_is_red(tmp_path):
 def test_no_padding_no_row(tmp_path):
     """A release whose runner does not pad extend_seq_lens is not this contract."""
     root = package(tmp_path, BARE, extend_fill="pass")
-    assert padding_site(Program(SourceIndex(root))) is None
-    assert audit_rows(root, check_padded_rows) == []
+    assert padding_site(Program(SourceIndex(root), PACKAGE)) is None
+    assert audit_rows(root, check_padded_rows, PACKAGE) == []
 
 
 def test_the_audit_runs_the_stage(tmp_path):
@@ -126,7 +127,7 @@ def test_the_audit_runs_the_stage(tmp_path):
     root = package(tmp_path, BARE)
     index = SourceIndex(root)
     rep = AuditReport(str(root), "toy", "test")
-    run._consumers(index, rep, Program(index), replay=False)
+    run._consumers(index, rep, Program(index, PACKAGE), replay=False)
     assert [r.status for r in rep.rows if r.id.startswith(PREFIX)] == [DIVERGED]
 
 

@@ -15,9 +15,10 @@ from specbound import kernels  # noqa: F401  - before triton: it may set TRITON_
 from specbound import spec
 from specbound.audit.extract import SourceIndex
 from specbound.audit.program import Program
+from specbound.engines.sglang.locate import PACKAGE
 from specbound.audit.report import HOLDS_ONLY_IF, MATCHED, OVERRUN, AuditReport
 from specbound.audit.testing import write_sglang_package
-from specbound.audit.verify_kv import check_verify_kv
+from specbound.engines.sglang.verify_kv import check_verify_kv
 
 # A per-request gather bounded by the request's length, never by the buffer it writes (the
 # shape of sglang's create_flashinfer_kv_indices_triton, written here).
@@ -129,7 +130,7 @@ def package(root: Path, size: str, keyword: bool = False) -> Path:
 
 def rows(root: Path, replay: bool = True) -> AuditReport:
     rep = AuditReport(str(root), "toy", "test")
-    check_verify_kv(Program(SourceIndex(root)), rep, replay=replay)
+    check_verify_kv(Program(SourceIndex(root), PACKAGE), rep, replay=replay)
     return rep
 
 

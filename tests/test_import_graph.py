@@ -95,7 +95,7 @@ def test_the_architecture_doc_shows_this_layer_table(tmp_path, monkeypatch):
     doc.write_text(doc.read_text().replace("| 7 | audit core |", "| 7 | audit |"))
     assert [p.split(" (")[0] for p in manifest_docs.stale(root=tmp_path, files=files)] == [
         "docs/architecture.md: block layers is stale"]
-    monkeypatch.setattr(layers, "LAYERS", tuple((p, 7 if p == "specbound.audit.cuda" else lv)
+    monkeypatch.setattr(layers, "LAYERS", tuple((p, 7 if p == "specbound.sglang" else lv)
                                                 for p, lv in layers.LAYERS))
     assert [p.split(" (")[0] for p in manifest_docs.stale(files=files)] == [
         "README.md: block layers is stale", "docs/architecture.md: block layers is stale"]
@@ -334,12 +334,12 @@ def test_a_circle_is_named_even_through_a_function_level_import(tmp_path):
 # theorems, docs, manifest, the CLI's start-up, the symbolic executor that reads kernels as source)
 # stay free of them.
 DEFERRED_HEAVY: dict[str, tuple[str, ...]] = {
-    "specbound.audit.cuda.replay": ("specbound.audit.cuda.check", "specbound.fuzz.records"),
-    "specbound.audit.cuda.tree": ("specbound.reference",),
+    "specbound.engines.sglang.cuda.replay": ("specbound.engines.sglang.cuda.check", "specbound.fuzz.records"),
+    "specbound.engines.sglang.cuda.tree": ("specbound.reference",),
     "specbound.audit.extract": ("specbound.kernels.source",),
     "specbound.audit.kernels": ("specbound.kernels",),
     "specbound.engines.sglang.kv_kernel": ("specbound.kernels.plan", "specbound.reference", "specbound.reference.samples"),
-    "specbound.engines.sglang.audit": ("specbound.audit.cuda.check",),
+    "specbound.engines.sglang.audit": ("specbound.engines.sglang.cuda.check",),
     "specbound.engines.sglang.buffer_replay": ("specbound.kernels.tree_build", "specbound.reference.samples"),
     "specbound.engines.sglang.tree_kernel": ("specbound.reference", "specbound.reference.samples"),
     "specbound.cli": ("specbound.fuzz.replay",),

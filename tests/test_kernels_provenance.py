@@ -379,8 +379,7 @@ def sglang_kv(tmp_path_factory):
     """sglang's kernel as released, and a planted copy whose kv_indices stores are
     atomic exchanges; both compiled from source (sglang is never imported)."""
     from specbound.audit.extract import SourceIndex
-    from specbound.audit.kernels import KV_FILES
-    from specbound.engines.sglang.launch import KV_KERNEL
+    from specbound.engines.sglang.launch import KV_FILES, KV_KERNEL
     from specbound.engines.sglang.locate import NotInstalled, locate
 
     try:
@@ -404,7 +403,8 @@ def sglang_kv(tmp_path_factory):
 
 
 def _launch_sglang_kv(found, kernel, batch, kv, indptr):
-    from specbound.audit.kernels import KV_ALIASES, bind
+    from specbound.audit.kernels import bind
+    from specbound.engines.sglang.launch import KV_ALIASES
     from specbound.kernels.plan import pow2
 
     pool, r2t, seq = batch

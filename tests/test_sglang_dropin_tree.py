@@ -1,6 +1,6 @@
 """specbound.sglang's tree drop-in against sglang's own tree builds on the same launches: its
 Triton port (``spec_tree.py``, FULL_MASK and QLEN_ONLY) under the checked interpreter, and its
-CUDA kernels compiled for the CPU under ASan/UBSan (``specbound.audit.cuda``; all three
+CUDA kernels compiled for the CPU under ASan/UBSan (``specbound.engines.sglang.cuda``; all three
 layouts), the retrive outputs three views of one ``(3, bs, n)`` buffer as sglang allocates
 them; every cell compared, untouched ones included (``specbound.sglang.testing`` pre-fills as
 sglang's caller does, junk where it leaves memory uninitialised).  Every refusal has a test;
@@ -74,8 +74,8 @@ def test_tree_equals_sglangs_triton_port(sglang_tree_triton, mode, seed, shape):
 
 @pytest.fixture(scope="module")
 def cuda_session(installed_sglang_root):
-    from specbound.audit.cuda import build, check
-    from specbound.audit.cuda.harness import Session
+    from specbound.engines.sglang.cuda import build, check
+    from specbound.engines.sglang.cuda.harness import Session
     try:
         toolchain = build.probe_toolchain()
     except build.Unavailable as exc:
@@ -90,7 +90,7 @@ def cuda_session(installed_sglang_root):
 def run_cuda(cuda_session, args) -> list:
     """sglang's CUDA kernel (the one its host wrapper dispatches ``mode`` to) on the bytes of
     ``args``' pre-filled buffers; returns a copy of ``args`` holding what it wrote."""
-    from specbound.audit.cuda.tree import Buffers, make_launch
+    from specbound.engines.sglang.cuda.tree import Buffers, make_launch
     from specbound.fuzz.strategies import TreeCase
 
     prep, session = cuda_session

@@ -18,16 +18,15 @@ conditions they rest on among the hypotheses).
   ``bs <= max_bs``.
 
 Verdicts: ``matched`` (``core.check`` proved the buffer large enough); ``holds only if``
-(refuted, but proved once every request also satisfies one of :data:`EXTRA_CONDITIONS`,
-sglang checking none of them; the weakest of that family, and the counterexample without
-it); ``overrun`` (refuted even so).  The path conditions under which the tracer found the
+(refuted, but proved once every request also satisfies one of the conditions the engine relies
+on, its bindings' ``extra_conditions``, checking none of them; the weakest of that family, and
+the counterexample without it); ``overrun`` (refuted even so).  The path conditions under which the tracer found the
 allocation are hypotheses too; a path they make infeasible is skipped.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import z3
 
@@ -36,9 +35,9 @@ from specbound.proofs import core, minimise
 from specbound.proofs.lemmas import prefix_bound, prefix_room
 from specbound.proofs.model import C, D, K, P, bs, labelled, max_bs, n, page
 
-from . import bindings
+from .engine_bindings import QUANTITIES, Bindings, ExtraCondition
 
-S = bindings.QUANTITIES["seq_lens_sum"]
+S = QUANTITIES["seq_lens_sum"]
 MATCHED, OVERRUN, HOLDS_ONLY_IF, INFEASIBLE, ERROR = "matched", "overrun", "holds only if", "infeasible", "error"
 
 # Every variable a counterexample may report, in the order the minimiser makes them small;
@@ -52,23 +51,6 @@ REPORTED_BY_KIND = {"draft_kv_indices": ("bs", "max_bs", "topk", "num_steps", "m
 # target-verify kv-index stream written into a backend's graph kv_indices buffer.
 REPORTED_BY_KIND["custom_mask_copy"] = REPORTED_BY_KIND["tree_mask"]
 REPORTED_BY_KIND["verify_kv_indices"] = REPORTED_BY_KIND["tree_mask"]
-
-
-@dataclass(frozen=True)
-class ExtraCondition:
-    """A per-request condition sglang relies on without checking: ``seq_len[b] + h <= C``."""
-    name: str
-    headroom: Any        # Z3 term h
-    text: str
-
-
-# Per kernel: what sglang may rely on beyond the spec's preconditions (tried in this order).
-EXTRA_CONDITIONS = {
-    "tree_mask": (ExtraCondition("mask_draft_room", n, "seq_len[b] + num_draft_tokens <= max_context_len"),),
-    "draft_kv_indices": (),
-}
-EXTRA_CONDITIONS["custom_mask_copy"] = EXTRA_CONDITIONS["tree_mask"]
-EXTRA_CONDITIONS["verify_kv_indices"] = EXTRA_CONDITIONS["tree_mask"]
 
 
 @dataclass
@@ -140,8 +122,9 @@ def _extent_text(dims) -> str:
     return " x ".join(str(z3.simplify(d)) if isinstance(d, z3.ExprRef) else str(d) for d in dims)
 
 
-def judge(kind: str, dims, conds, *, stride=None, mode=None, name="buffer") -> Judgement:
-    """One allocation (its ``dims``, found under path ``conds``) against the kernel ``kind``."""
+def judge(kind: str, dims, conds, *, bindings: Bindings, stride=None, mode=None, name="buffer") -> Judgement:
+    """One allocation (its ``dims``, found under path ``conds``) against the kernel ``kind``;
+    the engine's ``bindings`` say what it relies on unchecked (``extra_conditions``)."""
     numel = 1
     for d in dims:
         numel = numel * d
@@ -167,13 +150,14 @@ def judge(kind: str, dims, conds, *, stride=None, mode=None, name="buffer") -> J
         except core.Refuted:
             pass
         cex = counterexample(hyps, lemmas, goal, REPORTED_BY_KIND[kind])
-        for extra in EXTRA_CONDITIONS.get(kind, ()):
+        for extra in bindings.extra_conditions.get(kind, ()):
             try:
                 core.check(f"{name}/fits_if_{extra.name}", goal, hyps={**hyps, **summed(extra)}, by=lemmas)
             except core.Refuted:
                 continue
             return Judgement(HOLDS_ONLY_IF, required, size, condition=extra.text, counterexample=cex,
-                             detail=_weakest(extra, hyps, lemmas, goal, name, REPORTED_BY_KIND[kind]))
+                             detail=_weakest(extra, hyps, lemmas, goal, name, REPORTED_BY_KIND[kind],
+                                             bindings.engine))
         return Judgement(OVERRUN, required, size, counterexample=cex,
                          detail="refuted under the stated preconditions")
     except core.Unknown as e:
@@ -188,13 +172,13 @@ def summed(extra: ExtraCondition, slack: int = 0) -> dict:
     return {f"{extra.name}_summed": P(bs) + bs * (extra.headroom - slack) <= bs * C}
 
 
-def _weakest(extra: ExtraCondition, hyps, lemmas, goal, name, names) -> str:
+def _weakest(extra: ExtraCondition, hyps, lemmas, goal, name, names, engine: str) -> str:
     """Show the condition is the weakest of its family: with one slot less of headroom for
     every request (``seq_len[b] + h - 1 <= C``) there is still a counterexample."""
     m = core.satisfy(f"{name}/weaker", {**hyps, **summed(extra, 1), "negated_goal": z3.Not(goal)}, by=lemmas)
     if m is None:
-        return f"proved given {extra.text} for every request; sglang does not check it"
-    return (f"proved given {extra.text} for every request; sglang does not check it. The weakest of its kind: "
+        return f"proved given {extra.text} for every request; {engine} does not check it"
+    return (f"proved given {extra.text} for every request; {engine} does not check it. The weakest of its kind: "
             f"with one slot less (seq_len[b] + h - 1 <= C) it fails, e.g. {_values(m.model, names)}")
 
 

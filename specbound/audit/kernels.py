@@ -24,28 +24,30 @@ from .extract import Found, SourceIndex
 from specbound.proofs import minimise
 from specbound.replay import checked_launch
 
-# Where sglang keeps its draft kv kernel, and sglang's names for the kernels' parameters: here, below
-# the engine adapter, while the buffer-sink and verify-kv checks of this package still read them.
-KV_FILES = ("kernels/ops/speculative/cache_locs.py",)
-
-
 class Unavailable(Exception):
     pass
 
 
+class Aliases(dict):
+    """An engine's other names for the audit's values: whole parameter names (the mapping, after
+    normalising) and misspellings fixed inside any name (``respell``: ``(as spelled, meant)``
+    pairs), both given by the engine's adapter."""
+
+    def __init__(self, names=(), respell=()):
+        super().__init__(names)
+        self.respell = tuple(respell)
+
+
 def value_key(name: str, aliases: dict[str, str]) -> str:
-    """The key of the audit's value for a kernel parameter: lower case, no ``_ptr``, sglang's
-    ``retrive`` spelled out, then the release's other names for it (``aliases``)."""
+    """The key of the audit's value for a kernel parameter: lower case, no ``_ptr``, the
+    engine's misspellings fixed (:attr:`Aliases.respell`), then its other names for it
+    (``aliases``)."""
     n = name.lower()
     if n.endswith("_ptr"):
         n = n[:-4]
-    n = n.replace("retrive", "retrieve")
+    for spelled, meant in getattr(aliases, "respell", ()):
+        n = n.replace(spelled, meant)
     return aliases.get(n, n)
-
-
-TREE_ALIASES = {"seq_lens": "verified_seq_len", "num_draft_tokens": "draft_token_num",
-                "num_verify_tokens": "draft_token_num", "bs": "batch_size"}
-KV_ALIASES = {"pool_len": "row_stride", "seq_lens": "paged_kernel_lens"}
 
 
 def bind(found: Found, values: dict[str, Any], aliases: dict[str, str]) -> tuple[dict[str, Any], list[str]]:

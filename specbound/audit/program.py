@@ -1,4 +1,5 @@
-"""The classes, functions, imports and call sites of an sglang package, found with ``ast``.
+"""The classes, functions, imports and call sites of an engine's package (its top-level
+name given by the engine's adapter), found with ``ast``.
 
 The buffer tracer (:mod:`.trace`) asks structural questions: which class is this name
 (through the file's imports), what are its bases and subclasses, which method does a
@@ -101,6 +102,7 @@ class CallSite:
 @dataclass
 class Program:
     index: SourceIndex
+    package: str      # the top-level name the package's own imports use (``sglang``)
     _classes: dict[str, list[ClassInfo]] = field(default_factory=dict)
     _funcs: dict[str, list[FuncInfo]] = field(default_factory=dict)
     _imports: dict[Path, dict[str, tuple[str, str]]] = field(default_factory=dict)
@@ -192,7 +194,7 @@ class Program:
     # --- imports and module names --------------------------------------------------------
     def module_file(self, dotted: str) -> Path | None:
         parts = dotted.split(".")
-        if not parts or parts[0] != "sglang":
+        if not parts or parts[0] != self.package:
             return None
         base = self.root.joinpath(*parts[1:])
         for cand in (base.with_suffix(".py"), base / "__init__.py"):
@@ -202,14 +204,14 @@ class Program:
 
     def _module_name(self, path: Path) -> str:
         rel = path.relative_to(self.root).with_suffix("")
-        parts = ["sglang", *rel.parts]
+        parts = [self.package, *rel.parts]
         if parts[-1] == "__init__":
             parts.pop()
         return ".".join(parts)
 
     def imports(self, path: Path) -> dict[str, tuple[str, str]]:
         """Local name -> (module, attribute) for every ``from X import a as b`` in the file
-        (anywhere in it: sglang imports inside functions too)."""
+        (anywhere in it: the package's imports inside functions too)."""
         if path not in self._imports:
             out: dict[str, tuple[str, str]] = {}
             tree = self.index.tree(path)

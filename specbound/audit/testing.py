@@ -24,8 +24,8 @@ def write_sglang_package(root: Path, files: dict[str, str], version: str = "0.0.
     return pkg
 
 
-def audit_rows(root: Path, check) -> list:
-    """The rows ``check(program, report)`` adds for the package at ``root``."""
+def audit_rows(root: Path, check, package: str) -> list:
+    """The rows ``check(program, report)`` adds for the package at ``root`` (imported as ``package``)."""
     rep = AuditReport(str(root), "toy", "test")
-    check(Program(SourceIndex(root)), rep)
+    check(Program(SourceIndex(root), package), rep)
     return rep.rows

@@ -1,8 +1,8 @@
-"""Trace every buffer that reaches the two kernels back to the allocation that creates it.
+"""Trace a buffer that reaches a kernel back to the allocation that creates it.
 
-Start: each call site of a kernel (:data:`.bindings.KV_SINK`, :data:`.bindings.TREE_SINK`),
-for every class whose instances run the method it sits in.  From the buffer argument the
-tracer walks back, with ``ast`` only, through
+Start: each call site of a kernel the engine's adapter names (sglang's:
+:mod:`specbound.engines.sglang.sinks`), for every class whose instances run the method it
+sits in.  From the buffer argument the tracer walks back, with ``ast`` only, through
 
 * locals (the assignments that reach the use, under the ``if`` tests that guard them),
   tuple unpacking, slices and ``x[i]`` rows, ``.clone()`` and the like;
@@ -19,8 +19,9 @@ tracer walks back, with ``ast`` only, through
 
 to an allocation (``torch.zeros/empty/full/...``), whose shape it evaluates to Z3 terms
 in the same walk: names are traced the same way, and where a name has no assignment the
-tracer asks the binding table (:mod:`.bindings`).  Calls of sglang's own pure helpers
-(``draft_kv_indices_buffer_width``) are executed symbolically (:mod:`.symexec`), path by path.
+tracer asks the engine's bindings (:class:`.engine_bindings.Bindings`, passed in by its adapter).
+Calls of the engine's own pure helpers (sglang's ``draft_kv_indices_buffer_width``) are executed
+symbolically (:mod:`.trace_helpers`), path by path.
 
 Values carry their path: the ``if`` tests they were found under (Z3 conditions; a test
 reads a parameter as a Z3 variable, tied to the values the parameter is later traced to;
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import ast
 
-from . import bindings
+from .engine_bindings import Bindings
 from .program import FuncInfo, Program
 from .trace_attributes import AttributesMixin
 from .trace_buffers import BuffersMixin
@@ -52,12 +53,13 @@ from .trace_values import (
 class Tracer(NamesMixin, ParametersMixin, AttributesMixin, CallsMixin, HelpersMixin, BuffersMixin, NumbersMixin):
     """One tracer per package; :meth:`resolve` is the expression walk, dispatching on the
     syntax to one mixin per kind of thing a value comes from: names (locals, module globals),
-    parameters (call sites), ``self`` attributes, calls (returns, constructors), sglang's
+    parameters (call sites), ``self`` attributes, calls (returns, constructors), the engine's
     pure helpers (executed symbolically), buffers (allocations and views), numbers and
     conditions."""
 
-    def __init__(self, program: Program, role: str | None = None):
+    def __init__(self, program: Program, bindings: Bindings, role: str | None = None):
         self.p = program
+        self.bindings = bindings
         self.role = role
         self._active: set = set()
         self._locals: dict = {}
@@ -129,8 +131,8 @@ class Tracer(NamesMixin, ParametersMixin, AttributesMixin, CallsMixin, HelpersMi
     # --- dispatch -------------------------------------------------------------------------
     def _resolve(self, e, frame, path, receiver):
         text = source_text(e)
-        if text in bindings.EXPRESSIONS:
-            return [(Num(bindings.quantity(bindings.EXPRESSIONS[text], self.role)), path)]
+        if text in self.bindings.expressions:
+            return [(Num(self.bindings.quantity(self.bindings.expressions[text], self.role)), path)]
         if isinstance(e, ast.Constant):
             v = e.value
             if v is None:

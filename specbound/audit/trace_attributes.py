@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
-from . import bindings
 from .program import FuncInfo
 from .trace_values import (
     Alloc, ClassRef, Ended, EnumMember, Frame, FuncRef, Instance, NoneValue, Num, Opaque, Path, Record, ShapeOf,
@@ -23,8 +22,8 @@ class AttributesMixin:
         attr = e.attr
         base_is_local = isinstance(e.value, ast.Name) and e.value.id != "self" and \
             e.value.id in self._function_locals(frame.func)
-        if attr in bindings.ATTRIBUTES and not base_is_local:
-            return [(Num(bindings.quantity(bindings.ATTRIBUTES[attr], self.role)), path)]
+        if attr in self.bindings.attributes and not base_is_local:
+            return [(Num(self.bindings.quantity(self.bindings.attributes[attr], self.role)), path)]
         out = []
         for recv, p in self.resolve(e.value, frame, path, receiver=True):
             out += self._member(recv, attr, frame, p, e, receiver)

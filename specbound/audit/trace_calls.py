@@ -1,15 +1,15 @@
 """Calls of the buffer tracer (a mixin of :class:`.trace.Tracer`): functions and methods are
 read through their returns (a method called on an object the tracer cannot see through every
-class that defines it; ``super()`` calls through the next class), a pure sglang helper is
+class that defines it; ``super()`` calls through the next class), an engine's pure helper is
 executed instead (:mod:`.trace_helpers`), ``torch`` allocations go to :mod:`.trace_buffers`,
-a record constructor's call keeps its fields."""
+a record constructor's call keeps its fields; which calls allocate is the engine's
+bindings' (``allocators``, ``like_allocators``, ``same_buffer``)."""
 
 from __future__ import annotations
 
 import ast
 from dataclasses import replace
 
-from . import bindings
 from .program import FUNC_TYPES, ClassInfo, FuncInfo, callee_name
 from .trace_values import (
     MAX_DEPTH, Alloc, ClassRef, Ended, Frame, FuncRef, Instance, Items, NoneValue, Num, Opaque, Path, Record,
@@ -23,14 +23,14 @@ class CallsMixin:
         f = e.func
         name = callee_name(f)
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "torch":
-            if name in bindings.ALLOCATORS:
+            if name in self.bindings.allocators:
                 return self._alloc(e, frame, path, shape_args=True)
-            if name in bindings.LIKE_ALLOCATORS:
+            if name in self.bindings.like_allocators:
                 return [(replace(v, site=f"{frame.func.rel}:{e.lineno}", text=source_text(e)[:160],
                                  owner=frame.owner, func=frame.func.qual), p) if isinstance(v, Alloc) else (v, p)
                         for v, p in self.resolve(e.args[0], frame, path)] if e.args else []
         if isinstance(f, ast.Attribute):
-            if name in bindings.SAME_BUFFER:
+            if name in self.bindings.same_buffer:
                 return self.resolve(f.value, frame, path)
             if name in ("view", "reshape", "flatten") and is_flatten(e):
                 return [(flattened(v), p) if isinstance(v, Alloc) else (v, p) for v, p in self.resolve(f.value, frame, path)]

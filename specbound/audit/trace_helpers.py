@@ -1,7 +1,7 @@
-"""sglang's pure helpers in the buffer tracer (a mixin of :class:`.trace.Tracer`): a call of a
+"""An engine's pure helpers in the buffer tracer (a mixin of :class:`.trace.Tracer`): a call of a
 helper that only computes (arithmetic, if/assert, no tensors) is executed symbolically on the
-arguments' Z3 terms, path by path (:mod:`.helper_paths`), sglang's own ``TreeMaskMode`` loaded
-for it.
+arguments' Z3 terms, path by path (:mod:`.helper_paths`), the engine's own enum its helpers
+branch on (its bindings' ``helper_enum``: sglang's ``TreeMaskMode``) loaded for it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .trace_values import MAX_ALTERNATIVES, EnumMember, NoneValue, Num, Opaque, 
 
 class HelpersMixin:
     def _execute(self, func: FuncInfo, args, frame, path, call):
-        """Run a pure sglang helper (arithmetic, if/assert, no tensors) on the arguments'
+        """Run a pure engine helper (arithmetic, if/assert, no tensors) on the arguments'
         Z3 terms, path by path (``helper_paths.explore``).  None when an argument is not a
         number or the helper cannot run symbolically (the caller then reads its returns)."""
         combos = [([], path)]
@@ -35,7 +35,7 @@ class HelpersMixin:
             combos = nxt[:MAX_ALTERNATIVES]
         hook = helper_paths.make_bool_hook()
         ns = {"__sb_bool__": hook, "math": math}
-        modes = self._sglang_modes()
+        modes = self._helper_enum()
         if modes is not None:
             ns[modes.__name__] = modes
         try:
@@ -60,10 +60,11 @@ class HelpersMixin:
                 out.append((self._from_python(run.value), p))
         return out
 
-    def _sglang_modes(self):
+    def _helper_enum(self):
         if self._modes is None:
             self._modes = False
-            for cls in self.p.classes_named("TreeMaskMode"):
+            name = self.bindings.helper_enum
+            for cls in (self.p.classes_named(name) if name else []):
                 try:
                     self._modes = self.p.index.load_helper(
                         FuncInfo(cls.node, cls.path, cls.rel).as_found(self.p.index),
@@ -77,7 +78,7 @@ class HelpersMixin:
         if isinstance(v, NoneValue):
             return None
         if isinstance(v, EnumMember):
-            modes = self._sglang_modes()
+            modes = self._helper_enum()
             if modes is not None and v.enum == modes.__name__ and v.member in modes.__members__:
                 return modes[v.member]
             return v

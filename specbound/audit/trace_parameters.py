@@ -10,7 +10,6 @@ import ast
 
 import z3
 
-from . import bindings
 from .program import callee_name
 from .trace_values import (
     MISSING, STARRED, Ended, EnumMember, Frame, Instance, Num, Opaque, Path, Truth, Unevaluated, argument_for,
@@ -27,8 +26,8 @@ class ParametersMixin:
                 return [(Ended(f"parameter `{name}` of {frame.func.qual} not passed", frame.func.where), path)]
             expr, caller = bound
             return self.resolve(expr, caller, path, receiver)
-        if name in bindings.PARAMETERS:
-            term = bindings.quantity(bindings.PARAMETERS[name], self.role)
+        if name in self.bindings.parameters:
+            term = self.bindings.quantity(self.bindings.parameters[name], self.role)
             if term is None:
                 return [(Ended(f"`{name}` needs the calling graph runner", frame.func.where), path)]
             return [(Num(term), path)]
@@ -49,7 +48,7 @@ class ParametersMixin:
         if isinstance(v, Truth):
             return z3.If(v.term, 1, 0) if isinstance(v.term, z3.ExprRef) else int(v.term)
         if isinstance(v, EnumMember):
-            modes = self._sglang_modes()
+            modes = self._helper_enum()
             if modes is not None and v.enum == modes.__name__ and v.member in modes.__members__:
                 return int(modes[v.member])
         return None

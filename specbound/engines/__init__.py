@@ -10,6 +10,10 @@ live                variable or an installed/fetched release; a ``NotInstalled``
 kernels and host    the file and name of each kernel (one definition each) and the host contract
 contract            its launch sites give it: grid, tensor extents, constexprs, the facts the
                     engine checks and those it only relies on
+names for the      a :class:`specbound.audit.engine_bindings.Bindings` handed to the audit
+spec's quantities   core's tracer and judge: the engine's names for the spec's quantities, its
+                    allocators, the enum its helpers branch on, what it relies on unchecked; and
+                    its kernels' parameter names (:class:`specbound.audit.kernels.Aliases`)
 launch sites and    which specializations its launch sites pick, over our serving envelope or a
 envelope            release's configurations
 symbolic models     a run of each kernel under :mod:`specbound.proofs.symexec` from that contract,

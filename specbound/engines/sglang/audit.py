@@ -8,18 +8,17 @@ from typing import Callable
 
 from specbound.audit import DEFAULT_EXAMPLES, DEFAULT_SEED
 from specbound.audit.report import ERROR, NOT_PRESENT, AuditReport, Row, plural
-from .locate import ENV_VAR, NotInstalled, locate
-from specbound.audit import helpers
-from . import kernel_proofs, kv_kernel, sites, tree_kernel
-from .buffers import check_buffers
-from specbound.audit.consumers import check_consumers
-from specbound.audit.draft_extend import check_draft_extend
-from specbound.audit.expand_scatter import check_expand_scatter
-from specbound.audit.padded_rows import check_padded_rows
-from specbound.audit.verify_kv import check_verify_kv
 from specbound.audit.program import Program
 from specbound.audit.extract import SourceIndex
-from specbound.audit.helpers import SPEC_UTILS_FILE
+from .locate import ENV_VAR, PACKAGE, NotInstalled, locate
+from . import helpers, kernel_proofs, kv_kernel, sites, tree_kernel
+from .buffers import check_buffers
+from .consumers import check_consumers
+from .draft_extend import check_draft_extend
+from .expand_scatter import check_expand_scatter
+from .padded_rows import check_padded_rows
+from .verify_kv import check_verify_kv
+from .helpers import SPEC_UTILS_FILE
 
 
 
@@ -48,7 +47,7 @@ def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, 
     say(f"sglang {inst.version} at {inst.root}")
 
     index = SourceIndex(inst.root)
-    program = Program(index)   # one parse of the package for the buffer and consumer stages
+    program = Program(index, PACKAGE)   # one parse of the package for the buffer and consumer stages
     stages = [("helpers", "sglang's sizing helpers, symbolically (Z3)", lambda: _helpers(index, rep)),
               ("buffers", "buffers traced from every kernel call to their allocation (Z3"
                + (", replays)" if kernels else ")"), lambda: _buffers(index, rep, kernels, program)),
@@ -117,7 +116,7 @@ def _sites(index, rep):
 
 
 def _cuda(index, rep, examples, seed):
-    from specbound.audit.cuda.check import check_cuda_tree   # loads torch: not on every command's start-up
+    from .cuda.check import check_cuda_tree   # loads torch: not on every command's start-up
 
     check_cuda_tree(index, rep, examples, seed)
 

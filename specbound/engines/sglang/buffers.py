@@ -1,5 +1,5 @@
 """The buffer audit: every allocation that reaches the draft kv kernel or the tree build,
-judged against the spec (:mod:`.judge`), the counterexamples replayed on sglang's kernel
+judged against the spec (:mod:`specbound.audit.judge`), the counterexamples replayed on sglang's kernel
 (:mod:`.buffer_replay`); one row per (kernel, backend class, allocation, mask layout).
 
 Rows: ``buffer.<kernel>[<class>.<holder>]`` (``matched`` / ``overrun`` / ``holds only if`` /
@@ -22,7 +22,9 @@ from . import buffer_replay as sglang_replay
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OVERRUN, UNKNOWN, AuditReport, Row
 from specbound.audit.extract import SourceIndex
 from specbound.audit.program import Program
-from specbound.audit.sinks import TracedBuffer, find_sites, trace_site
+from .bindings import BINDINGS
+from .locate import PACKAGE
+from .sinks import TracedBuffer, find_sites, trace_site
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, Ended, EnumMember, Num, Opaque, term_ids
 
@@ -35,12 +37,12 @@ KERNEL_TEXT = {"draft_kv_indices": "the draft kv kernel's kv_indices", "tree_mas
 def check_buffers(index: SourceIndex, report: AuditReport, replay: bool = True,
                   program: Program | None = None) -> None:
     t0 = time.perf_counter()
-    program = program or Program(index)
+    program = program or Program(index, PACKAGE)
     sites = find_sites(program)
     traced: list[TracedBuffer] = []
     for site in sites:
         try:
-            traced += trace_site(Tracer(program, site.sink.role), site)
+            traced += trace_site(Tracer(program, BINDINGS, site.sink.role), site)
         except Exception as e:  # noqa: BLE001 - the tracer's own failure is an error row, never sglang's
             report.add(Row(f"buffer.{site.sink.kind}.trace", f"{site.kernel} ({site.where})",
                            "trace the buffer argument to its allocation", "ast", ERROR,
@@ -136,7 +138,7 @@ def _alloc_row(index: SourceIndex, key, group: list[TracedBuffer], replay: bool)
             if ident in seen:
                 continue
             seen.add(ident)
-            j = judge.judge(kind, a.dims, [*tb.path.conds, *extra], stride=_stride(tb), mode=mode,
+            j = judge.judge(kind, a.dims, [*tb.path.conds, *extra], bindings=BINDINGS, stride=_stride(tb), mode=mode,
                             name=_row_id(tb, mode))
             if j.verdict != judge.INFEASIBLE:
                 judged.append((j, tb, mode))

@@ -18,11 +18,11 @@ from specbound import spec
 from specbound.audit.report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNGUARDED, AuditReport, Row
 from specbound.audit.extract import Found, SourceIndex
 from specbound.audit.kernels import (
-    KV_ALIASES, KV_FILES, Finding, Unavailable, bind, define_kernel, first_diff, fuzz_row, launch_finding,
+    Finding, Unavailable, bind, define_kernel, first_diff, fuzz_row, launch_finding,
     value_key,
 )
 
-from .launch import KV_KERNEL, kv_values
+from .launch import KV_ALIASES, KV_FILES, KV_KERNEL, kv_values
 
 # The kernel parameters (normalised names) the audit knows how to feed.
 KV_FED = {"req_pool_indices", "req_to_token", "paged_kernel_lens", "kv_indices", "kv_indptr", "positions",

@@ -13,12 +13,20 @@ from __future__ import annotations
 
 from specbound import spec
 
-from specbound.audit.kernels import KV_ALIASES, TREE_ALIASES, bind_params, jit_params
+from specbound.audit.kernels import Aliases, bind_params, jit_params
 from specbound.replay.checked import checked_launch
 from specbound.replay.outcome import Replay
 
 KV_KERNEL = "generate_draft_decode_kv_indices"
 TREE_KERNEL = "sgl_build_tree_kernel_efficient_triton"   # sglang's Triton port of its CUDA tree build
+KV_FILES = ("kernels/ops/speculative/cache_locs.py",)     # where the draft kv kernel lives
+
+# sglang's names for the kernels' parameters (normalised: lower case, no ``_ptr``), and its
+# ``retrive`` for ``retrieve`` in the tree's index buffers.
+RESPELL = (("retrive", "retrieve"),)
+TREE_ALIASES = Aliases({"seq_lens": "verified_seq_len", "num_draft_tokens": "draft_token_num",
+                        "num_verify_tokens": "draft_token_num", "bs": "batch_size"}, RESPELL)
+KV_ALIASES = Aliases({"pool_len": "row_stride", "seq_lens": "paged_kernel_lens"}, RESPELL)
 BIG_BUFFER = 1 << 24   # cells: above this a replay buffer is allocated untouched (torch.empty)
 
 

@@ -18,11 +18,11 @@ from specbound.spec import TreeMaskMode
 from specbound.audit.report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNGUARDED, AuditReport, Row
 from specbound.audit.extract import Found, SourceIndex
 from specbound.audit.kernels import (
-    TREE_ALIASES, Finding, Unavailable, bind, define_kernel, first_diff,
+    Finding, Unavailable, bind, define_kernel, first_diff,
     fuzz_row, launch_finding, value_key,
 )
 
-from .launch import TREE_KERNEL, tree_values
+from .launch import TREE_ALIASES, TREE_KERNEL, tree_values
 
 TREE_FILES = ("kernels/ops/speculative/spec_tree.py",)
 TREE_WRAPPER = "sgl_build_tree_kernel_triton"   # the host wrapper that launches it

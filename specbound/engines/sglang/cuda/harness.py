@@ -186,7 +186,7 @@ class Session:
         r, w = os.pipe()
         self._log = tempfile.TemporaryFile(mode="w+b")
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "specbound.audit.cuda.child", str(self.library.path), str(w)],
+            [sys.executable, "-m", "specbound.engines.sglang.cuda.child", str(self.library.path), str(w)],
             stdin=subprocess.PIPE, stdout=self._log, stderr=self._log, pass_fds=(w,), env=child_env(self.library))
         os.close(w)
         self._resp = r

@@ -33,13 +33,14 @@ from specbound import spec
 from specbound.proofs import core
 from specbound.proofs.model import D, K, labelled, n, page
 
-from . import bindings, judge
+from specbound.audit import judge
+from specbound.audit.program import Program
+from specbound.audit.report import CRASH, ERROR, MATCHED, UNKNOWN, AuditReport, Row
+from specbound.audit.trace import Tracer
+from specbound.audit.trace_values import Alloc, Num, Path, source_text
 from .consumers import selves
 from .draft_extend import graph_dict_entries
-from .program import Program
-from .report import CRASH, ERROR, MATCHED, UNKNOWN, AuditReport, Row
-from .trace import Tracer
-from .trace_values import Alloc, Num, Path, source_text
+from . import bindings
 
 FILL_PARAMS = ("page_table", "cache_loc", "decode_length", "page_size")
 STEP, LAST_PAGE_LEN = z3.Ints("step last_page_len")
@@ -140,7 +141,7 @@ def _source_columns(site, params) -> list:
 def _table(program, site, params, self_val):
     """(allocation, path) of the ``page_table`` argument: a local tensor, or a graph dict's entry."""
     arg = _argument(site.call, params, "page_table")
-    tracer = _StepTracer(program, bindings.TARGET_VERIFY)
+    tracer = _StepTracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
     if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name):
         source = (_dominating(site.caller.node, site.call, arg.value.id) or [None])[-1]
         if isinstance(source, ast.Subscript) and isinstance(source.value, ast.Attribute):
@@ -166,7 +167,7 @@ def _row(program, fill, site, self_val, owner, where, replay) -> Row:
     if not col_exprs or not tables:
         what = "cache_loc's width" if not col_exprs else "the page table"
         return Row(row_id, subject, check, "ast", UNKNOWN, f"{what} was not traced at the call")
-    tracer = _StepTracer(program, bindings.TARGET_VERIFY)
+    tracer = _StepTracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
     frame = tracer.top_frame(site.caller, self_val)
     cols = None
     for e in col_exprs:

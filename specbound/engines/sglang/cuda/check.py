@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..report import (
+from specbound.audit.report import (
     DIVERGED, ERROR, HANG, MATCHED, NOT_PRESENT, OOB, UNAVAILABLE, UNGUARDED, UNKNOWN_SIGNATURE, AuditReport, Row,
 )
 from . import offsets, source
@@ -127,7 +127,7 @@ def _compiled_caller(root: Path) -> str | None:
 
 
 def replay_command(root: Path, kernel: str, case) -> str:
-    return (f"python -m specbound.audit.cuda.replay --sglang-path {shlex.quote(str(root))} --kernel {kernel} "
+    return (f"python -m specbound.engines.sglang.cuda.replay --sglang-path {shlex.quote(str(root))} --kernel {kernel} "
             f"{shlex.quote(case.to_json())}")
 
 

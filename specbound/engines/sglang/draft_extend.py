@@ -28,12 +28,13 @@ import z3
 
 from specbound.proofs.model import n
 
-from . import bindings, judge
+from specbound.audit import judge
+from specbound.audit.program import Program
+from specbound.audit.report import ERROR, HOLDS_ONLY_IF, OVERREAD, UNKNOWN, AuditReport, Row
+from specbound.audit.trace import Tracer
+from specbound.audit.trace_values import Alloc, Path
 from .consumers import REFUTED_STATUS, VERDICT, attention_nodes, judge_page_table, replay_read, selves
-from .program import Program
-from .report import ERROR, HOLDS_ONLY_IF, OVERREAD, UNKNOWN, AuditReport, Row
-from .trace import Tracer
-from .trace_values import Alloc, Path
+from . import bindings
 
 DRAFT_COUNTS = ("num_draft_tokens", "speculative_num_draft_tokens", "draft_token_num")
 TABLE_KEY = "page_table"
@@ -93,7 +94,7 @@ def _rows(program, fn, self_val, owner, attr, where, value, widening) -> list[Ro
     subject = (f"{owner} ({where}) -> draft extend (lengths widened by n at {widening}) -> "
                f"attention(page_table, cache_seqlens = seq_len + n)")
     check = "the page-table columns the draft-extend attention reads (spec.draft_extend_columns_read) fit the row"
-    tracer = Tracer(program, bindings.TARGET_VERIFY)
+    tracer = Tracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
     tracer.steps = 0
     found = {}
     for v, p in tracer.resolve(value, tracer.top_frame(fn, self_val), Path(trail=(where,))):

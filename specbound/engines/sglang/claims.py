@@ -1,5 +1,5 @@
 """A claim that one of sglang's pure helpers agrees with the spec, and its check: the
-helper is run on Z3 terms path by path (:mod:`.helper_paths`), each return path compared
+helper is run on Z3 terms path by path (:mod:`specbound.audit.helper_paths`), each return path compared
 with the spec's value and each raising path with where raising is allowed, every
 comparison refuted by Z3 or answered with a counterexample; a helper whose code cannot
 take Z3 terms is evaluated on a dense grid instead, and the method says "grid".
@@ -12,8 +12,8 @@ from typing import Any, Callable, Sequence
 
 import z3
 
-from .report import DIVERGED, ERROR, MATCHED
-from . import helper_paths
+from specbound.audit.report import DIVERGED, ERROR, MATCHED
+from specbound.audit import helper_paths
 
 
 def _format_conditions(conds) -> str:

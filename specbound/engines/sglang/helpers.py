@@ -3,7 +3,7 @@
 Each helper's definition is compiled alone, with stand-ins for the few names it uses
 (sglang's own ``TreeMaskMode``, itself extracted and checked; a recording ``torch.zeros``;
 a record class for ``VerifyMask``) and checked against the spec as a :class:`.claims.Claim`
-(on Z3 terms through :mod:`.helper_paths`, or on a dense grid where the code cannot take them).
+(on Z3 terms through :mod:`specbound.audit.helper_paths`, or on a dense grid where the code cannot take them).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import z3
 from specbound import spec
 from specbound.spec import TreeMaskMode as SpecMode
 
-from .report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, UNGUARDED, UNKNOWN_SIGNATURE, AuditReport, Row
-from . import helper_paths
+from specbound.audit.report import DIVERGED, ERROR, MATCHED, NOT_PRESENT, UNGUARDED, UNKNOWN_SIGNATURE, AuditReport, Row
+from specbound.audit import helper_paths
+from specbound.audit.extract import Found, SourceIndex
 from .claims import Claim, harness_failure, run_claim
-from .extract import Found, SourceIndex
 
 VERIFY_MASK_FILE = "srt/layers/attention/verify_mask.py"
 SPEC_UTILS_FILE = "srt/speculative/spec_utils.py"

@@ -14,7 +14,7 @@ verify, per the spec's consumer contracts (:mod:`specbound.spec.consumers`).
   ``buf[:k].copy_(<x>.custom_mask)``): the verify mask copied into a backend's buffer,
   which the attention kernel then reads through ``mask_indptr`` (``n * (seq_len + n)``
   cells per request, ``mask_indptr[bs]`` in all: the same extent as the copy).  The buffer
-  is traced to its allocation and judged through :func:`.judge.judge`; ``crash`` (torch
+  is traced to its allocation and judged through :func:`specbound.audit.judge.judge`; ``crash`` (torch
   raises on a slice shorter than the source), ``holds only if``, ``matched``.
 """
 
@@ -29,12 +29,14 @@ from specbound import spec
 from specbound.proofs import core
 from specbound.proofs.model import C, D, K, labelled, n, page
 
-from . import bindings, judge
-from .extract import SourceIndex
-from .program import Program
-from .report import CRASH, ERROR, HOLDS_ONLY_IF, MATCHED, OVERREAD, UNKNOWN, AuditReport, Row
-from .trace import Tracer
-from .trace_values import Alloc, EnumMember, Instance, Num, Path, term_ids
+from specbound.audit import judge
+from specbound.audit.extract import SourceIndex
+from specbound.audit.program import Program
+from specbound.audit.report import CRASH, ERROR, HOLDS_ONLY_IF, MATCHED, OVERREAD, UNKNOWN, AuditReport, Row
+from specbound.audit.trace import Tracer
+from specbound.audit.trace_values import Alloc, EnumMember, Instance, Num, Path, term_ids
+from . import bindings
+from .locate import PACKAGE
 
 FILL_PARAMS = ("page_table", "max_seq_pages", "seq_len_delta")
 SEQ = z3.Int("seq_len[b]")
@@ -47,7 +49,7 @@ VERDICT = {judge.MATCHED: MATCHED, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF, judge.ERR
 
 def check_consumers(index: SourceIndex, report: AuditReport, program: Program | None = None) -> None:
     """``program``: the buffer stage's, so the package is read and parsed once."""
-    program = program or Program(index)
+    program = program or Program(index, PACKAGE)
     for rows in (_page_table_rows(program), _custom_mask_rows(program)):
         for row in rows:
             report.add(row)
@@ -78,7 +80,7 @@ def _resolve(tracer: Tracer, expr, frame, path: Path) -> list:
 def traced_allocations(program: Program, fn, self_val, expr, where: str, tracer_cls=Tracer) -> dict:
     """The allocations ``expr`` (in ``fn``, run by ``self_val``) traces to, each once with
     the path it was found under, for a buffer of the target-verify pass."""
-    tracer = tracer_cls(program, bindings.TARGET_VERIFY)
+    tracer = tracer_cls(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
     frame = tracer.top_frame(fn, self_val)
     found = {}
     for v, p in _resolve(tracer, expr, frame, Path(trail=(where,))):
@@ -127,7 +129,7 @@ def _page_table_row(program, fill, params, site, self_val) -> Row:
     row_id = f"consumer.page_table[{owner}@{where}]"
     subject = f"{owner} ({where}) -> {fill.name} -> attention(page_table, cache_seqlens = seq_len + delta)"
     check = "the page-table columns the attention kernel reads (spec.page_table_columns_read) fit the filled row"
-    tracer = Tracer(program, bindings.TARGET_VERIFY)
+    tracer = Tracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
     frame = tracer.top_frame(site.caller, self_val)
     exprs = {name: _argument(site.call, params, name) for name in FILL_PARAMS}
     if exprs["seq_len_delta"] is None or exprs["max_seq_pages"] is None:
@@ -348,7 +350,8 @@ def _custom_mask_row(owner, where, a: Alloc, path: Path, mode, seconds) -> Row:
     bad = next((d for d in a.dims if not isinstance(d, (int, z3.ArithRef))), None)
     if bad is not None:
         return Row(row_id, subject, check, "ast", UNKNOWN, f"a dimension is {bad}", allocation=f"{a.site} {a.text}")
-    j = judge.judge("custom_mask_copy", a.dims, list(path.conds), mode=mode, name=row_id)
+    j = judge.judge("custom_mask_copy", a.dims, list(path.conds), bindings=bindings.BINDINGS, mode=mode,
+                    name=row_id)
     if j.verdict == judge.INFEASIBLE:
         status, detail = MATCHED, "no path to the copy is consistent with the preconditions"
     else:

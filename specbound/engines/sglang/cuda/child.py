@@ -1,4 +1,4 @@
-"""The sanitized process: ``python -m specbound.audit.cuda.child LIBRARY RESPONSE_FD``.
+"""The sanitized process: ``python -m specbound.engines.sglang.cuda.child LIBRARY RESPONSE_FD``.
 
 It runs with the ASan runtime preloaded (``LD_PRELOAD``; a library built with
 ``-fsanitize=address`` can only be loaded into a process whose first library is that

@@ -1,7 +1,7 @@
 // specbound: run a CUDA kernel on the CPU, one (block, thread) after another.
 //
 // Only for kernels whose threads never wait on or read from each other: no shared
-// memory, barriers, warp intrinsics or atomics (specbound.audit.cuda.source refuses the
+// memory, barriers, warp intrinsics or atomics (specbound.engines.sglang.cuda.source refuses the
 // others before anything is compiled).  For such a kernel a sequential run is one of the
 // schedules the GPU may pick; the harness runs two (ascending and descending) and
 // compares them.

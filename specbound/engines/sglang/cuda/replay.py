@@ -1,6 +1,6 @@
 """Replay one case of the CUDA tree-build audit:
 
-    python -m specbound.audit.cuda.replay [--sglang-path DIR] --kernel NAME 'CASE_JSON'
+    python -m specbound.engines.sglang.cuda.replay [--sglang-path DIR] --kernel NAME 'CASE_JSON'
 
 CASE_JSON is a row's ``replay`` (a ``TreeCase``).  A case with planted defects is launched
 once and compared with the guarded semantics; a valid one gets the four launches of the
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from .check import prepare
 
-    ap = argparse.ArgumentParser(prog="python -m specbound.audit.cuda.replay", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m specbound.engines.sglang.cuda.replay", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sglang-path", metavar="DIR", help="the sglang package (default: the installed one)")
     ap.add_argument("--kernel", required=True, help="build_tree_efficient or build_tree_efficient_partial_packed")

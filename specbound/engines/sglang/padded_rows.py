@@ -34,8 +34,8 @@ from specbound.proofs import core
 from specbound.proofs.model import fill, n
 
 from .consumers import attention_nodes
-from .program import Program
-from .report import DIVERGED, ERROR, MATCHED, UNKNOWN, AuditReport, Row
+from specbound.audit.program import Program
+from specbound.audit.report import DIVERGED, ERROR, MATCHED, UNKNOWN, AuditReport, Row
 
 # Names a backend adds back to the bare prefix that are at least the padded q width n: the
 # draft-token count itself, FlashMLA's fixed q window (= num_draft_tokens), TRT-LLM MLA's

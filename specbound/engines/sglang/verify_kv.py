@@ -9,7 +9,7 @@ stores are bounded by each request's length, not by the buffer).  A *site* is a 
 writer with ``kv_indices_buf=<buffer>``, or a dict entry ``"kv_indices_buf": <buffer>`` in
 an attention backend (the plan arguments sglang hands to the writer that way), whose buffer
 the tracer follows to its allocation.  Each allocation is judged through
-:func:`.judge.judge` against ``kv_indptr[bs] = S + bs*n``: ``matched``, ``holds only if
+:func:`specbound.audit.judge.judge` against ``kv_indptr[bs] = S + bs*n``: ``matched``, ``holds only if
 seq_len[b] + n <= C`` or ``overrun``; a finding is replayed by sglang's own kernel under
 the checked interpreter at the counterexample.
 """
@@ -19,21 +19,23 @@ from __future__ import annotations
 import ast
 import time
 
-from . import judge
+from specbound.audit import judge
+from specbound.audit.extract import SourceIndex
+from specbound.audit.kernels import Aliases, Unavailable, bind, launch_finding, triton_env
+from specbound.audit.program import Program
+from specbound.audit.trace import Tracer
+from specbound.audit.trace_values import Ended
+from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OOB, OVERRUN, UNKNOWN, AuditReport, Row
+from .bindings import BINDINGS
+from .launch import KV_ALIASES
 from .consumers import attention_nodes, selves, traced_allocations
-from .extract import SourceIndex
-from .kernels import KV_ALIASES, Unavailable, bind, launch_finding, triton_env
-from .program import Program
-from .trace import Tracer
-from .trace_values import Ended
-from .report import ERROR, HOLDS_ONLY_IF, MATCHED, OOB, OVERRUN, UNKNOWN, AuditReport, Row
 
 WRITER_PARAMS = ("kv_indices_buf", "paged_kernel_lens")
 KERNEL = "create_flashinfer_kv_indices_triton"
 KERNEL_FILES = ("kernels/ops/attention/kv_indices.py", "srt/layers/attention/utils.py")
 # The kernel's parameters, normalised (kernels.value_key), that name one of the values fed.
-ALIASES = {**KV_ALIASES, "page_kernel_lens": "paged_kernel_lens", "req_to_token_ptr_stride": "row_stride",
-           "req_to_token_stride": "row_stride"}
+ALIASES = Aliases({**KV_ALIASES, "page_kernel_lens": "paged_kernel_lens", "req_to_token_ptr_stride": "row_stride",
+                   "req_to_token_stride": "row_stride"}, KV_ALIASES.respell)
 VERDICT = {judge.MATCHED: MATCHED, judge.OVERRUN: OVERRUN, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF}
 
 
@@ -186,7 +188,7 @@ def _row(owner, where, writers, a, path, kernel) -> Row:
     subject = f"{owner} ({a.site}) -> kv_indices_buf at {where} -> {names} -> {KERNEL}"
     check = "the target-verify kv-index stream (seq_len + n entries per request, spec.verify_kv_indices_written) " \
             "fits the buffer"
-    j = judge.judge("verify_kv_indices", a.dims, list(path.conds), name=row_id)
+    j = judge.judge("verify_kv_indices", a.dims, list(path.conds), bindings=BINDINGS, name=row_id)
     if j.verdict == judge.INFEASIBLE:
         status, detail = MATCHED, "no path to the site is consistent with the preconditions"
     else:

@@ -21,12 +21,14 @@ from typing import Any
 
 import z3
 
+from specbound.audit.extract import SourceIndex
+from specbound.audit.kernels import value_key
+from specbound.audit.program import FuncInfo, Program, callee_name
+from specbound.audit.trace import Tracer
+from specbound.audit.trace_values import Alloc, Ended, Instance, NoneValue, Opaque, Path
 from . import bindings
-from .extract import SourceIndex
-from .kernels import KV_ALIASES, KV_FILES, TREE_ALIASES, value_key
-from .program import FuncInfo, Program, callee_name
-from .trace import Tracer
-from .trace_values import Alloc, Ended, Instance, NoneValue, Opaque, Path
+from .launch import KV_ALIASES, KV_FILES, TREE_ALIASES
+from .locate import PACKAGE
 
 
 @dataclass
@@ -174,14 +176,14 @@ def trace_site(tracer: Tracer, site: SinkSite) -> list[TracedBuffer]:
 def traced_buffers(root, kinds: tuple[str, ...] = ("draft_kv_indices", "tree_mask")) -> list[TracedBuffer]:
     """All traced buffers of the sglang package at ``root`` (a folder or a SourceIndex)
     reaching the given kernels, with their shapes as Z3 terms over
-    :data:`.bindings.QUANTITIES`."""
+    :data:`specbound.audit.engine_bindings.QUANTITIES`."""
     index = root if isinstance(root, SourceIndex) else SourceIndex(root)
-    program = Program(index)
+    program = Program(index, PACKAGE)
     out: list[TracedBuffer] = []
     for site in find_sites(program):
         if site.sink.kind not in kinds:
             continue
-        out += trace_site(Tracer(program, site.sink.role), site)
+        out += trace_site(Tracer(program, bindings.BINDINGS, site.sink.role), site)
     return out
 
 
