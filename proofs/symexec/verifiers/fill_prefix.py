@@ -29,17 +29,41 @@ KERNEL = ("tree_build", "fill_prefix_kernel")   # specbound.kernels.<module>, th
 
 # --- specializations --------------------------------------------------------------------------
 
+def block_b_values() -> list[int]:
+    """The BLOCK_B values one symbolic proof covers: every power of two an interpreted launch of
+    the serving envelope picks (``plan.pow2`` of its largest batch)."""
+    plans = launch_plans()
+    return [1 << i for i in range(plans.pow2(plans.ENVELOPE.batch[1]).bit_length())]
+
+
 @dataclass(frozen=True)
 class FillSpec:
-    BLOCK_B: int
+    """One specialization, or (``BLOCK_B`` None) every power of two of :func:`block_b_values`
+    as BLOCK_B at once: ``tl.arange(0, BLOCK_B)`` is then a lane ``0 <= lane < BLOCK_B``."""
+
+    BLOCK_B: int | None
     NODES: int
     BLOCK_C: int
     name = "FILL-PREFIX"
 
     @property
     def label(self):
-        return launch_plans().specialization(KERNEL[1], {"BLOCK_B": self.BLOCK_B, "NODES": self.NODES,
+        values = block_b_values()
+        block = self.BLOCK_B if self.BLOCK_B is not None else f"2^0..2^{len(values) - 1}"
+        return launch_plans().specialization(KERNEL[1], {"BLOCK_B": block, "NODES": self.NODES,
                                                          "BLOCK_C": self.BLOCK_C})[1]
+
+    def covers(self, other: FillSpec) -> bool:
+        """Whether the kernel ``other`` (a concrete specialization) stands for is one this proof
+        covers: the same NODES and BLOCK_C, its BLOCK_B equal or among the symbolic values."""
+        return ((self.NODES, self.BLOCK_C) == (other.NODES, other.BLOCK_C) and other.BLOCK_B is not None
+                and (other.BLOCK_B == self.BLOCK_B if self.BLOCK_B is not None else other.BLOCK_B in block_b_values()))
+
+
+def block_b(sp: FillSpec):
+    """BLOCK_B of ``sp``: its int, or the Z3 constant of a symbolic one (made on first use: a
+    constant made at import would shift the ids of every later term, hence Z3's unsat cores)."""
+    return sp.BLOCK_B if sp.BLOCK_B is not None else z3.Int("BLOCK_B")
 
 
 def all_specs() -> list:
@@ -63,23 +87,29 @@ def symbolic_run(sp: FillSpec, *, transform=None, host: dict | None = None) -> R
         del hyps[unread]
     G = z3.Int("grid")
     scalars = {"bs": int32_scalar("bs", bs), "n": int32_scalar("n", n)}
-    plan = launch_plans().fill_plan(tensors, bs=bs, n=n, block_b=sp.BLOCK_B, nodes=sp.NODES, block_c=sp.BLOCK_C)
+    block = block_b(sp)
+    plan = launch_plans().fill_plan(tensors, bs=bs, n=n, block_b=block, nodes=sp.NODES, block_c=sp.BLOCK_C)
     check_plan(KERNEL[1], plan, scalars, tensors)
-    axioms = tree_common(hyps, G, plan, sp.BLOCK_B, scalars)
+    axioms = tree_common(hyps, G, plan, block, scalars)
     hyps.update(labelled(spec.lane_bound_ok(n, sp.NODES, "NODES")))
-    ex = Executor(kernel_path(KERNEL[0]), KERNEL[1], constexprs=dict(plan.constexprs),
+    constexprs = dict(plan.constexprs)
+    if sp.BLOCK_B is None:   # the values the symbolic proof covers, named in its label
+        values = block_b_values()
+        hyps[f"BLOCK_B in {{{','.join(map(str, values[:3]))},...,{values[-1]}}}"] = z3.Or(*[block == v for v in values])
+        constexprs["BLOCK_B"] = int32_scalar("BLOCK_B", block)
+    ex = Executor(kernel_path(KERNEL[0]), KERNEL[1], constexprs=constexprs,
                   scalars=scalars, tensors=tensors, grid=[G], transform=transform,
                   oracle=make_oracle(hyps, functions, axioms))
     res = ex.run()
-    res.block, res.extra_owner, res.batch = sp.BLOCK_B, False, bs
+    res.block, res.extra_owner, res.batch = block, False, bs
     functions.update(res.functions)
     run_lemmas = list(res.side_proofs)
     for e in {a.env["b"].e.get_id(): a.env["b"].e for a in res.accesses if "b" in a.env}.values():
         run_lemmas += tree_lemmas(e, z3.IntVal(0), z3.IntVal(0))
     pid = res.pid[0]
-    report = {"bs": bs, "n": n, "C": C, "grid": G, "pid": pid}
+    report = {"bs": bs, "n": n, "C": C, "grid": G, "pid": pid, **({"BLOCK_B": block} if sp.BLOCK_B is None else {})}
     run = Run(sp.name, sp.label, res, hyps, functions, tensors, {"tree_mask": mask_region(mode)},
-              pid * sp.BLOCK_B, pid * sp.BLOCK_B + sp.BLOCK_B, report, run_lemmas + axioms, axioms)
+              pid * block, pid * block + block, report, run_lemmas + axioms, axioms)
     run.spec = sp
     return run
 
@@ -88,7 +118,7 @@ def symbolic_run(sp: FillSpec, *, transform=None, host: dict | None = None) -> R
 
 def footprint_obligations(run) -> list:
     mode = spec.TreeMaskMode.FULL_MASK
-    block, block_c = run.spec.BLOCK_B, run.spec.BLOCK_C
+    block, block_c = block_b(run.spec), run.spec.BLOCK_C
     out = []
     fb, ft, fc = z3.Ints("cell_b cell_t cell_c")
     for i, a in stores_of(run):
@@ -114,21 +144,23 @@ def footprint_obligations(run) -> list:
 def replay(sp, conc: dict, plant=None, host=None) -> Replay:
     """The counterexample's lengths, launched on the kernel (or ``plant``'s version of it)
     through ``fill_plan`` into a FULL_MASK mask of the batch's exact extent, all False;
-    compared with ``spec.mask_fill_cells`` (exactly those cells True)."""
+    compared with ``spec.mask_fill_cells`` (exactly those cells True).  A symbolic BLOCK_B is
+    launched at the counterexample's value."""
     import torch
 
     from specbound.kernels import plan as concrete_plans
 
     bs_, n_ = conc["bs"], conc["n"]
     seq = [max(0, conc["_contents"]["seq_len"](i)) for i in range(bs_)]
-    inputs = {"bs": bs_, "n": n_, "seq_lens": seq, "spec": sp.label}
+    block = sp.BLOCK_B if sp.BLOCK_B is not None else conc["BLOCK_B"]
+    inputs = {"bs": bs_, "n": n_, "seq_lens": seq, "spec": sp.label, **({"BLOCK_B": block} if sp.BLOCK_B is None else {})}
     full = spec.TreeMaskMode.FULL_MASK
     numel = spec.mask_batch_numel(full, bs_, n_, sum(seq))
     mask = torch.zeros(numel, dtype=torch.bool)
     plan = concrete_plans.fill_plan(
         {"tree_mask_ptr": mask, "seq_lens_ptr": torch.tensor(seq, dtype=torch.int64),
          "prefix_ptr": torch.tensor(spec.prefix_sums(seq)[:-1], dtype=torch.int64)},
-        bs=bs_, n=n_, block_b=sp.BLOCK_B, nodes=sp.NODES, block_c=sp.BLOCK_C)
+        bs=bs_, n=n_, block_b=block, nodes=sp.NODES, block_c=sp.BLOCK_C)
     fn = kernel_of(*KERNEL, plant)
 
     def compare():
