@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from specbound.kernels import plan
 from specbound.proofs.symexec import theorems
 from specbound.proofs.symexec.verifiers import fill_prefix
 
@@ -20,7 +21,7 @@ def results():
 
 
 def test_the_fill_is_proved_for_every_block_b_at_once(results):
-    values = fill_prefix.block_b_values()
+    values = plan.symbolic_block_b_values()
     assert values[0] == 1 and values[-1] >= 256 and SYMBOLIC.label.startswith(f"BLOCK_B=2^0..2^{len(values) - 1},")
     assert {r.id.split("[")[0] for r in results} == {f"KERNEL-FILL-PREFIX-{p}" for p in fill_prefix.VERIFIER.properties}
     assert all(r.ok for r in results), [(r.id, r.detail) for r in results if not r.ok]
@@ -35,12 +36,12 @@ def test_planted_faults_are_refuted_at_a_concrete_block_b(mutant):
     m = next(m for m in fill_prefix.MUTANTS if m.id == mutant)
     out = theorems.refute("fill", SYMBOLIC, m)
     assert out.status == "refuted", out.detail
-    assert out.counterexample["BLOCK_B"] in fill_prefix.block_b_values()
+    assert out.counterexample["BLOCK_B"] in plan.symbolic_block_b_values()
     assert out.counterexample["replay.BLOCK_B"] == out.counterexample["BLOCK_B"]
 
 
 def test_a_symbolic_spec_covers_its_block_b_values_only():
-    values = fill_prefix.block_b_values()
+    values = plan.symbolic_block_b_values()
     assert all(SYMBOLIC.covers(fill_prefix.FillSpec(b, 8, 16)) for b in values)
     assert not SYMBOLIC.covers(fill_prefix.FillSpec(2 * values[-1], 8, 16))
     assert not SYMBOLIC.covers(fill_prefix.FillSpec(3, 8, 16))

@@ -29,17 +29,11 @@ KERNEL = ("tree_build", "fill_prefix_kernel")   # specbound.kernels.<module>, th
 
 # --- specializations --------------------------------------------------------------------------
 
-def block_b_values() -> list[int]:
-    """The BLOCK_B values one symbolic proof covers: every power of two an interpreted launch of
-    the serving envelope picks (``plan.pow2`` of its largest batch)."""
-    plans = launch_plans()
-    return [1 << i for i in range(plans.pow2(plans.ENVELOPE.batch[1]).bit_length())]
-
-
 @dataclass(frozen=True)
 class FillSpec:
-    """One specialization, or (``BLOCK_B`` None) every power of two of :func:`block_b_values`
-    as BLOCK_B at once: ``tl.arange(0, BLOCK_B)`` is then a lane ``0 <= lane < BLOCK_B``."""
+    """One specialization, or (``BLOCK_B`` None) every power of two of
+    ``plan.symbolic_block_b_values`` as BLOCK_B at once: ``tl.arange(0, BLOCK_B)`` is then a
+    lane ``0 <= lane < BLOCK_B``."""
 
     BLOCK_B: int | None
     NODES: int
@@ -48,8 +42,7 @@ class FillSpec:
 
     @property
     def label(self):
-        values = block_b_values()
-        block = self.BLOCK_B if self.BLOCK_B is not None else f"2^0..2^{len(values) - 1}"
+        block = self.BLOCK_B if self.BLOCK_B is not None else launch_plans().symbolic_block_b_label()
         return launch_plans().specialization(KERNEL[1], {"BLOCK_B": block, "NODES": self.NODES,
                                                          "BLOCK_C": self.BLOCK_C})[1]
 
@@ -57,7 +50,8 @@ class FillSpec:
         """Whether the kernel ``other`` (a concrete specialization) stands for is one this proof
         covers: the same NODES and BLOCK_C, its BLOCK_B equal or among the symbolic values."""
         return ((self.NODES, self.BLOCK_C) == (other.NODES, other.BLOCK_C) and other.BLOCK_B is not None
-                and (other.BLOCK_B == self.BLOCK_B if self.BLOCK_B is not None else other.BLOCK_B in block_b_values()))
+                and (other.BLOCK_B == self.BLOCK_B if self.BLOCK_B is not None
+                     else other.BLOCK_B in launch_plans().symbolic_block_b_values()))
 
 
 def block_b(sp: FillSpec):
@@ -94,7 +88,7 @@ def symbolic_run(sp: FillSpec, *, transform=None, host: dict | None = None) -> R
     hyps.update(labelled(spec.lane_bound_ok(n, sp.NODES, "NODES")))
     constexprs = dict(plan.constexprs)
     if sp.BLOCK_B is None:   # the values the symbolic proof covers, named in its label
-        values = block_b_values()
+        values = launch_plans().symbolic_block_b_values()
         hyps[f"BLOCK_B in {{{','.join(map(str, values[:3]))},...,{values[-1]}}}"] = z3.Or(*[block == v for v in values])
         constexprs["BLOCK_B"] = int32_scalar("BLOCK_B", block)
     ex = Executor(kernel_path(KERNEL[0]), KERNEL[1], constexprs=constexprs,
