@@ -17,7 +17,10 @@ from specbound.proofs.model import C, P, bs, labelled, n, seq_len
 from ..footprint import cover, lane_term, loop_var, request_lane, sound, stores_of
 from ..interp import Executor
 from ..kernel_files import kernel_path
-from ..models import KernelVerifier, Run, check_plan, int32_scalar, launch_plans, make_oracle
+from ..models import (
+    KernelVerifier, Run, block_b, block_b_inputs, block_b_label, block_b_report, check_plan, concrete_block_b, covers, int32_scalar,
+    launch_plans, make_oracle, state_block_b,
+)
 from ..plant import kernel_of, swap
 from specbound.replay import Replay
 from specbound import replay as replays
@@ -42,22 +45,10 @@ class FillSpec:
 
     @property
     def label(self):
-        block = self.BLOCK_B if self.BLOCK_B is not None else launch_plans().symbolic_block_b_label()
-        return launch_plans().specialization(KERNEL[1], {"BLOCK_B": block, "NODES": self.NODES,
+        return launch_plans().specialization(KERNEL[1], {"BLOCK_B": block_b_label(self), "NODES": self.NODES,
                                                          "BLOCK_C": self.BLOCK_C})[1]
 
-    def covers(self, other: FillSpec) -> bool:
-        """Whether the kernel ``other`` (a concrete specialization) stands for is one this proof
-        covers: the same NODES and BLOCK_C, its BLOCK_B equal or among the symbolic values."""
-        return ((self.NODES, self.BLOCK_C) == (other.NODES, other.BLOCK_C) and other.BLOCK_B is not None
-                and (other.BLOCK_B == self.BLOCK_B if self.BLOCK_B is not None
-                     else other.BLOCK_B in launch_plans().symbolic_block_b_values()))
-
-
-def block_b(sp: FillSpec):
-    """BLOCK_B of ``sp``: its int, or the Z3 constant of a symbolic one (made on first use: a
-    constant made at import would shift the ids of every later term, hence Z3's unsat cores)."""
-    return sp.BLOCK_B if sp.BLOCK_B is not None else z3.Int("BLOCK_B")
+    covers = covers
 
 
 def all_specs() -> list:
@@ -86,12 +77,7 @@ def symbolic_run(sp: FillSpec, *, transform=None, host: dict | None = None) -> R
     check_plan(KERNEL[1], plan, scalars, tensors)
     axioms = tree_common(hyps, G, plan, block, scalars)
     hyps.update(labelled(spec.lane_bound_ok(n, sp.NODES, "NODES")))
-    constexprs = dict(plan.constexprs)
-    if sp.BLOCK_B is None:   # the values the symbolic proof covers, named in its label
-        values = launch_plans().symbolic_block_b_values()
-        hyps[f"BLOCK_B in {{{','.join(map(str, values[:3]))},...,{values[-1]}}}"] = z3.Or(*[block == v for v in values])
-        constexprs["BLOCK_B"] = int32_scalar("BLOCK_B", block)
-    ex = Executor(kernel_path(KERNEL[0]), KERNEL[1], constexprs=constexprs,
+    ex = Executor(kernel_path(KERNEL[0]), KERNEL[1], constexprs=state_block_b(sp, hyps, plan.constexprs),
                   scalars=scalars, tensors=tensors, grid=[G], transform=transform,
                   oracle=make_oracle(hyps, functions, axioms))
     res = ex.run()
@@ -101,7 +87,7 @@ def symbolic_run(sp: FillSpec, *, transform=None, host: dict | None = None) -> R
     for e in {a.env["b"].e.get_id(): a.env["b"].e for a in res.accesses if "b" in a.env}.values():
         run_lemmas += tree_lemmas(e, z3.IntVal(0), z3.IntVal(0))
     pid = res.pid[0]
-    report = {"bs": bs, "n": n, "C": C, "grid": G, "pid": pid, **({"BLOCK_B": block} if sp.BLOCK_B is None else {})}
+    report = {"bs": bs, "n": n, "C": C, "grid": G, "pid": pid, **block_b_report(sp)}
     run = Run(sp.name, sp.label, res, hyps, functions, tensors, {"tree_mask": mask_region(mode)},
               pid * block, pid * block + block, report, run_lemmas + axioms, axioms)
     run.spec = sp
@@ -146,8 +132,8 @@ def replay(sp, conc: dict, plant=None, host=None) -> Replay:
 
     bs_, n_ = conc["bs"], conc["n"]
     seq = [max(0, conc["_contents"]["seq_len"](i)) for i in range(bs_)]
-    block = sp.BLOCK_B if sp.BLOCK_B is not None else conc["BLOCK_B"]
-    inputs = {"bs": bs_, "n": n_, "seq_lens": seq, "spec": sp.label, **({"BLOCK_B": block} if sp.BLOCK_B is None else {})}
+    block = concrete_block_b(sp, conc)
+    inputs = {"bs": bs_, "n": n_, "seq_lens": seq, "spec": sp.label, **block_b_inputs(sp, conc)}
     full = spec.TreeMaskMode.FULL_MASK
     numel = spec.mask_batch_numel(full, bs_, n_, sum(seq))
     mask = torch.zeros(numel, dtype=torch.bool)
