@@ -240,12 +240,13 @@ def test_tree_symbolic_batch_size_rests_on_its_bound(tree_path, monkeypatch):
 
 
 # batch_size planted where one symbolic run cannot stand for every value: a trip count (direct,
-# or through arithmetic) and a block shape.  A concrete batch size still runs each of them.
+# or through arithmetic) and a block shape of arithmetic on it (arange(0, batch_size) itself is
+# a lane of 0 <= lane < batch_size, modelled).  A concrete batch size still runs the trip counts.
 BATCH_SIZE_PLANTS = {
     "trip count": "    for _extra in range(batch_size):\n        _seen = tl.load(verified_seq_len_ptr + batch_idx)\n",
     "derived trip count": "    for _extra in range(batch_size - batch_idx - 1):\n"
                           "        _seen = tl.load(verified_seq_len_ptr + batch_idx)\n",
-    "shape": "    _lanes = tl.arange(0, batch_size)\n",
+    "shape": "    _lanes = tl.arange(0, batch_size * 2)\n",
 }
 
 

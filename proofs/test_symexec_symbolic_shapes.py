@@ -12,6 +12,7 @@ import z3
 
 from specbound.proofs import core
 from specbound.proofs.symexec.interp import Executor
+from specbound.proofs.symexec.obligations import instantiate
 from specbound.proofs.symexec.values import INT32, INT64, LANES, SymDim, TensorModel, Unsupported, V, lane_range
 from specbound.replay import load_kernel
 
@@ -69,6 +70,36 @@ def count_lanes(out, B: tl.constexpr):
 def zeros_of_length(out, B: tl.constexpr):
     z = tl.zeros((B,), dtype=tl.int32)
     tl.store(out + tl.arange(0, B) + z, 1)
+
+
+@triton.jit
+def full_of_length(out, B: tl.constexpr):
+    ones = tl.full([B], 1, tl.int32)
+    tl.store(out + tl.arange(0, B) + ones, 1)
+
+
+@triton.jit
+def max_of_lanes(out, B: tl.constexpr):
+    offs = tl.arange(0, B)
+    tl.store(out + (tl.max(offs, axis=0) - offs), 1)
+
+
+@triton.jit
+def min_of_lanes(out, B: tl.constexpr):
+    d = 8 - tl.arange(0, B)
+    tl.store(out + (d - tl.min(d, axis=0)), 1)
+
+
+@triton.jit
+def max_of_masked(out, n, B: tl.constexpr):
+    offs = tl.arange(0, B)
+    tl.store(out + tl.max(tl.where(offs < n, offs, 0), axis=0), 1)
+
+
+@triton.jit
+def max_of_masked_other_n(out, n, B: tl.constexpr):
+    offs = tl.arange(0, B)
+    tl.store(out + tl.max(tl.where(offs < n, offs, n), axis=0), 1)
 
 
 @triton.jit
@@ -187,8 +218,6 @@ def _interpreted_store_is_out_of_bounds(path, name, numel, b):
     # the sum of B ones is B: the store is in bounds up to B = 8 only; a sum written out at any
     # one width proves it for that width
     ("count_lanes", "tl.sum over the block axis of symbolic length B", 8, 16),
-    # a fill of length B: its lanes are B's, which the refusal keeps from a fixed-width model
-    ("zeros_of_length", "tl.zeros/tl.full/broadcast_to of a symbolic length", 8, 16),
     # a loop of B trips: unrolled at one value it proves that value only
     ("loop_to_length", "flows into a loop's trip count", 8, 16),
 ])
@@ -215,3 +244,62 @@ def test_lanes_of_a_symbolic_length_stay_below_it():
     (label, rng), = lane_range((SymDim(B, "B"),)).items()
     assert _proved(LANES[0] < B, {**B_VALUES, label: rng})
     assert not _proved(LANES[0] < B - 1, {**B_VALUES, label: rng})
+
+
+def _in_bounds_with_lemmas(run, numel, hyps):
+    """The last store's in-bounds goal, its hypotheses with the instances of every reduction's
+    schema (witness lane, attainment, bound against each lane)."""
+    goal, h = _in_bounds(_store(run), numel, hyps)
+    h, lemmas = instantiate(h, goal, run.functions, [])
+    assert not lemmas
+    return goal, h
+
+
+B_UP_TO_8 = {"B in {1,2,4,8}": z3.Or(*[B == v for v in POW2[:4]])}
+
+
+@pytest.mark.parametrize("name,numel", [
+    # tl.zeros((B,)) / tl.full([B], 1): a constant at every lane of arange(0, B)'s axis
+    ("zeros_of_length", 8), ("full_of_length", 9),
+    # max(arange(0, B)) - lane and d - min(d) for d = 8 - lane: 0 .. B - 1, kept at or above
+    # 0 by the bound against every lane and below B by the witness lane that attains it
+    ("max_of_lanes", 8), ("min_of_lanes", 8),
+])
+def test_fills_and_extrema_of_a_symbolic_length_are_exact(path, name, numel):
+    """A fill and a min/max over the axis of ``arange(0, B)`` are modelled at every length:
+    the store is proved in bounds for B up to 8 and refuted over the whole range, as the
+    interpreter shows it out of bounds at B = 16 (a model at any one width of 8 or less, or
+    one that dropped the bound or the witness, would claim it for every B)."""
+    run = _run(path, name, {"out": TensorModel("out", numel, INT64, written=True)})
+    assert _proved(*_in_bounds_with_lemmas(run, numel, B_UP_TO_8))
+    assert not _proved(*_in_bounds_with_lemmas(run, numel, B_VALUES))
+    _interpreted_store_is_out_of_bounds(path, name, numel, 16)
+
+
+def test_a_masked_max_depends_on_the_other_value(path):
+    """``max(where(arange(0, B) < n, arange, other))``: with other 0 it is n - 1, in bounds of
+    ``out[0:n]`` for every B >= n; with other n the lanes past n attain n (out of bounds
+    whenever B > n, as the interpreter shows at B = 16, n = 8), which the model refutes."""
+    out = TensorModel("out", N, INT64, written=True)
+    pre = {**B_VALUES, "n_fits": z3.And(N >= 1, N <= B)}
+    run = _run(path, "max_of_masked", {"out": out}, {"n": V(N, (), INT32)})
+    assert _proved(*_in_bounds_with_lemmas(run, N, pre))
+    mutant = _run(path, "max_of_masked_other_n", {"out": out}, {"n": V(N, (), INT32)})
+    assert not _proved(*_in_bounds_with_lemmas(mutant, N, pre))
+    assert _proved(*_in_bounds_with_lemmas(mutant, N, {**pre, "full": N == B}))   # no lane masked
+    kernel = load_kernel(path, "max_of_masked_other_n")
+    with pytest.raises(Exception, match="(?i)out of bound|out-of-bound|OOB|index"):
+        with kernels.checked_interpreter():
+            kernel[(1,)](torch.zeros(8, dtype=torch.int64), 8, B=16)
+
+
+def test_an_empty_axis_leaves_the_extremum_unconstrained(path):
+    """Were B = 0 allowed (Triton compiles no arange(0, 0)), no lane attains the max: the
+    witness is guarded by B >= 1, so the hypotheses stay satisfiable (an unguarded
+    0 <= w < 0 would contradict them: every claim would follow)."""
+    run = _run(path, "max_of_lanes", {"out": TensorModel("out", 8, INT64, written=True)})
+    _goal, hyps = _in_bounds_with_lemmas(run, 8, {"empty": B == 0})
+    for label in ("active", "lane0_range"):   # the store's lanes: none at B = 0
+        hyps.pop(label)
+    assert any("witness_lane" in label for label in hyps)
+    assert core.satisfy("symbolic-shape-empty", hyps) is not None

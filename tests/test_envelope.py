@@ -241,3 +241,32 @@ def test_a_symbolic_kv_proof_covers_exactly_the_lane_bounds_it_names():
     covered = [sp for sp in envelope.kv_specs() if sym.covers(sp)]
     assert len(covered) > 1
     assert less["SGLANG-DRAFT-KV", "envelope"]["proved"] == full["SGLANG-DRAFT-KV", "envelope"]["proved"] - len(covered)
+
+
+def test_a_symbolic_block_b_proof_covers_its_interpreted_launches(tmp_path, monkeypatch):
+    """A proved specialization labelled ``BLOCK_B=2^0..2^k`` counts every interpreted launch with
+    the same other constexprs and a BLOCK_B among those powers of two as proved (as
+    ``FillSpec.covers`` says), and nothing else; the same for ``proved_specialization``."""
+    import json
+
+    manifest = json.loads(open(plan.manifest_path(), encoding="utf-8").read())
+    interpreted = plan.envelope_cached("fill_prefix_kernel", False)
+    proved = plan.proved_in(manifest)
+    target = next(e["constexprs"] for key, e in interpreted.items() if key not in proved)
+    symbolic = fill_prefix.FillSpec(None, target["NODES"], target["BLOCK_C"])
+    covered = {key for key, e in interpreted.items()
+               if symbolic.covers(fill_prefix.FillSpec(**e["constexprs"])) and key not in proved}
+    assert target["BLOCK_B"] in plan.symbolic_block_b_values() and covered
+    manifest["kernel_theorems"]["KERNEL-FILL-PREFIX-IN-BOUNDS[symbolic]"] = {
+        "kernel": symbolic.name, "specialization": symbolic.label, "verdict": "proved"}
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(manifest))
+    row = lambda cov: next(r for r in cov if r["kernel"] == "fill_prefix_kernel" and not r["compiled"])
+    before, after = row(plan.envelope_coverage(proved)), row(plan.envelope_coverage(plan.proved_specializations(str(path))))
+    assert after["proved"] == before["proved"] + len(covered)
+    assert covered.isdisjoint(after["unproved"])
+    monkeypatch.setattr(plan, "MANIFEST_PATH", str(path))
+    assert plan.proved_specialization("fill_prefix_kernel", target)
+    assert not plan.proved_specialization("fill_prefix_kernel", {**target, "BLOCK_B": 3})   # not a covered value
+    wider = 2 * plan.symbolic_block_b_values()[-1]
+    assert not plan.proved_specialization("fill_prefix_kernel", {**target, "BLOCK_B": wider})

@@ -9,7 +9,7 @@ kernel module declares.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import z3
@@ -30,6 +30,58 @@ def launch_plans():
     """:mod:`specbound.kernels.plan`, the launch plans the wrappers use (the plans import
     only ``spec``; see :func:`kernel_files.torch_free_module`)."""
     return torch_free_module("plan")
+
+
+# --- BLOCK_B symbolic: one proof for every power of two an interpreted launch picks ------------------
+# A spec whose BLOCK_B is None stands for every value of plan.symbolic_block_b_values (its label
+# says BLOCK_B=2^0..2^k): tl.arange(0, BLOCK_B) is a lane 0 <= lane < BLOCK_B in the executor.
+
+def block_b(sp):
+    """BLOCK_B of ``sp``: its int, or the Z3 constant of a symbolic one (made on first use: a
+    constant made at import would shift the ids of every later term, hence Z3's unsat cores)."""
+    return sp.BLOCK_B if sp.BLOCK_B is not None else z3.Int("BLOCK_B")
+
+
+def block_b_label(sp):
+    """BLOCK_B as ``sp``'s label names it: the int, or ``2^0..2^k``."""
+    return sp.BLOCK_B if sp.BLOCK_B is not None else launch_plans().symbolic_block_b_label()
+
+
+def state_block_b(sp, hyps: dict, constexprs: dict) -> dict:
+    """The kernel's constexprs for ``sp``: a symbolic BLOCK_B is passed as its Z3 term, with the
+    values the proof covers stated as a precondition (into ``hyps``, named in the label)."""
+    if sp.BLOCK_B is None:
+        values = launch_plans().symbolic_block_b_values()
+        block = block_b(sp)
+        hyps[f"BLOCK_B in {{{','.join(map(str, values[:3]))},...,{values[-1]}}}"] = z3.Or(*[block == v for v in values])
+        constexprs = {**constexprs, "BLOCK_B": int32_scalar("BLOCK_B", block)}
+    return constexprs
+
+
+def block_b_report(sp) -> dict:
+    """A symbolic BLOCK_B among the run's report terms (so a counterexample names its value)."""
+    return {"BLOCK_B": block_b(sp)} if sp.BLOCK_B is None else {}
+
+
+def concrete_block_b(sp, conc: dict) -> int:
+    """BLOCK_B a replay launches: ``sp``'s, or the counterexample's value of a symbolic one."""
+    return sp.BLOCK_B if sp.BLOCK_B is not None else conc["BLOCK_B"]
+
+
+def block_b_inputs(sp, conc: dict) -> dict:
+    """A replay's input naming the BLOCK_B it launched, when the spec left it symbolic."""
+    return {"BLOCK_B": conc["BLOCK_B"]} if sp.BLOCK_B is None else {}
+
+
+def covers(sp, other) -> bool:
+    """Whether the kernel ``other`` (a concrete specialization, the same spec class) stands for
+    is one ``sp``'s proof covers: ``other`` itself, or (BLOCK_B symbolic) the same other
+    constexprs with a BLOCK_B among the symbolic values."""
+    if other.BLOCK_B is None:
+        return False
+    if sp.BLOCK_B is not None:
+        return sp == other
+    return replace(other, BLOCK_B=None) == sp and other.BLOCK_B in launch_plans().symbolic_block_b_values()
 
 
 def int32_scalar(name, term=None):

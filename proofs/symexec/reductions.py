@@ -4,7 +4,8 @@ Exact where the shape allows: an axis of one lane; a masked prefix load (memory.
 sums); a one-hot sum ``sum(where(lane == g, f, 0))`` (the selected lane's value); a short
 rank-1 sum (written out lane by lane).  Otherwise the reduced value is a fresh function
 ``R(program-local constants, remaining lanes)`` with only valid lemmas as its schema: for
-min/max a witness lane that attains it and the bound against every lane; for a sum of
+min/max a witness lane that attains it and the bound against every lane (over an axis of
+symbolic length B too: the lanes are 0 <= lane < B, the witness is guarded by B >= 1); for a sum of
 ``shl(1, lane)`` bits below a lane bound ``y``, ``0 <= R < 2**min(y, N)``; other sums stay
 unconstrained.
 """
@@ -60,9 +61,9 @@ def reduce_axis(ex: RunState, line, kind, x, axis):
                 ex.observe(V(f, x.shape, x.dtype, True), line, "one-hot selected value", active=rest_cond)
                 arith = False
             return V(to_result(ex.define(r, f"onehot@{line}")), rest_shape, x.dtype, arith)
-    if isinstance(size, SymDim):
-        # the exact forms above hold at every length; anything else (a sum written out lane by
-        # lane, a bitmask bound, a min/max witness lane) is modelled at a known width only
+    if isinstance(size, SymDim) and kind == "sum":
+        # the exact forms above hold at every length; any other sum (written out lane by lane,
+        # a bitmask bound) is modelled at a known width only.  min/max below hold at every length
         raise Unsupported(f"tl.{kind} over the block axis of symbolic length {size} that is not a masked prefix "
                           "load or a one-hot selection (needs the concrete width): prove it per value", line)
     if kind == "sum":
@@ -91,12 +92,20 @@ def reduce_axis(ex: RunState, line, kind, x, axis):
         out = {}
         if kind in ("min", "max"):
             w = W(*actual) if actual else W()
-            out[f"{base}/witness_lane@{app}"] = z3.And(w >= 0, w < size)
-            out[f"{base}/attained@{app}"] = app == z3.substitute(ebody, *(subs + [(lk, w)]))
+            n = dim_term(size)
+            witness = z3.And(w >= 0, w < n)
+            attained = app == z3.substitute(ebody, *(subs + [(lk, w)]))
+            if isinstance(size, SymDim):
+                # an empty axis has no lane to attain the extremum: were B = 0 allowed by the
+                # preconditions, an unguarded witness 0 <= w < 0 would make them contradict
+                # (and prove anything); the value of an empty reduction stays unconstrained
+                witness, attained = z3.Implies(n >= 1, witness), z3.Implies(n >= 1, attained)
+            out[f"{base}/witness_lane@{app}"] = witness
+            out[f"{base}/attained@{app}"] = attained
             for lane in LANES[:MAX_RANK]:
                 at = z3.substitute(ebody, *(subs + [(lk, lane)]))
                 rel = app <= at if kind == "min" else app >= at
-                out[f"{base}/bound@{app}@{lane}"] = z3.Implies(z3.And(lane >= 0, lane < size), rel)
+                out[f"{base}/bound@{app}@{lane}"] = z3.Implies(z3.And(lane >= 0, lane < n), rel)
         elif bitmask:
             ybound, _ = bitmask
             yb = z3.substitute(ybound, *subs) if ybound is not None else z3.IntVal(size)

@@ -49,14 +49,14 @@ def arange(ex: RunState, line, start, end):
              tag=LaneTag(0, n, 0, "arange") if start == 0 else None)
 
 
-def _symbolic_length(ex: RunState, end: V, line) -> SymDim:
+def _symbolic_length(ex: RunState, end: V, line, what: str = "tl.arange with non-constexpr bounds") -> SymDim:
     """``tl.arange(0, B)`` with ``B`` a constexpr given as a Z3 term: a lane of ``0 <= lane < B``
     (the model states B's values as a precondition).  Only the constexpr itself: a runtime
-    value, or arithmetic on the constexpr, is no arange bound Triton compiles."""
+    value, or arithmetic on the constexpr, is no arange bound (nor block shape) Triton compiles."""
     for name, v in ex.symbolic_constexprs.items():
         if end is v or (end.shape == () and end.e.eq(v.e)):
             return SymDim(v.e, name)
-    raise Unsupported("tl.arange with non-constexpr bounds", line)
+    raise Unsupported(what, line)
 
 
 def cdiv(ex: RunState, line, a, b):
@@ -64,31 +64,37 @@ def cdiv(ex: RunState, line, a, b):
                        b, line)
 
 
-def _shape_arg(shape, line):
+def _shape_arg(ex: RunState, shape, line):
+    """A block shape: ints, and symbolic constexprs as :class:`SymDim` lengths (a fill is one
+    value at every lane, so its lanes need no enumeration; its axis is the arange's of that
+    constexpr, so the two broadcast lane for lane)."""
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-    if not all(isinstance(s, int) for s in shape):
-        # a fill of symbolic length would be sound lane-wise, but nothing the kernels do with
-        # one is modelled yet (and a runtime value is no shape at all)
-        raise Unsupported(f"block shape {shape!r} that is not an int constexpr (tl.zeros/tl.full/broadcast_to of a "
-                          "symbolic length: prove it per value)", line)
-    return shape
+    what = f"block shape {shape!r} that is neither an int nor a symbolic constexpr"
+    out = []
+    for s in shape:
+        if isinstance(s, V):
+            s = _symbolic_length(ex, s, line, what)
+        elif not isinstance(s, int):
+            raise Unsupported(what, line)
+        out.append(s)
+    return tuple(out)
 
 
 def zeros(ex: RunState, line, shape, dtype=None):
-    return V(z3.BoolVal(False) if dtype.is_bool else z3.IntVal(0), _shape_arg(shape, line), dtype)
+    return V(z3.BoolVal(False) if dtype.is_bool else z3.IntVal(0), _shape_arg(ex, shape, line), dtype)
 
 
 def full(ex: RunState, line, shape, value, dtype=None):
     if floats.is_float(value) or (dtype is not None and dtype.is_float):
-        return floats.full(_shape_arg(shape, line), dtype)
+        return floats.full(_shape_arg(ex, shape, line), dtype)
     if not isinstance(value, (int, bool)):
         raise Unsupported("tl.full with a symbolic value", line)
     e = z3.BoolVal(bool(value)) if dtype.is_bool else z3.IntVal(int(value))
-    return V(e, _shape_arg(shape, line), dtype)
+    return V(e, _shape_arg(ex, shape, line), dtype)
 
 
 def broadcast_to(ex: RunState, line, v, shape):
-    shape = _shape_arg(shape, line)
+    shape = _shape_arg(ex, shape, line)
     target = V(z3.IntVal(0), shape, INT32)
     (out, _), s = broadcast(v, target)
     if s != shape:

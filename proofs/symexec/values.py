@@ -8,10 +8,10 @@ moves them.  Python ints/bools are constexprs and stay plain.
 A shape entry is an int, or a :class:`SymDim`: the length of ``tl.arange(0, B)`` for a
 constexpr ``B`` given as a Z3 term (one proof for every value the model's preconditions
 allow).  Its lane is an ordinary lane variable with ``0 <= lane < B``, which is exactly the
-block's meaning at each value of ``B`` (at ``B = 1`` the lane is 0).  What needs the concrete
-length (an unrolled reduction, a fill shape, a trip count, broadcasting against another
-length) refuses it: every comparison or arithmetic on a ``SymDim`` that no caller handles
-raises :class:`Unsupported`.
+block's meaning at each value of ``B`` (at ``B = 1`` the lane is 0); a fill of that shape and
+a min/max over that axis hold lane-wise too.  What needs the concrete length (an unrolled sum,
+a trip count, broadcasting against another length) refuses it: every comparison or arithmetic
+on a ``SymDim`` that no caller handles raises :class:`Unsupported`.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from ..interp import Executor
 from ..kernel_files import kernel_path
 from ..models import (KernelVerifier, Region, Run, check_plan, content_preconditions, launch_contracts, int32_args, mul_mono,
                       prefix_schema, register_function, int32_scalar, seq_len_schema, launch_plans, make_oracle)
+from ..models import block_b, block_b_inputs, block_b_label, block_b_report, concrete_block_b, covers, state_block_b
 from ..plant import KernelMutant, Plant, kernel_of, swap
 from specbound.replay import Replay
 from specbound import replay as replays
@@ -34,7 +35,10 @@ KERNEL = ("draft_kv", "draft_kv_kernel")   # specbound.kernels.<module>, the @tr
 
 @dataclass(frozen=True)
 class KvSpec:
-    BLOCK_B: int
+    """One specialization, or (``BLOCK_B`` None) every BLOCK_B of
+    ``plan.symbolic_block_b_values`` at once (``models.state_block_b``)."""
+
+    BLOCK_B: int | None
     PAIRS: int
     STEPS: int
     BLOCK_C: int
@@ -49,7 +53,9 @@ class KvSpec:
 
     @property
     def label(self):
-        return launch_plans().specialization(KERNEL[1], self.constexprs)[1]
+        return launch_plans().specialization(KERNEL[1], {**self.constexprs, "BLOCK_B": block_b_label(self)})[1]
+
+    covers = covers
 
 
 def all_specs() -> list:
@@ -117,12 +123,12 @@ def symbolic_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run
     }
     plan = launch_plans().kv_plan(tensors, num_seqs=num_seqs, topk=K, num_steps=D, page_size=page, width=width,
                                   indptr_stride=indptr_stride, r2t_stride0=r2t_s0, r2t_stride1=r2t_s1,
-                                  block_b=sp.BLOCK_B, pairs=sp.PAIRS, steps=sp.STEPS, block_c=sp.BLOCK_C)
+                                  block_b=block_b(sp), pairs=sp.PAIRS, steps=sp.STEPS, block_c=sp.BLOCK_C)
     check_plan(KERNEL[1], plan, scalars, tensors)
     # no int32 grid contract: the kernels widen the program id (pid.to(tl.int64) * BLOCK)
     axioms = launch_contracts(
         batch_nonempty=(num_seqs >= 1, "the launch wrapper returns before launching an empty batch"),
-        grid_is_cdiv=(G == plan.grid[0], f"the wrapper launches cdiv(num_seqs, {sp.BLOCK_B}) programs"),
+        grid_is_cdiv=(G == plan.grid[0], f"the wrapper launches cdiv(num_seqs, {block_b_label(sp)}) programs"),
         indptr_row_width=(indptr_stride >= spec.draft_branches(num_seqs, K) + 1,
                           "the wrapper allocates kv_indptr rows of num_seqs*K + 1 entries"),
         req_to_token_contiguous=(z3.And(r2t_s0 == r2t_width, r2t_s1 == 1, pool_rows >= 1),
@@ -139,11 +145,12 @@ def symbolic_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run
             spec.draft_kv_indices_used_len(P(num_seqs), K, spec.draft_branches(num_seqs, K), D), "used_len")))
     hyps.update(int32_args(scalars))
     hyps.update(labelled(spec.int32_arg_ok(C, "max_context_len")))
-    ex = Executor(kernel_path(KERNEL[0]), KERNEL[1], constexprs=dict(plan.constexprs),
+    ex = Executor(kernel_path(KERNEL[0]), KERNEL[1], constexprs=state_block_b(sp, hyps, plan.constexprs),
                   scalars=scalars, tensors=tensors, grid=[G], transform=transform,
                   oracle=make_oracle(hyps, functions, axioms))
     res = ex.run()
-    res.block, res.extra_owner, res.batch = sp.BLOCK_B, True, num_seqs
+    block = block_b(sp)
+    res.block, res.extra_owner, res.batch = block, True, num_seqs
     functions.update(res.functions)
 
     def seg(r, k):  # spec.kv_segment_start of branch (r, 0) in row k - 1
@@ -194,9 +201,9 @@ def symbolic_run(sp: KvSpec, *, transform=None, host: dict | None = None) -> Run
         run_lemmas += kv_lemmas(b, LANES[1]) + [mul_mono(pool_row(b) + 1, pool_rows, r2t_width)]
     report = {"num_seqs": num_seqs, "topk": K, "num_steps": D, "page_size": page, "C": C, "width": width,
               "indptr_stride": indptr_stride, "r2t_width": r2t_width, "pool_rows": pool_rows, "grid": G,
-              "pid": pid}
+              "pid": pid, **block_b_report(sp)}
     run = Run(sp.name, sp.label, res, hyps, functions, tensors, regions,
-              z3.If(pid == 0, z3.IntVal(-1), pid * sp.BLOCK_B), pid * sp.BLOCK_B + sp.BLOCK_B, report,
+              z3.If(pid == 0, z3.IntVal(-1), pid * block), pid * block + block, report,
               run_lemmas + axioms, axioms)
     run.spec = sp
     return run
@@ -217,7 +224,7 @@ def kv_lemmas(b, q):
 # --- footprint maps -----------------------------------------------------------------------------
 
 def footprint_obligations(run) -> list:
-    block, block_c = run.spec.BLOCK_B, run.spec.BLOCK_C
+    block, block_c = block_b(run.spec), run.spec.BLOCK_C
     width, stride = run.report["width"], run.report["indptr_stride"]
     out = []
     fi, fb, ft, fc, fz = z3.Ints("cell_iters cell_b cell_t cell_c cell_z")
@@ -309,7 +316,8 @@ def replay(sp, conc: dict, plant=None, host: dict | None = None) -> Replay:
     width = conc["width"]
     stride = max(conc["indptr_stride"], ns_ * k + 1)
     inputs = {"num_seqs": ns_, "topk": k, "num_steps": d, "page_size": page, "seq_lens": seq,
-              "req_pool_indices": rows, "width": width, "indptr_stride": stride, "spec": sp.label}
+              "req_pool_indices": rows, "width": width, "indptr_stride": stride, "spec": sp.label,
+              **block_b_inputs(sp, conc)}
     kv_indices = torch.full((d, width), -1, dtype=getattr(torch, sp.indices_dtype))
     kv_indptr = torch.full((d, stride), -1, dtype=getattr(torch, sp.indptr_dtype))
     seq_t = torch.tensor(seq, dtype=torch.int64)
@@ -319,7 +327,7 @@ def replay(sp, conc: dict, plant=None, host: dict | None = None) -> Replay:
          "prefix_ptr": torch.tensor(spec.prefix_sums(seq)[:-1], dtype=torch.int64), "kv_indices_ptr": kv_indices,
          "kv_indptr_ptr": kv_indptr},
         num_seqs=ns_, topk=k, num_steps=d, page_size=page, width=width, indptr_stride=stride,
-        r2t_stride0=r2t.stride(0), r2t_stride1=r2t.stride(1), block_b=sp.BLOCK_B, pairs=sp.PAIRS, steps=sp.STEPS,
+        r2t_stride0=r2t.stride(0), r2t_stride1=r2t.stride(1), block_b=concrete_block_b(sp, conc), pairs=sp.PAIRS, steps=sp.STEPS,
         block_c=sp.BLOCK_C)
     fn = kernel_of(*KERNEL, plant)
 

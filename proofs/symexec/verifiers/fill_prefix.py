@@ -17,7 +17,10 @@ from specbound.proofs.model import C, P, bs, labelled, n, seq_len
 from ..footprint import cover, lane_term, loop_var, request_lane, sound, stores_of
 from ..interp import Executor
 from ..kernel_files import kernel_path
-from ..models import KernelVerifier, Run, check_plan, int32_scalar, launch_plans, make_oracle
+from ..models import (
+    KernelVerifier, Run, block_b, block_b_inputs, block_b_label, block_b_report, check_plan, concrete_block_b, covers, int32_scalar,
+    launch_plans, make_oracle, state_block_b,
+)
 from ..plant import kernel_of, swap
 from specbound.replay import Replay
 from specbound import replay as replays
@@ -31,15 +34,21 @@ KERNEL = ("tree_build", "fill_prefix_kernel")   # specbound.kernels.<module>, th
 
 @dataclass(frozen=True)
 class FillSpec:
-    BLOCK_B: int
+    """One specialization, or (``BLOCK_B`` None) every power of two of
+    ``plan.symbolic_block_b_values`` as BLOCK_B at once: ``tl.arange(0, BLOCK_B)`` is then a
+    lane ``0 <= lane < BLOCK_B``."""
+
+    BLOCK_B: int | None
     NODES: int
     BLOCK_C: int
     name = "FILL-PREFIX"
 
     @property
     def label(self):
-        return launch_plans().specialization(KERNEL[1], {"BLOCK_B": self.BLOCK_B, "NODES": self.NODES,
+        return launch_plans().specialization(KERNEL[1], {"BLOCK_B": block_b_label(self), "NODES": self.NODES,
                                                          "BLOCK_C": self.BLOCK_C})[1]
+
+    covers = covers
 
 
 def all_specs() -> list:
@@ -63,23 +72,24 @@ def symbolic_run(sp: FillSpec, *, transform=None, host: dict | None = None) -> R
         del hyps[unread]
     G = z3.Int("grid")
     scalars = {"bs": int32_scalar("bs", bs), "n": int32_scalar("n", n)}
-    plan = launch_plans().fill_plan(tensors, bs=bs, n=n, block_b=sp.BLOCK_B, nodes=sp.NODES, block_c=sp.BLOCK_C)
+    block = block_b(sp)
+    plan = launch_plans().fill_plan(tensors, bs=bs, n=n, block_b=block, nodes=sp.NODES, block_c=sp.BLOCK_C)
     check_plan(KERNEL[1], plan, scalars, tensors)
-    axioms = tree_common(hyps, G, plan, sp.BLOCK_B, scalars)
+    axioms = tree_common(hyps, G, plan, block, scalars)
     hyps.update(labelled(spec.lane_bound_ok(n, sp.NODES, "NODES")))
-    ex = Executor(kernel_path(KERNEL[0]), KERNEL[1], constexprs=dict(plan.constexprs),
+    ex = Executor(kernel_path(KERNEL[0]), KERNEL[1], constexprs=state_block_b(sp, hyps, plan.constexprs),
                   scalars=scalars, tensors=tensors, grid=[G], transform=transform,
                   oracle=make_oracle(hyps, functions, axioms))
     res = ex.run()
-    res.block, res.extra_owner, res.batch = sp.BLOCK_B, False, bs
+    res.block, res.extra_owner, res.batch = block, False, bs
     functions.update(res.functions)
     run_lemmas = list(res.side_proofs)
     for e in {a.env["b"].e.get_id(): a.env["b"].e for a in res.accesses if "b" in a.env}.values():
         run_lemmas += tree_lemmas(e, z3.IntVal(0), z3.IntVal(0))
     pid = res.pid[0]
-    report = {"bs": bs, "n": n, "C": C, "grid": G, "pid": pid}
+    report = {"bs": bs, "n": n, "C": C, "grid": G, "pid": pid, **block_b_report(sp)}
     run = Run(sp.name, sp.label, res, hyps, functions, tensors, {"tree_mask": mask_region(mode)},
-              pid * sp.BLOCK_B, pid * sp.BLOCK_B + sp.BLOCK_B, report, run_lemmas + axioms, axioms)
+              pid * block, pid * block + block, report, run_lemmas + axioms, axioms)
     run.spec = sp
     return run
 
@@ -88,7 +98,7 @@ def symbolic_run(sp: FillSpec, *, transform=None, host: dict | None = None) -> R
 
 def footprint_obligations(run) -> list:
     mode = spec.TreeMaskMode.FULL_MASK
-    block, block_c = run.spec.BLOCK_B, run.spec.BLOCK_C
+    block, block_c = block_b(run.spec), run.spec.BLOCK_C
     out = []
     fb, ft, fc = z3.Ints("cell_b cell_t cell_c")
     for i, a in stores_of(run):
@@ -114,21 +124,23 @@ def footprint_obligations(run) -> list:
 def replay(sp, conc: dict, plant=None, host=None) -> Replay:
     """The counterexample's lengths, launched on the kernel (or ``plant``'s version of it)
     through ``fill_plan`` into a FULL_MASK mask of the batch's exact extent, all False;
-    compared with ``spec.mask_fill_cells`` (exactly those cells True)."""
+    compared with ``spec.mask_fill_cells`` (exactly those cells True).  A symbolic BLOCK_B is
+    launched at the counterexample's value."""
     import torch
 
     from specbound.kernels import plan as concrete_plans
 
     bs_, n_ = conc["bs"], conc["n"]
     seq = [max(0, conc["_contents"]["seq_len"](i)) for i in range(bs_)]
-    inputs = {"bs": bs_, "n": n_, "seq_lens": seq, "spec": sp.label}
+    block = concrete_block_b(sp, conc)
+    inputs = {"bs": bs_, "n": n_, "seq_lens": seq, "spec": sp.label, **block_b_inputs(sp, conc)}
     full = spec.TreeMaskMode.FULL_MASK
     numel = spec.mask_batch_numel(full, bs_, n_, sum(seq))
     mask = torch.zeros(numel, dtype=torch.bool)
     plan = concrete_plans.fill_plan(
         {"tree_mask_ptr": mask, "seq_lens_ptr": torch.tensor(seq, dtype=torch.int64),
          "prefix_ptr": torch.tensor(spec.prefix_sums(seq)[:-1], dtype=torch.int64)},
-        bs=bs_, n=n_, block_b=sp.BLOCK_B, nodes=sp.NODES, block_c=sp.BLOCK_C)
+        bs=bs_, n=n_, block_b=block, nodes=sp.NODES, block_c=sp.BLOCK_C)
     fn = kernel_of(*KERNEL, plant)
 
     def compare():

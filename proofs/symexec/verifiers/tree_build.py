@@ -23,6 +23,7 @@ from ..interp import Executor
 from ..kernel_files import kernel_path
 from ..models import (KernelVerifier, Region, Run, content_preconditions, launch_contracts, check_plan, int32_args, mul_mono,
                       prefix_schema, register_function, int32_scalar, seq_len_schema, launch_plans, make_oracle)
+from ..models import block_b, block_b_inputs, block_b_label, block_b_report, concrete_block_b, covers, state_block_b
 from ..obligations import Obligation
 from ..plant import KernelMutant, Plant, kernel_of, swap
 from specbound.replay import Replay
@@ -39,9 +40,12 @@ MODE_NAMES = launch_plans().TREE_MODE_NAMES
 
 @dataclass(frozen=True)
 class TreeSpec:
+    """One specialization, or (``BLOCK_B`` None) every BLOCK_B of
+    ``plan.symbolic_block_b_values`` at once (``models.state_block_b``)."""
+
     MODE: int
     DEPTH: int
-    BLOCK_B: int
+    BLOCK_B: int | None
     NODES: int
 
     @property
@@ -60,7 +64,9 @@ class TreeSpec:
 
     @property
     def label(self):
-        return launch_plans().specialization(KERNEL[1], self.constexprs)[1]
+        return launch_plans().specialization(KERNEL[1], {**self.constexprs, "BLOCK_B": block_b_label(self)})[1]
+
+    covers = covers
 
 
 def all_specs() -> list:
@@ -159,7 +165,8 @@ def symbolic_run(sp: TreeSpec, *, transform=None, host: dict | None = None) -> R
     scalars = {"bs": int32_scalar("bs", bs), "topk": int32_scalar("topk", K), "pl_width": int32_scalar("pl_width", pl_width),
                "sel_width": int32_scalar("sel_width", sel_width), "n": int32_scalar("n", n)}
     # the wrapper's own launch plan, on Z3 terms: its grid, widths and walk bound are the contracts
-    plan = launch_plans().tree_plan(tensors, bs=bs, topk=K, depth=D, n=n, mode=mode, block_b=sp.BLOCK_B,
+    block = block_b(sp)
+    plan = launch_plans().tree_plan(tensors, bs=bs, topk=K, depth=D, n=n, mode=mode, block_b=block,
                                     nodes=sp.NODES)
     check_plan(KERNEL[1], plan, scalars, tensors)
     contracts = {
@@ -173,15 +180,15 @@ def symbolic_run(sp: TreeSpec, *, transform=None, host: dict | None = None) -> R
         hyps.update(labelled(spec.bitpack_ok(n)))
         contracts["mask_item_bits"] = (spec.bitpack_item_bits(n) == DTYPES[sp.mask_dtype].bits,
                                        f"the wrapper allocates {sp.mask_dtype} mask items for n <= {sp.NODES}")
-    axioms = tree_common(hyps, G, plan, sp.BLOCK_B, scalars, **contracts)
+    axioms = tree_common(hyps, G, plan, block, scalars, **contracts)
     hyps.update(labelled(spec.lane_bound_ok(n, sp.NODES, "NODES")))
     if "nodes_lanes" in host:  # a mutant's host with fewer node lanes than nodes
         hyps["lane_bound_NODES"] = host["nodes_lanes"](n, sp.NODES)
-    ex = Executor(kernel_path(KERNEL[0]), KERNEL[1], constexprs=dict(plan.constexprs, DEPTH=sp.DEPTH),
+    ex = Executor(kernel_path(KERNEL[0]), KERNEL[1], constexprs=state_block_b(sp, hyps, dict(plan.constexprs, DEPTH=sp.DEPTH)),
                   scalars=scalars, tensors=tensors, grid=[G], transform=transform,
                   oracle=make_oracle(hyps, functions, axioms))
     res = ex.run()
-    res.block, res.extra_owner, res.batch = sp.BLOCK_B, False, bs
+    res.block, res.extra_owner, res.batch = block, False, bs
     functions.update(res.functions)
     regions = {"tree_mask": mask_region(mode)}
     for name in ("positions", "retrive_index", "retrive_next_token", "retrive_next_sibling"):
@@ -190,9 +197,9 @@ def symbolic_run(sp: TreeSpec, *, transform=None, host: dict | None = None) -> R
     for e in {a.env["b"].e.get_id(): a.env["b"].e for a in res.accesses if "b" in a.env}.values():
         run_lemmas += tree_lemmas(e, pl_width, sel_width)
     pid = res.pid[0]
-    report = {"bs": bs, "topk": K, "depth": D, "n": n, "C": C, "grid": G, "pid": pid}
+    report = {"bs": bs, "topk": K, "depth": D, "n": n, "C": C, "grid": G, "pid": pid, **block_b_report(sp)}
     run = Run(sp.name, sp.label, res, hyps, functions, tensors, regions,
-              pid * sp.BLOCK_B, pid * sp.BLOCK_B + sp.BLOCK_B, report, run_lemmas + axioms, axioms)
+              pid * block, pid * block + block, report, run_lemmas + axioms, axioms)
     run.spec = sp
     return run
 
@@ -220,7 +227,7 @@ def walk_obligations(run: Run) -> list:
 
 def footprint_obligations(run) -> list:
     mode = spec.TreeMaskMode(run.spec.MODE)
-    block = run.spec.BLOCK_B
+    block = block_b(run.spec)
     out = []
     fb, ft, fj = z3.Ints("cell_b cell_t cell_j")
     for i, a in stores_of(run):
@@ -282,7 +289,8 @@ def replay(sp, conc: dict, plant=None, host=None) -> Replay:
     bs_, k, d, n_, seq, sel, pl = _tree_inputs(conc)
     mode = spec.TreeMaskMode(sp.MODE)
     inputs = {"bs": bs_, "topk": k, "depth": d, "n": n_, "seq_lens": seq, "selected_index": sel.tolist(),
-              "parent_list": pl.tolist(), "mode": mode.name, "spec": sp.label}
+              "parent_list": pl.tolist(), "mode": mode.name, "spec": sp.label,
+              **block_b_inputs(sp, conc)}
     seq_t = torch.tensor(seq, dtype=torch.int64)
     args = validation.validate_build_tree_args(pl, sel, seq_t, topk=k, depth=d, num_draft_tokens=n_, mode=mode,
                                                fill_prefix_mask=False)
@@ -292,7 +300,7 @@ def replay(sp, conc: dict, plant=None, host=None) -> Replay:
          "seq_lens_ptr": args.seq_lens, "prefix_ptr": torch.tensor(args.prefix[:-1], dtype=torch.int64),
          "tree_mask_ptr": args.tree_mask, "positions_ptr": args.positions, "retrive_index_ptr": args.retrive_index,
          "next_token_ptr": args.retrive_next_token, "next_sibling_ptr": args.retrive_next_sibling},
-        bs=bs_, topk=k, depth=d, n=n_, mode=sp.MODE, block_b=sp.BLOCK_B, nodes=sp.NODES)
+        bs=bs_, topk=k, depth=d, n=n_, mode=sp.MODE, block_b=concrete_block_b(sp, conc), nodes=sp.NODES)
     fn = kernel_of(*KERNEL, plant)
 
     def compare():
