@@ -17,6 +17,12 @@ The Hypothesis profile is ``ci`` when ``CI`` is set, else ``dev``; pytest's own
 ``--hypothesis-profile`` and ``--hypothesis-seed`` still apply (Hypothesis' plugin reads
 them after this one has registered the profiles).
 
+Marker ``fresh_process``: a test that forks (and plants monkeypatches its forked children
+must see) runs in a process with no other thread.  Run inside one with other threads (a
+pytest-xdist worker's), it is run again, alone, in a fresh ``pytest -n 0`` and passes or
+fails with that run: a fork taken while another thread holds a lock can leave the child
+waiting on it for ever.
+
 Fixtures: ``checked`` (a footprint-recording checked-interpreter session; skips when the
 kernels are compiled), ``cuda_device`` (skips without CUDA and compiled kernels) and
 ``installed_sglang_root`` (the installed sglang's package folder, read as source text and
@@ -24,6 +30,10 @@ never imported; skips without one).
 """
 
 from __future__ import annotations
+
+import subprocess
+import sys
+import threading
 
 import pytest
 
@@ -49,8 +59,23 @@ def pytest_addoption(parser) -> None:
 def pytest_configure(config) -> None:
     # first: Hypothesis' plugin loads --hypothesis-profile, which must be registered by then
     from specbound.fuzz import profiles
+    config.addinivalue_line("markers", "fresh_process: run alone in a process without other threads "
+                            "(it forks); see specbound.pytest_plugin")
     _session["scale"] = config.getoption("specbound_fuzz_scale")
     profiles.load_profile(database=config.getoption("specbound_db"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    if pyfuncitem.get_closest_marker("fresh_process") is None or threading.active_count() == 1:
+        return None
+    node = f"{pyfuncitem.path}::{pyfuncitem.name}"
+    run = subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-q", "--no-header", node],
+                         cwd=pyfuncitem.config.rootpath, capture_output=True, text=True, timeout=900)
+    if run.returncode != 0 or " passed" not in run.stdout:
+        pytest.fail(f"in a fresh process (exit {run.returncode}):\n{run.stdout[-4000:]}{run.stderr[-2000:]}",
+                    pytrace=False)
+    return True
 
 
 def fuzz_budget(cost: str) -> int:

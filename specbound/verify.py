@@ -11,7 +11,9 @@ dies is a failed task, never a hang.
 
 The longest tasks are handed out first (the proofs, then the state machine and the mutant
 replays, then the kernel properties, then the cheap ones), so the last to finish is a short
-one.  Workers are forked where the platform can (nothing to import again), else spawned.
+one.  Workers start from a fork server where the platform has one, else are spawned: never
+forked from this process, whose other threads (torch's, a test runner's) may hold a lock at
+the fork and leave the child waiting on it for ever.
 """
 
 from __future__ import annotations
@@ -81,19 +83,22 @@ def _replay(chunks) -> None:
     sys.stderr.flush()
 
 
-def _pool(jobs: int) -> concurrent.futures.ProcessPoolExecutor:
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+def _pool(jobs: int, start_method: str | None) -> concurrent.futures.ProcessPoolExecutor:
+    if start_method is None:
+        start_method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    context = multiprocessing.get_context(start_method)
     return concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context)
 
 
-def run_parallel(*, jobs: int, no_kernels: bool, prove, fuzz, scale: float) -> int:
+def run_parallel(*, jobs: int, no_kernels: bool, prove, fuzz, scale: float, start_method: str | None = None) -> int:
     """Both phases on ``jobs`` worker processes.  ``prove``: a picklable callable that runs the
     proofs and returns their exit status (a crash inside is its own failure); ``fuzz``: the
-    fuzz command module (its checks, their report)."""
+    fuzz command module (its checks, their report).  ``start_method``: how workers start
+    (default: a fork server, else spawn); the tests fork, from a single-threaded process, so
+    that their plants reach the workers."""
     profile, checks, cost = fuzz.verify_plan()
     print(proofs_line(no_kernels), flush=True)
-    with _pool(jobs) as pool:
+    with _pool(jobs, start_method) as pool:
         proofs = pool.submit(_captured, prove)
         futures = {name: pool.submit(fuzz.verify_check, name, scale)
                    for name in sorted(checks, key=lambda n: _ORDER.get(n, _ORDER.get(cost.get(n), 9)))}

@@ -1,7 +1,8 @@
 """``specbound verify`` on several worker processes: the same checks as on one, the output in
 the one-job order, and every failure inside a worker (a failed check, a crashed proof, a dead
-worker) a failed verify.  The workers are forked, so the plants made here with monkeypatch
-reach them."""
+worker) a failed verify.  The workers are forked here (``start_method="fork"``), so the plants
+made with monkeypatch reach them; ``fresh_process`` keeps that fork out of a process with
+other threads (specbound.pytest_plugin)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from specbound import cli, verify
 from specbound.fuzz import command as fuzz_command
 from specbound.fuzz.runner import RunResult
 
-pytestmark = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),
-                                reason="the plants reach the workers only when they are forked")
+pytestmark = [pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),
+                                 reason="the plants reach the workers only when they are forked"),
+              pytest.mark.fresh_process]
 
 CHEAP = ["tree.footprint.reference", "kv.semantics.reference", "verify_mask.reuse"]
 
@@ -41,7 +43,7 @@ def _run(monkeypatch, checks, *, scale=0.05, jobs=2):
     monkeypatch.setattr(fuzz_command, "verify_plan", _plan(checks))
     monkeypatch.setattr(cli, "cmd_prove", lambda args: _proofs_ok())
     return verify.run_parallel(jobs=jobs, no_kernels=True, fuzz=fuzz_command, scale=scale,
-                               prove=functools.partial(cli.prove_step, True, None))
+                               prove=functools.partial(cli.prove_step, True, None), start_method="fork")
 
 
 def _digests(out: str) -> dict:
@@ -93,7 +95,7 @@ def test_a_crashed_proof_is_a_failure_and_the_fuzz_still_runs(monkeypatch, capsy
     monkeypatch.setattr(fuzz_command, "verify_plan", _plan(CHEAP))
     monkeypatch.setattr(cli, "cmd_prove", crash)
     rc = verify.run_parallel(jobs=2, no_kernels=True, fuzz=fuzz_command, scale=1.0,
-                             prove=functools.partial(cli.prove_step, True, None))
+                             prove=functools.partial(cli.prove_step, True, None), start_method="fork")
     out, err = capsys.readouterr()
     assert rc == 1 and "FAILED prove: RuntimeError: planted crash" in err
     assert "fuzz: OK (3 checks" in out and out.splitlines()[-1].startswith("verify: FAILED (proofs FAILED, fuzz OK")
