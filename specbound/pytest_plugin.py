@@ -31,6 +31,7 @@ never imported; skips without one).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -65,13 +66,31 @@ def pytest_configure(config) -> None:
     profiles.load_profile(database=config.getoption("specbound_db"))
 
 
+_FRESH = "SPECBOUND_FRESH_PROCESS"   # set in the fresh run: it runs the test itself, whatever its threads
+
+
+def _other_threads() -> bool:
+    """Whether this process may have a thread besides the caller's.  An xdist worker always has
+    (execnet starts its threads below the ``threading`` module, so ``threading.active_count()``
+    does not see them); elsewhere the kernel's count of this process's threads says."""
+    if os.environ.get(_FRESH):
+        return False
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return True
+    try:
+        return len(os.listdir("/proc/self/task")) > 1
+    except OSError:
+        return threading.active_count() > 1
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
-    if pyfuncitem.get_closest_marker("fresh_process") is None or threading.active_count() == 1:
+    if pyfuncitem.get_closest_marker("fresh_process") is None or not _other_threads():
         return None
     node = f"{pyfuncitem.path}::{pyfuncitem.name}"
     run = subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-q", "--no-header", node],
-                         cwd=pyfuncitem.config.rootpath, capture_output=True, text=True, timeout=900)
+                         cwd=pyfuncitem.config.rootpath, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, _FRESH: "1"})
     if run.returncode != 0 or " passed" not in run.stdout:
         pytest.fail(f"in a fresh process (exit {run.returncode}):\n{run.stdout[-4000:]}{run.stderr[-2000:]}",
                     pytrace=False)
