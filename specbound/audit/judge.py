@@ -204,9 +204,10 @@ def counterexample(hyps: dict, lemmas: list, goal, names, reported=REPORTED, pre
                                    {name: var for name, var in reported if name in names}, by=lemmas, prefs=prefs)
 
 
-def evaluate(term, values: dict):
-    """``term`` at a counterexample (quantities substituted); an int when fully concrete."""
-    subs = [(var, z3.IntVal(values[name])) for name, var in REPORTED if name in values]
+def evaluate(term, values: dict, reported=REPORTED):
+    """``term`` at a counterexample (the ``reported`` quantities substituted by name); an int when
+    fully concrete, a plain value unchanged."""
+    subs = [(var, z3.IntVal(values[name])) for name, var in reported if name in values]
     if not isinstance(term, z3.ExprRef):
         return term
     r = z3.simplify(z3.substitute(term, *subs))

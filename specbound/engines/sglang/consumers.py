@@ -61,7 +61,9 @@ def selves(program: Program, func):
     return [Instance(c) for c in program.classes_running(func)] if func.cls else [None]
 
 
-def _argument(call: ast.Call, params: list[str], name: str):
+def call_argument(call: ast.Call, params: list[str], name: str):
+    """The expression ``call`` passes for parameter ``name`` of a function with ``params``; None
+    when it is not passed, or hidden behind a ``*args``."""
     for kw in call.keywords:
         if kw.arg == name:
             return kw.value
@@ -131,7 +133,7 @@ def _page_table_row(program, fill, params, site, self_val) -> Row:
     check = "the page-table columns the attention kernel reads (spec.page_table_columns_read) fit the filled row"
     tracer = Tracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
     frame = tracer.top_frame(site.caller, self_val)
-    exprs = {name: _argument(site.call, params, name) for name in FILL_PARAMS}
+    exprs = {name: call_argument(site.call, params, name) for name in FILL_PARAMS}
     if exprs["seq_len_delta"] is None or exprs["max_seq_pages"] is None:
         return Row(row_id, subject, check, "ast", UNKNOWN, f"the call passes no seq_len_delta / max_seq_pages "
                                                            f"(parameters {params})")
@@ -177,14 +179,6 @@ def _page_table_row(program, fill, params, site, self_val) -> Row:
     return row
 
 
-def _at(term, values: dict):
-    if not z3.is_expr(term):
-        return term
-    subs = [(var, z3.IntVal(values[name])) for name, var in PAGE_TABLE_REPORTED if name in values]
-    r = z3.simplify(z3.substitute(term, *subs))
-    return r.as_long() if z3.is_int_value(r) else None
-
-
 def replay_read(row: Row, delta, width, values: dict) -> None:
     """A stand-in for the attention kernel (FlashAttention cannot run here): a table of the
     counterexample's ``bs`` rows of ``width`` columns, read the way the kernel is told to,
@@ -192,7 +186,7 @@ def replay_read(row: Row, delta, width, values: dict) -> None:
     read past its end is past the table, and torch's indexing says so."""
     import torch
 
-    d, w = _at(delta, values), _at(width, values)
+    d, w = judge.evaluate(delta, values, PAGE_TABLE_REPORTED), judge.evaluate(width, values, PAGE_TABLE_REPORTED)
     if d is None or w is None:
         row.detail += "; no replay: the width or delta is not concrete at the counterexample"
         return

@@ -38,7 +38,7 @@ from specbound.audit.program import Program
 from specbound.audit.report import CRASH, ERROR, MATCHED, UNKNOWN, AuditReport, Row
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, Num, Path, source_text
-from .consumers import selves
+from .consumers import call_argument, selves
 from .draft_extend import graph_dict_entries
 from . import bindings
 
@@ -91,14 +91,6 @@ class _StepTracer(Tracer):
         return super()._resolve(e, frame, path, receiver)
 
 
-def _argument(call: ast.Call, params: list, name: str):
-    for kw in call.keywords:
-        if kw.arg == name:
-            return kw.value
-    i = params.index(name)
-    return call.args[i] if i < len(call.args) else None
-
-
 def _dominating(func_node, call: ast.Call, name: str) -> list:
     """Assignments ``name = ...`` that run before ``call`` on every path: those in the
     statement lists enclosing it, before the statement that holds it."""
@@ -121,7 +113,7 @@ def _dominating(func_node, call: ast.Call, name: str) -> list:
 
 def _source_columns(site, params) -> list:
     """The expressions whose minimum is the ``cache_loc`` argument's width, or [] if unknown."""
-    arg = _argument(site.call, params, "cache_loc")
+    arg = call_argument(site.call, params, "cache_loc")
     if not isinstance(arg, ast.Name):
         return []
     cols = []
@@ -140,7 +132,7 @@ def _source_columns(site, params) -> list:
 
 def _table(program, site, params, self_val):
     """(allocation, path) of the ``page_table`` argument: a local tensor, or a graph dict's entry."""
-    arg = _argument(site.call, params, "page_table")
+    arg = call_argument(site.call, params, "page_table")
     tracer = _StepTracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
     if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name):
         source = (_dominating(site.caller.node, site.call, arg.value.id) or [None])[-1]
@@ -206,19 +198,13 @@ def _row(program, fill, site, self_val, owner, where, replay) -> Row:
     return row
 
 
-def _concrete(term, values):
-    subs = [(var, z3.IntVal(values[name])) for name, var in REPORTED if name in values]
-    r = z3.simplify(z3.substitute(z3.IntVal(0) + term, *subs))
-    return r.as_long() if z3.is_int_value(r) else None
-
-
 def replay_scatter(row: Row, program: Program, fill, cols, width, values: dict) -> None:
     """sglang's own fill, compiled from its source with torch alone, run on the CPU: one
     branch whose ``cols`` draft slots start ``last_page_len`` slots into a page, into a table
     of ``width`` columns."""
     import torch
 
-    c, w = _concrete(cols, values), _concrete(width, values)
+    c, w = judge.evaluate(cols, values, REPORTED), judge.evaluate(width, values, REPORTED)
     if c is None or w is None:
         row.detail += "; no replay: the widths are not concrete at the counterexample"
         return
