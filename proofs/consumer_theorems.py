@@ -26,6 +26,11 @@ def _request() -> dict:
     return hyps
 
 
+def _page_table_report() -> dict:
+    """What a page-table theorem's witness and counterexamples show (one request's row)."""
+    return {"bs": bs, "n": n, "C": C, "page_size": page, "b": b, "seq_len[b]": seq_len(b)}
+
+
 def ct_page_table_read() -> Theorem:
     def claim(d):
         return d.page_table_columns_read(seq_len(b), n, page) <= d.verify_page_table_width(C, n, page)
@@ -34,7 +39,7 @@ def ct_page_table_read() -> Theorem:
         statement=("every seq_len[b] <= C => the page-table columns a target-verify attention reads "
                    "(cache_seqlens = seq_len[b] + n) fit a row of verify_page_table_width(C, n, page_size)"),
         hyps=lambda d: _request(), claim=claim, at=(b,),
-        report=lambda: {"bs": bs, "n": n, "C": C, "page_size": page, "b": b, "seq_len[b]": seq_len(b)},
+        report=_page_table_report,
         mutants=(
             Mutant("MUT-PAGE-TABLE-CONTEXT-ONLY",
                    "row of ceil(C / page_size) pages, without the draft tokens (sglang 0.5.23's "
@@ -54,7 +59,7 @@ def ct_page_table_draft_extend_read() -> Theorem:
         statement=("every seq_len[b] <= C => the page-table columns the draft-extend attention reads (the worker "
                    "widens the lengths to seq_len[b] + n) fit a row of verify_page_table_width(C, n, page_size)"),
         hyps=lambda d: _request(), claim=claim, at=(b,),
-        report=lambda: {"bs": bs, "n": n, "C": C, "page_size": page, "b": b, "seq_len[b]": seq_len(b)},
+        report=_page_table_report,
         mutants=(
             Mutant("MUT-DRAFT-EXTEND-PAGE-TABLE-CONTEXT-ONLY",
                    "row of ceil(C / page_size) pages, without the draft tokens (sglang 0.5.23's FlashAttention "
