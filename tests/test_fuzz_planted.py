@@ -37,7 +37,7 @@ def _plant_reference(monkeypatch, module, **overrides):
 def test_tree_footprint_catches_a_row_stride_bug_in_the_reference(monkeypatch):
     _plant_reference(monkeypatch, "tree", **_overrides("VM-ROWS-DISJOINT", "MUT-ROW-STRIDE-NO-DRAFT"))
     case = falsify(lambda c: properties.check_tree_footprint(c, "reference"),
-                   sst.tree_cases(modes=(spec.TreeMaskMode.FULL_MASK,)), 100)
+                   sst.tree_cases(modes=(spec.TreeMaskMode.FULL_MASK,)), 100, shrink=False)
     assert case is not None and case.bs >= 1
 
 
@@ -45,7 +45,7 @@ def test_tree_semantics_catches_a_depth_bug_in_the_reference(monkeypatch):
     def short_walk(t, *a):
         return spec.bounded_walk(t, *a)[:-1] or spec.bounded_walk(t, *a)   # drops the deepest mark
     _plant_reference(monkeypatch, "tree", bounded_walk=short_walk)
-    case = falsify(lambda c: properties.check_tree_semantics(c, "reference"), sst.tree_cases(), 100)
+    case = falsify(lambda c: properties.check_tree_semantics(c, "reference"), sst.tree_cases(), 100, shrink=False)
     assert case is not None and case.num_draft_tokens >= 3
     # the footprint alone would not see it: same cells, wrong values
     properties.check_tree_footprint(case, "reference")
@@ -54,7 +54,7 @@ def test_tree_semantics_catches_a_depth_bug_in_the_reference(monkeypatch):
 def test_kv_properties_catch_the_segment_bug_in_the_reference(monkeypatch):
     _plant_reference(monkeypatch, "draft_kv", **_overrides("KV-TILING", "MUT-SEGMENT-NO-TOPK"))
     for check in (lambda c: properties.check_kv_footprint(c, "reference"), lambda c: properties.check_kv_semantics(c, "reference")):
-        case = falsify(check, sst.kv_cases(), 100)
+        case = falsify(check, sst.kv_cases(), 100, shrink=False)
         assert case is not None and case.topk > 1
 
 
@@ -64,20 +64,20 @@ def test_differential_catches_a_links_bug_in_the_reference(monkeypatch):
         nt, ns = spec.links(parent_of)
         return ns, nt
     _plant_reference(monkeypatch, "tree", links=swapped)
-    assert falsify(properties.check_tree_differential, sst.tree_cases(max_bs=3), 40) is not None
+    assert falsify(properties.check_tree_differential, sst.tree_cases(max_bs=3), 40, shrink=False) is not None
 
 
 @needs_interpreter
 def test_kernel_footprint_property_catches_the_search_past_row_variant(monkeypatch):
     monkeypatch.setattr(kernels.tree_build, "build_tree_kernel", kernel_mutants.get("MUT-SEARCH-PAST-ROW").plant.kernel())
-    case = falsify(lambda c: properties.check_tree_footprint(c, "triton"), sst.tree_cases(max_bs=4), 40)
+    case = falsify(lambda c: properties.check_tree_footprint(c, "triton"), sst.tree_cases(max_bs=4), 40, shrink=False)
     assert case is not None and case.bs >= 1
 
 
 @needs_interpreter
 def test_kernel_semantics_property_catches_the_unbounded_walk_variant(monkeypatch):
     monkeypatch.setattr(kernels.tree_build, "build_tree_kernel", kernel_mutants.get("MUT-UNBOUNDED-WALK").plant.kernel())
-    case = falsify(lambda c: properties.check_tree_semantics(c, "triton"), sst.tree_cases(max_bs=4, malformed=True), 60)
+    case = falsify(lambda c: properties.check_tree_semantics(c, "triton"), sst.tree_cases(max_bs=4, malformed=True), 60, shrink=False)
     assert case is not None and case.defects   # only a malformed tree (a cycle) walks past D
 
 
@@ -91,5 +91,5 @@ def test_kv_kernel_property_catches_a_short_row(monkeypatch):
     def short(tensors, *, width, **kw):
         return real(tensors, width=width - 1, **kw)          # rows overlap by one slot
     monkeypatch.setattr(launch_plans, "kv_plan", short)
-    case = falsify(lambda c: properties.check_kv_footprint(c, "triton"), sst.kv_cases(max_bs=3), 40)
+    case = falsify(lambda c: properties.check_kv_footprint(c, "triton"), sst.kv_cases(max_bs=3), 40, shrink=False)
     assert case is not None and case.num_steps >= 2

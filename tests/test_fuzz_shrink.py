@@ -70,3 +70,23 @@ def test_a_bug_on_one_defect_shrinks_to_one_request_carrying_just_that_defect(mo
     # depth-2 node at slot 1); a slot past parent_list needs only one entry (n = 2, D = 1)
     want = {"self_loop": (1, 2, 3), "out_of_range": (1, 1, 2)}[defect]
     assert (case.topk, case.depth, case.num_draft_tokens) == want, case.to_json()
+
+
+def test_without_shrinking_the_first_failing_case_is_the_answer():
+    """``shrink=False`` (the planted-bug tests, which ask only whether a property catches a
+    bug): the search stops at the first failing case instead of replaying smaller ones."""
+    def run(shrink):
+        seen = []
+
+        def fails_on_a_batch(case):
+            seen.append(case)
+            if case.bs >= 2:
+                raise properties.PropertyFailure("planted: bs >= 2")
+        return falsify(fails_on_a_batch, sst.tree_cases(), 300, shrink=shrink), seen
+    first, seen = run(False)
+    failing = [c for c in seen if c.bs >= 2]
+    assert first is not None and first.to_json() == failing[0].to_json()
+    # nothing after the first failure but Hypothesis' replay of it
+    assert all(c.to_json() == first.to_json() for c in failing), [c.to_json() for c in failing]
+    shrunk, seen_shrinking = run(True)
+    assert shrunk.bs == 2 and len(seen_shrinking) > len(seen)

@@ -15,7 +15,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import seed as fixed_seed
 
 
@@ -77,10 +77,11 @@ def describe(exc: BaseException) -> str:
 
 def run_property(name: str, check: Callable, strategy, *, max_examples: int, seed: int | None = None,
                  derandomize: bool = False, use_database: bool = True, result: RunResult | None = None,
-                 examples=()) -> RunResult:
+                 examples=(), shrink: bool = True) -> RunResult:
     """Search ``strategy`` for a case where ``check`` raises (anything: an AssertionError, a
     SpecArgumentError, an IndexError ... is the property's failure, never the caller's);
-    shrink it; return the outcome.  ``examples`` are tried first, as ``@example`` cases."""
+    shrink it (unless ``shrink`` is False: then the first failing case found); return the
+    outcome.  ``examples`` are tried first, as ``@example`` cases."""
     res = result or RunResult(name)
     last_failure: dict = {}
 
@@ -97,6 +98,8 @@ def run_property(name: str, check: Callable, strategy, *, max_examples: int, see
     opts = dict(max_examples=max_examples, deadline=None, derandomize=derandomize,
                 database=settings.default.database if use_database and not derandomize else None,
                 suppress_health_check=list(HealthCheck), print_blob=False)
+    if not shrink:
+        opts["phases"] = [phase for phase in Phase if phase not in (Phase.shrink, Phase.explain)]
     test = given(strategy)(body)
     for case in reversed(list(examples)):   # @example order: the first listed runs first
         test = example(case)(test)
@@ -116,7 +119,10 @@ def run_property(name: str, check: Callable, strategy, *, max_examples: int, see
     return res
 
 
-def falsify(check: Callable, strategy, max_examples: int = 200, seed: int = 0):
-    """The minimal case where ``check`` fails, or None (for tests of planted bugs)."""
-    res = run_property("falsify", check, strategy, max_examples=max_examples, seed=seed, use_database=False)
+def falsify(check: Callable, strategy, max_examples: int = 200, seed: int = 0, shrink: bool = True):
+    """The minimal case where ``check`` fails, or None (for tests of planted bugs); with
+    ``shrink=False`` the first failing case, for a test that asks only whether a property
+    catches a bug (shrinking a kernel case replays it on the interpreter dozens of times)."""
+    res = run_property("falsify", check, strategy, max_examples=max_examples, seed=seed, use_database=False,
+                       shrink=shrink)
     return res.case if res.failures else None
