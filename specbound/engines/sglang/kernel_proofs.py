@@ -230,8 +230,8 @@ def _failed_row(row_id, subject, what, bad, refute, t0, sp) -> Row:
 def check(report: AuditReport, full: bool = False) -> None:
     """Both rows, for the sglang the report is about; ``full``: every listed specialization
     (``--symbolic-all``), else the default one per kernel."""
-    if report.sglang_path is None:
+    if report.path is None:
         return
-    index = SourceIndex(Path(report.sglang_path))
+    index = SourceIndex(Path(report.path))
     check_kv(index, report, full)
     check_tree(index, report, full)

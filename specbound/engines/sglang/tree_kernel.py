@@ -22,6 +22,7 @@ from specbound.audit.kernels import (
     fuzz_row, launch_finding, value_key,
 )
 
+from .bindings import BINDINGS
 from .launch import TREE_ALIASES, TREE_KERNEL, tree_values
 
 TREE_FILES = ("kernels/ops/speculative/spec_tree.py",)
@@ -82,7 +83,7 @@ def run_tree(kernel, found: Found, case, mask_numel: int | None = None) -> Findi
                            ("retrive_index", outs[0], want.retrive_index),
                            ("retrive_next_token", outs[1], want.retrive_next_token),
                            ("retrive_next_sibling", outs[2], want.retrive_next_sibling)):
-        diff = first_diff(name, got, exp, None if name == "tree_mask" else n)
+        diff = first_diff(name, got, exp, None if name == "tree_mask" else n, engine=BINDINGS.engine)
         if diff:
             return Finding(DIVERGED, diff)
     written = session.written()
