@@ -27,12 +27,11 @@ from specbound.audit import helper_paths
 from specbound.engines.sglang import draft_kv_model as sglang_draft_kv
 from specbound.engines.sglang import tree_model as sglang_tree
 from specbound.engines.sglang.draft_kv_model import KvSpec
+from specbound.engines.sglang.launch import KV_FILES, TREE_FILES
 from specbound.engines.sglang.tree_model import TreeSpec
 from specbound.proofs.symexec.values import Unsupported
 
 KV_ROW, TREE_ROW = "kernel.symbolic_proof[draft_kv]", "kernel.symbolic_proof[tree]"
-KV_FILES = ("kernels/ops/speculative/cache_locs.py", "srt/speculative/spec_utils.py")
-TREE_FILES = ("kernels/ops/speculative/spec_tree.py", "srt/speculative/spec_tree.py")
 SPEC_UTILS_FILE = "srt/speculative/spec_utils.py"
 
 

@@ -23,9 +23,8 @@ from specbound.audit.kernels import (
 )
 
 from .bindings import BINDINGS
-from .launch import TREE_ALIASES, TREE_KERNEL, tree_values
+from .launch import TREE_ALIASES, TREE_FILES, TREE_KERNEL, tree_values
 
-TREE_FILES = ("kernels/ops/speculative/spec_tree.py",)
 TREE_WRAPPER = "sgl_build_tree_kernel_triton"   # the host wrapper that launches it
 
 # The kernel parameters (normalised names) the audit knows how to feed.
