@@ -5,7 +5,9 @@ says that ``And(hyps) => goal`` holds in every interpretation of the free consta
 uninterpreted functions that satisfies the axioms the proof rests on (``Proof.axioms``,
 collected through every cited lemma).  Labels are names for reports; the core never reads
 meaning into them.  Everything outside this module (theorems, reports, the symbolic
-executor, the CLI) is untrusted and can only ask.
+executor, the CLI) is untrusted and can only ask, but for two modules that are the core's
+too: :mod:`.core_arguments` (what a formula, a hypothesis map and the limits must be, on the
+terms alone) and :mod:`.core_query` (its one solver query).
 
 The rules, and why each is sound:
 
@@ -66,12 +68,11 @@ from typing import Mapping, Sequence
 
 import z3
 
+from .core_arguments import check_limits, closed_formula, hyp_map, in_main, loose_variable, occurs
 from .core_query import TAG as _TAG
 from .core_query import SettingsError, ask_again, model_without, query
 
 DEFAULT_RLIMIT = 2_000_000
-MAX_RLIMIT = 400_000_000
-SEEDS = range(16)  # the random seeds a caller may name (a portfolio of deterministic attempts)
 
 class Refuted(Exception):
     """The goal is false under the hypotheses: ``model`` is a counterexample."""
@@ -229,61 +230,7 @@ def _issue(name, hyps, goal, axioms, cited, kind, seconds, rlimit) -> Proof:
     return proof
 
 
-# --- argument checks -----------------------------------------------------------------------
-
-def _in_main(expr) -> bool:
-    return expr.ctx_ref() == z3.main_ctx().ref()
-
-
-def _loose_variable(expr):
-    """A de Bruijn variable of ``expr`` that no quantifier of ``expr`` binds, or None.
-
-    ``z3.Var`` makes such terms; a formula holding one has no meaning of its own (the
-    variable is captured by whatever binder it is later put under), so none enters a Proof."""
-    if z3.z3core.Z3_is_ground(expr.ctx_ref(), expr.as_ast()):
-        return None  # no variable at all, bound or not (the common case, and a check in C)
-    todo, seen = [(expr, 0)], set()
-    while todo:
-        term, depth = todo.pop()
-        key = (term.get_id(), depth)
-        if key in seen:
-            continue
-        seen.add(key)
-        if z3.is_var(term):
-            if z3.get_var_index(term) >= depth:
-                return term
-        elif z3.is_quantifier(term):
-            todo.append((term.body(), depth + term.num_vars()))
-        elif z3.is_app(term):
-            todo.extend((child, depth) for child in term.children())
-    return None
-
-
-def _formula(value, what: str) -> z3.BoolRef:
-    if isinstance(value, bool):
-        return z3.BoolVal(value)
-    if not (z3.is_expr(value) and z3.is_bool(value)):
-        raise TypeError(f"{what} must be a Z3 Bool formula, got {value!r}")
-    if not _in_main(value):
-        raise TypeError(f"{what} must live in Z3's main context")
-    loose = _loose_variable(value)
-    if loose is not None:
-        raise TypeError(f"{what} has a variable no quantifier binds ({loose}): a formula must be closed")
-    return value
-
-
-def _hyp_map(hyps, what: str = "hyps") -> dict:
-    if hyps is None:
-        return {}
-    if not isinstance(hyps, Mapping):
-        raise TypeError(f"{what} must map labels to formulas, got {type(hyps).__name__}")
-    out = {}
-    for label, formula in hyps.items():
-        if not isinstance(label, str) or not label:
-            raise TypeError(f"{what}: a hypothesis label must be a non-empty str, got {label!r}")
-        out[label] = _formula(formula, f"{what}[{label!r}]")
-    return out
-
+# --- argument checks (those of formulas and limits alone: core_arguments) -----------------------
 
 def _proofs(by, what: str = "by") -> list:
     if isinstance(by, Proof):
@@ -293,13 +240,6 @@ def _proofs(by, what: str = "by") -> list:
         if not is_proof(p):
             raise TypeError(f"{what}: {p!r} is not a Proof made by the core")
     return [_facts(p) for p in out]  # the rules read the registry's facts, never the object
-
-
-def _check_limits(rlimit, seed):
-    if not isinstance(rlimit, int) or isinstance(rlimit, bool) or not 1 <= rlimit <= MAX_RLIMIT:
-        raise ValueError(f"rlimit must be an int in [1, {MAX_RLIMIT}], got {rlimit!r}")
-    if seed not in SEEDS or isinstance(seed, bool):
-        raise ValueError(f"seed must be an int in [{SEEDS.start}, {SEEDS.stop}), got {seed!r}")
 
 
 def _merge(maps, what: str) -> dict:
@@ -321,12 +261,6 @@ def _same(a, b) -> bool:
     return a.eq(b)
 
 
-def _occurs(const, formula) -> bool:
-    """Whether ``const`` occurs free in ``formula`` (Z3 constants are never bound: a bound
-    variable is a de Bruijn index, so substitution changes the term exactly when it occurs)."""
-    return not z3.substitute(formula, (const, z3.FreshConst(const.sort()))).eq(formula)
-
-
 def _sequent_formulas(facts: _Facts) -> list:
     return [facts.goal, *facts.hyps.values(), *(ax.formula for ax in facts.axioms.values())]
 
@@ -335,7 +269,7 @@ def _refuse_eigenvariables(name: str, eigen, formulas, where: str):
     """Refuse formulas that contain one of the rule's fresh constants."""
     for c in eigen:
         for formula in formulas:
-            if _occurs(c, formula):
+            if occurs(c, formula):
                 raise RuleError(f"{name}: {where} mentions {c}, a fresh constant of the rule: "
                                 "it must not occur there")
 
@@ -343,7 +277,7 @@ def _refuse_eigenvariables(name: str, eigen, formulas, where: str):
 def _solve(hyps: dict, lemmas: list, extra: Sequence, rlimit: int, seed: int, goal=None):
     """:func:`.core_query.query` on checked arguments; a supplied formula that names one of the
     query's tracking literals is refused (see there)."""
-    extra = [_formula(formula, "extra constraint") for formula in extra]
+    extra = [closed_formula(formula, "extra constraint") for formula in extra]
     answer = query(hyps, lemmas, extra, rlimit, seed, goal)
     if answer[-1]:
         raise RuleError("a formula mentions one of the core's tracking literals: the core's own "
@@ -360,14 +294,14 @@ def axiom(name: str, formula, reason: str) -> Proof:
         raise TypeError("axiom: name must be a non-empty str")
     if not isinstance(reason, str) or not reason.strip():
         raise TypeError(f"axiom {name}: give the reason it may be assumed")
-    formula = _formula(formula, f"axiom {name}")
+    formula = closed_formula(formula, f"axiom {name}")
     return _issue(name, {}, formula, {name: Axiom(name, formula, reason)}, (), "axiom", 0.0, 0)
 
 
 def assume(label: str, formula) -> Proof:
     """``{label: formula} |- formula``: a hypothesis as a fact, e.g. to instantiate a
     quantified precondition at a term (the instance keeps the hypothesis)."""
-    hyps = _hyp_map({label: formula}, "assume")
+    hyps = hyp_map({label: formula}, "assume")
     return _issue(label, hyps, hyps[label], {}, (), "assumption", 0.0, 0)
 
 
@@ -376,10 +310,10 @@ def check(name: str, goal, *, hyps: Mapping[str, z3.BoolRef] | None = None, by: 
     """Prove ``goal`` from ``hyps`` and the lemmas ``by``; raise Refuted/Unknown otherwise.
     The Proof's hypotheses are those of ``hyps`` the unsat core needed (directly, or to
     discharge a cited lemma's hypotheses)."""
-    goal = _formula(goal, f"{name}: goal")
-    hyps = _hyp_map(hyps)
+    goal = closed_formula(goal, f"{name}: goal")
+    hyps = hyp_map(hyps)
     lemmas = _proofs(by)
-    _check_limits(rlimit, seed)
+    check_limits(rlimit, seed)
     result, solver, tags, goal_tag, seconds, used, open_hyps, literals = _solve(hyps, lemmas, (), rlimit, seed, goal)
     if result == z3.sat:
         note = "".join(f"; cited {lemma} holds only under {', '.join(labels)}, not hypotheses of this check"
@@ -417,10 +351,10 @@ def instantiate(proof: Proof, *terms) -> Proof:
     values = []
     for i, term in enumerate(terms):
         value = z3.IntVal(term) if isinstance(term, int) and not isinstance(term, bool) else term
-        if not z3.is_expr(value) or not _in_main(value) or value.sort() != formula.var_sort(i):
+        if not z3.is_expr(value) or not in_main(value) or value.sort() != formula.var_sort(i):
             raise TypeError(f"instantiate: term {i} of {proof.name} must be a main-context term of sort "
                             f"{formula.var_sort(i)}, got {term!r}")
-        if _loose_variable(value) is not None:
+        if loose_variable(value) is not None:
             raise TypeError(f"instantiate: term {i} of {proof.name} has a variable no quantifier binds "
                             f"({value}): it would be captured by a binder of the body")
         values.append(value)
@@ -436,16 +370,16 @@ def generalise(proof: Proof, *consts, name: str | None = None) -> Proof:
     if not consts:
         raise RuleError("generalise: name at least one constant")
     for c in consts:
-        if not (z3.is_const(c) and c.decl().kind() == z3.Z3_OP_UNINTERPRETED and _in_main(c)):
+        if not (z3.is_const(c) and c.decl().kind() == z3.Z3_OP_UNINTERPRETED and in_main(c)):
             raise TypeError(f"generalise: {c!r} is not an uninterpreted constant")
     if len({c.get_id() for c in consts}) != len(consts):
         raise RuleError("generalise: a constant is named twice")
     for c in consts:
         for label, formula in proof.hyps.items():
-            if _occurs(c, formula):
+            if occurs(c, formula):
                 raise RuleError(f"{proof.name}: cannot generalise {c}: it is free in hypothesis {label!r}")
         for ax in proof.axioms.values():
-            if _occurs(c, ax.formula):
+            if occurs(c, ax.formula):
                 raise RuleError(f"{proof.name}: cannot generalise {c}: it is free in axiom {ax.name!r}")
     return _issue(name or proof.name, proof.hyps, z3.ForAll(list(consts), proof.goal), proof.axioms,
                   proof.cited, proof.kind, proof.seconds, proof.rlimit)
@@ -463,7 +397,7 @@ def check_forall(name: str, body, arity: int, *, by: Sequence[Proof] = (), by_at
         # guessing a fresh name, and is refused (instances at them belong in ``by_at``).
         _refuse_eigenvariables(name, xs, _sequent_formulas(lemma), f"cited lemma {lemma.name!r}")
     _proofs(at, "by_at")
-    inner = check(name, _formula(body(*xs), f"{name}: body"), by=[*lemmas, *at], rlimit=rlimit, seed=seed)
+    inner = check(name, closed_formula(body(*xs), f"{name}: body"), by=[*lemmas, *at], rlimit=rlimit, seed=seed)
     return generalise(inner, *xs)
 
 
@@ -481,12 +415,12 @@ def induct(name: str, phi, *, arity: int = 0, base_hyps=None, step_hyps=None,
     quantified hypothesis or axiom: see :func:`assume`, :func:`instantiate`)."""
     v, k = z3.FreshInt("v"), z3.FreshInt("k")
     ps = [z3.FreshInt("p") for _ in range(arity)]
-    shape = _formula(phi(v, *ps), f"{name}: phi")
+    shape = closed_formula(phi(v, *ps), f"{name}: phi")
     # phi reaches k only by naming it (FreshInt's names are predictable): its step would then
     # be proved at the one index k while the conclusion speaks of every index.
     _refuse_eigenvariables(name, [k], [shape], "phi")
-    base_h = _hyp_map(base_hyps(*ps) if base_hyps else {}, f"{name}: base_hyps")
-    step_h = _hyp_map(step_hyps(k, *ps) if step_hyps else {}, f"{name}: step_hyps")
+    base_h = hyp_map(base_hyps(*ps) if base_hyps else {}, f"{name}: base_hyps")
+    step_h = hyp_map(step_hyps(k, *ps) if step_hyps else {}, f"{name}: step_hyps")
     for label in (INDEX_NONNEG, INDUCTION_HYPOTHESIS):
         if label in step_h:
             raise RuleError(f"{name}: the label {label!r} is the core's own")
@@ -502,11 +436,11 @@ def induct(name: str, phi, *, arity: int = 0, base_hyps=None, step_hyps=None,
     axioms = _merge([base.axioms, step.axioms], "axiom")
     for c in [k, v, *ps]:
         for label, formula in hyps.items():
-            if _occurs(c, formula):
+            if occurs(c, formula):
                 raise RuleError(f"{name}: cannot generalise {c}: it is free in hypothesis {label!r} "
                                 "(a per-index fact must be a quantified hypothesis or an axiom, instantiated by the core)")
         for ax in axioms.values():
-            if _occurs(c, ax.formula):
+            if occurs(c, ax.formula):
                 raise RuleError(f"{name}: cannot generalise {c}: it is free in axiom {ax.name!r}")
     conclusion = z3.ForAll([v, *ps], z3.Implies(v >= 0, shape))
     return _issue(name, hyps, conclusion, axioms, sorted(set(base.cited) | set(step.cited)), "lemma",
@@ -537,11 +471,11 @@ def satisfy(name: str, constraints: Mapping[str, z3.BoolRef], *, by: Sequence[Pr
     again with the new model, or with None when the ask was unsat.  An ask answered unknown
     ends the asking.  The last model found is returned.  (A search, never a Proof: the
     solver is this call's own and goes when it returns.)"""
-    _check_limits(rlimit, seed)
+    check_limits(rlimit, seed)
     if narrow_rlimit is not None:
-        _check_limits(narrow_rlimit, seed)
+        check_limits(narrow_rlimit, seed)
     result, solver, _tags, _goal, seconds, used, _open, literals = _solve(
-        _hyp_map(constraints, "constraints"), _proofs(by), list(extra), rlimit, seed)
+        hyp_map(constraints, "constraints"), _proofs(by), list(extra), rlimit, seed)
     if result == z3.unsat:
         return None
     if result != z3.sat:
@@ -552,7 +486,7 @@ def satisfy(name: str, constraints: Mapping[str, z3.BoolRef], *, by: Sequence[Pr
         if more is None:
             break
         result, model, seconds, used, named = ask_again(
-            solver, _formula(more, f"{name}: a narrowing formula"), literals, narrow_rlimit or rlimit)
+            solver, closed_formula(more, f"{name}: a narrowing formula"), literals, narrow_rlimit or rlimit)
         if named:
             raise RuleError("a formula mentions one of the core's tracking literals: the core's own "
                             "constants cannot be named by a caller")

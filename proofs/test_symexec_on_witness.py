@@ -103,7 +103,7 @@ def test_the_sglang_audit_row_of_an_unsound_theorem_is_an_error_naming_it(monkey
             _forging(monkeypatch, obs[0].id)
         return obs
     monkeypatch.setattr(sglang_tree, "obligations", obligations)
-    report = AuditReport(str(sglang_root), None, None)
+    report = AuditReport(str(sglang_root), None, None, engine="sglang")
     kernel_proofs.check_tree(SourceIndex(Path(sglang_root)), report, full=False)
     (row,) = [r for r in report.rows if r.id == kernel_proofs.TREE_ROW]
     assert planted and row.status == ERROR, (row.status, row.detail)

@@ -18,7 +18,7 @@ from specbound.audit.report import (
 )
 from specbound.engines.sglang.locate import NotInstalled, locate
 from specbound.engines.sglang.audit import run_audit
-from specbound.audit.testing import write_sglang_package
+from specbound.engines.sglang.testing import write_sglang_package
 from specbound.cli import main
 
 WHEELS = "/tmp/sgl/sglang-0.5.23-*.whl"
@@ -362,7 +362,7 @@ def _fake(tmp_path, *, full="(max_context_len + num_draft_tokens)", fits="return
 
 def test_fake_correct_package_matches(tmp_path):
     rep = run_audit(str(_fake(tmp_path)), kernels=False)
-    assert rep.sglang_version == "0.0.0+fake"
+    assert rep.version == "0.0.0+fake"
     assert not rep.failed, render_text(rep)
     assert _row(rep, "helper.draft_kv_indices_used_len").status == MATCHED
 

@@ -13,7 +13,7 @@ from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, O
 from specbound.engines.sglang.buffers import check_buffers
 from specbound.audit.extract import SourceIndex
 from specbound.engines.sglang.audit import run_audit
-from specbound.audit.testing import write_sglang_package
+from specbound.engines.sglang.testing import write_sglang_package
 from specbound.engines.sglang.sinks import traced_buffers
 
 KV_KERNEL_STUB = """
@@ -99,7 +99,7 @@ def kv_package(root: Path, alloc: str = CORRECT_KV, extra: str = "",
 
 
 def buffer_rows(root: Path, replay: bool = False) -> AuditReport:
-    rep = AuditReport(str(root), "toy", "test")
+    rep = AuditReport(str(root), "toy", "test", engine="sglang")
     check_buffers(SourceIndex(root), rep, replay=replay)
     return rep
 

@@ -14,7 +14,7 @@ from specbound.engines.sglang.consumers import check_consumers
 from specbound.audit.extract import SourceIndex
 from specbound.audit.report import CRASH, HOLDS_ONLY_IF, MATCHED, OVERREAD, UNKNOWN, AuditReport
 from specbound.engines.sglang.audit import run_audit
-from specbound.audit.testing import write_sglang_package
+from specbound.engines.sglang.testing import write_sglang_package
 
 FILL = """
 def normal_decode_set_metadata(cache_seqlens_int32, cu_seqlens_k, page_table, req_to_token, req_pool_indices,
@@ -67,7 +67,7 @@ def page_package(root: Path, width: str) -> Path:
 
 
 def consumer_rows(root: Path) -> AuditReport:
-    rep = AuditReport(str(root), "toy", "test")
+    rep = AuditReport(str(root), "toy", "test", engine="sglang")
     check_consumers(SourceIndex(root), rep)
     return rep
 

@@ -61,7 +61,7 @@ def real(sglang_root, toolchain):
 
 @pytest.fixture(scope="session")
 def real_rows(sglang_root, toolchain):
-    rep = AuditReport(str(sglang_root), "test", "test")
+    rep = AuditReport(str(sglang_root), "test", "test", engine="sglang")
     check.check_cuda_tree(SourceIndex(sglang_root), rep, examples=6, seed=3)
     return {r.id: r for r in rep.rows}
 
@@ -130,7 +130,7 @@ def test_release_without_cuda_source_is_not_present(tmp_path):
 
 def test_no_compiler_is_unavailable(sglang_root, monkeypatch):
     monkeypatch.setenv("SPECBOUND_CXX", "/nonexistent/g++")
-    rep = AuditReport(str(sglang_root), "test", "test")
+    rep = AuditReport(str(sglang_root), "test", "test", engine="sglang")
     check.check_cuda_tree(SourceIndex(sglang_root), rep, examples=1, seed=0)
     assert [r.status for r in rep.rows] == [UNAVAILABLE, UNAVAILABLE]
     assert all("no C++ compiler" in r.detail and "/nonexistent/g++" in r.detail for r in rep.rows)

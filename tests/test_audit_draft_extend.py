@@ -16,7 +16,7 @@ from specbound.audit.extract import SourceIndex
 from specbound.audit.program import Program
 from specbound.engines.sglang.locate import PACKAGE
 from specbound.audit.report import HOLDS_ONLY_IF, MATCHED, OVERREAD, AuditReport
-from specbound.audit.testing import write_sglang_package
+from specbound.engines.sglang.testing import write_sglang_package
 
 # sglang's prepare_for_draft_extend, reduced: the forward sees the post-write length.
 WORKER = """
@@ -68,7 +68,7 @@ def package(root: Path, width: str, lengths: str = WIDENED) -> Path:
 
 
 def rows(root: Path) -> list:
-    rep = AuditReport(str(root), "toy", "test")
+    rep = AuditReport(str(root), "toy", "test", engine="sglang")
     check_draft_extend(Program(SourceIndex(root), PACKAGE), rep)
     return rep.rows
 

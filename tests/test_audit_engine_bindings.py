@@ -15,7 +15,7 @@ from specbound.audit.extract import SourceIndex
 from specbound.audit.kernels import value_key
 from specbound.audit.program import Program
 from specbound.engines.sglang.locate import PACKAGE
-from specbound.audit.testing import write_sglang_package
+from specbound.engines.sglang.testing import write_sglang_package
 from specbound.audit.trace import Tracer
 from specbound.engines.sglang import bindings as sglang
 from specbound.engines.sglang.launch import TREE_ALIASES

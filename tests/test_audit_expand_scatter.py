@@ -16,7 +16,7 @@ from specbound.audit.extract import SourceIndex
 from specbound.audit.program import Program
 from specbound.engines.sglang.locate import PACKAGE
 from specbound.audit.report import CRASH, MATCHED, UNKNOWN, AuditReport
-from specbound.audit.testing import write_sglang_package
+from specbound.engines.sglang.testing import write_sglang_package
 
 BACKEND = """
 import torch
@@ -78,7 +78,7 @@ def package(root: Path, width: str, slice_line: str) -> Path:
 
 
 def rows(root: Path) -> dict:
-    rep = AuditReport(str(root), "toy", "test")
+    rep = AuditReport(str(root), "toy", "test", engine="sglang")
     check_expand_scatter(Program(SourceIndex(root), PACKAGE), rep)
     return {r.id: r for r in rep.rows}
 

@@ -17,10 +17,11 @@ import pytest
 from specbound import cli
 from specbound.audit import report as report_mod, statuses
 from specbound.audit.report import (
-    ERROR, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OVERRUN, UNGUARDED, AuditReport, Row, location, render_text,
+    ERROR, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OVERRUN, UNGUARDED, AuditReport, Row, location, render_markdown,
+    render_text,
 )
 from specbound.audit.sarif import to_sarif
-from specbound.audit.testing import write_sglang_package
+from specbound.engines.sglang.testing import write_sglang_package
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-2.1.0-subset.schema.json").read_text())
 LOCATION_LINE = re.compile(r"^(?P<file>[\w./-]+\.\w+):(?P<line>\d+): (?P<status>[a-z ]+): (?P<row>\S.*)$")
@@ -48,7 +49,7 @@ def _finding() -> Row:
 
 
 def synthetic(*extra: Row, unguarded: bool = True, finding: bool = True) -> AuditReport:
-    rep = AuditReport("/x/site-packages/sglang", "0.0.0+fake", "test", examples=4, seed=1, seconds=1.5)
+    rep = AuditReport("/x/site-packages/sglang", "0.0.0+fake", "test", examples=4, seed=1, seconds=1.5, engine="sglang")
     rep.add(Row("helper.tree_mask_numel[FULL_MASK]", "tree_mask_numel (srt/layers/attention/verify_mask.py:11)",
                 "tree_mask_numel == spec " * 40, "z3", MATCHED, "equal on every path " * 150))
     rep.add(Row("helper.tree_mask_numel[QLEN_ONLY_BITPACKING]", "tree_mask_numel (srt/layers/attention/"
@@ -175,6 +176,24 @@ def test_sarif_is_valid_with_one_result_per_finding_and_unguarded_condition_on_i
     rules = log["runs"][0]["tool"]["driver"]["rules"]
     assert [rules[r["ruleIndex"]]["id"] for r in results] == [r["ruleId"] for r in results]
     assert log["runs"][0]["originalUriBaseIds"]["SGLANG_ROOT"]["uri"].endswith("/sglang/")
+
+
+def test_the_report_names_only_the_engine_its_adapter_gives():
+    """The audit core names no engine: the JSON block of the audited package, the header, the
+    verdict, the sections and the SARIF base id all say the ``engine`` the adapter passed, and
+    the status words say "the engine" (sglang's adapter passes "sglang", so its JSON keeps its key)."""
+    rep = AuditReport("/x/toy", "1.0", "test", engine="toyengine")
+    rep.add(Row("helper.x", "x (a.py:1)", "x == spec", "z3", UNGUARDED, "never checked"))
+    js = rep.to_json()
+    assert list(js)[0] == "toyengine" and js["toyengine"] == {"path": "/x/toy", "version": "1.0", "located_by": "test"}
+    log = to_sarif(rep, "0.1.0")
+    texts = [json.dumps(js), render_text(rep), render_markdown(rep), json.dumps(log), statuses.markdown()]
+    assert not [t for t in texts if "sglang" in t.lower()]
+    assert rep.verdict()[1].startswith("no finding within toyengine's contract")
+    assert "toyengine relies on a condition it never checks" in texts[1]
+    assert set(log["runs"][0]["originalUriBaseIds"]) == {"TOYENGINE_ROOT"}
+    with pytest.raises(TypeError, match="engine"):
+        AuditReport("/x/toy", "1.0", "test")
 
 
 def test_the_schema_rejects_what_code_scanning_would():

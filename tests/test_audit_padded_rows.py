@@ -17,7 +17,7 @@ from specbound.engines.sglang.locate import PACKAGE
 from specbound.engines.sglang.padded_rows import check_padded_rows, padding_site
 from specbound.audit.program import Program
 from specbound.audit.report import DIVERGED, MATCHED, AuditReport
-from specbound.audit.testing import audit_rows, write_sglang_package
+from specbound.engines.sglang.testing import audit_rows, write_sglang_package
 
 # sglang's EAGLEDraftExtendCudaGraphRunner.replay, reduced: the rows past raw_bs are padded.
 RUNNER = """
@@ -126,7 +126,7 @@ def test_the_audit_runs_the_stage(tmp_path):
     """`specbound audit sglang` reaches the padded rows through its consumer stage."""
     root = package(tmp_path, BARE)
     index = SourceIndex(root)
-    rep = AuditReport(str(root), "toy", "test")
+    rep = AuditReport(str(root), "toy", "test", engine="sglang")
     run._consumers(index, rep, Program(index, PACKAGE), replay=False)
     assert [r.status for r in rep.rows if r.id.startswith(PREFIX)] == [DIVERGED]
 

@@ -67,7 +67,7 @@ def test_0_5_12_post1_overruns_its_kv_indices_row_and_fails():
     assert rows[MASK_ROW].status == HOLDS_ONLY_IF
     assert rep.exit_code() == 1
     # the counterexample, launched on this release's own kernel into a row of the size it allocates
-    replayed = AuditReport(str(package), "0.5.12.post1", "test")
+    replayed = AuditReport(str(package), "0.5.12.post1", "test", engine="sglang")
     check_buffers(SourceIndex(package), replayed, replay=True)
     row = _rows(replayed)[KV_ROW]
     assert row.status == OVERRUN and "out-of-bounds store" in row.detail, row.detail

@@ -18,6 +18,7 @@ FA = "srt/layers/attention/flashattention_backend.py"
 
 ROOT = Path(__file__).resolve().parents[1]
 M = SimpleNamespace(**runpy.run_path(str(ROOT / "bench" / "audit_releases.py")))   # the bench script
+D = SimpleNamespace(**runpy.run_path(str(ROOT / "bench" / "audit_releases_doc.py")))   # its document
 
 
 def row(row_id, status, kind, file=FA, detail="", check="the reader stays inside the buffer"):
@@ -37,9 +38,9 @@ def test_the_committed_doc_agrees_with_the_saved_reports():
 def test_check_fails_when_a_saved_verdict_changes(tmp_path):
     data = tmp_path / "data"
     shutil.copytree(M.DEFAULT_DATA, data)
-    newest = sorted(data.glob("0.5.*.json"), key=lambda p: M.version_key(p.stem))[-1]
+    newest = sorted(data.glob("0.5.*.json"), key=lambda p: D.version_key(p.stem))[-1]
     rec = json.loads(newest.read_text())
-    judged = [r for r in rec["report"]["rows"] if r["id"].startswith(M.JUDGED) and "[" in r["id"]]
+    judged = [r for r in rec["report"]["rows"] if r["id"].startswith(D.JUDGED) and "[" in r["id"]]
     judged[0]["status"], judged[0]["kind"] = ("overread", "finding") if judged[0]["kind"] != "finding" \
         else ("matched", "pass")
     newest.write_text(json.dumps(rec))
@@ -60,7 +61,7 @@ def test_a_new_kind_of_row_gets_a_table_with_first_last_and_fix():
                                  detail="holds only if seq_len[b] + n <= C: proved given ...")],
                    {rid.format(FA, 12): "Backend.replay"}),
             record("0.5.5", [row(rid.format(FA, 14), "matched", "pass")], {rid.format(FA, 14): "Backend.replay"})]
-    text = M.render(recs, ["0.5.0", "0.5.1", "0.5.2", "0.5.3", "0.5.4", "0.5.4.post1", "0.5.5"])
+    text = D.render(recs, ["0.5.0", "0.5.1", "0.5.2", "0.5.3", "0.5.4", "0.5.4.post1", "0.5.5"])
     assert "### `consumer.new_reader`: the reader stays inside the buffer" in text
     line = next(ln for ln in text.splitlines() if ln.startswith("| `consumer.new_reader[Backend.buf]` |"))
     cells = [c.strip() for c in line.split("|")[1:-1]]
@@ -70,7 +71,7 @@ def test_a_new_kind_of_row_gets_a_table_with_first_last_and_fix():
     # (the buffer was matched in 0.5.1: only the releases since then went unjudged)
     assert cells[4:7] == ["0.5.3 (not judged in 0.5.2)", "0.5.4", "yes, 0.5.5 (`matched`)"]
     # a condition the family's refuted rows say the effect of
-    assert cells[7] == "when seq_len[b] + n <= C fails, " + M.EFFECT["overread"]
+    assert cells[7] == "when seq_len[b] + n <= C fails, " + D.EFFECT["overread"]
     assert "not audited (a class's first or last release is bounded by the audited ones around these): 0.5.4.post1" \
         in text
     assert "No buffer or consumer finding." in text.split("## What 0.5.5")[1]
@@ -82,20 +83,20 @@ def test_the_newest_release_lists_what_it_still_carries_and_matched_families_hav
     recs = [record("0.5.3", [row(kv, "matched", "pass"), row(ok, "matched", "pass")]),
             record("0.5.4", [row(kv, "holds only if", "finding", detail="holds only if x <= y: ..."),
                              row(ok, "matched", "pass")])]
-    text = M.render(recs)
+    text = D.render(recs)
     assert "### `consumer.fine`" not in text and "### `buffer.draft_kv_indices`" in text
     newest = text.split("## What 0.5.4, the newest audited release, still carries")[1].split("##")[0]
     assert f"* `{kv}` (`{FA}`): `holds only if`, a finding since 0.5.4: when x <= y fails" in newest
     line = next(ln for ln in text.splitlines() if ln.startswith(f"| `{kv}` |"))
     # a buffer row (a kernel's writes) past its condition is an overrun: silent corruption
-    assert "no: the newest audited release carries it" in line and M.EFFECT["overrun"] in line
+    assert "no: the newest audited release carries it" in line and D.EFFECT["overrun"] in line
 
 
 def test_a_buffer_gone_from_a_release_is_not_called_fixed_by_a_match():
     rid = "consumer.custom_mask[Backend.buf/FULL_MASK@x]"
     recs = [record("0.5.3", [row(rid, "crash", "finding")]), record("0.5.4", [])]
-    line = next(ln for ln in M.render(recs).splitlines() if ln.startswith("| `consumer.custom_mask[Backend.buf/FULL_MASK]` |"))
-    assert "gone in 0.5.4 (no such buffer)" in line and M.EFFECT["crash"] in line
+    line = next(ln for ln in D.render(recs).splitlines() if ln.startswith("| `consumer.custom_mask[Backend.buf/FULL_MASK]` |"))
+    assert "gone in 0.5.4 (no such buffer)" in line and D.EFFECT["crash"] in line
 
 
 def test_sources_digest_ignores_only_the_version_file_and_the_page_names_equal_sources(tmp_path):
@@ -109,17 +110,17 @@ def test_sources_digest_ignores_only_the_version_file_and_the_page_names_equal_s
     assert a == M.sources_digest(package("b", "0.5.3.post1", "x = 1\n"))
     assert a != M.sources_digest(package("c", "0.5.3.post1", "x = 2\n"))
     recs = [{**record(v, []), "sources_sha256": d} for v, d in (("0.5.3", a), ("0.5.3.post1", a), ("0.5.4", "f"))]
-    assert "2 distinct packages among the 3 releases" in M.render(recs)
-    assert "equal sources, audited alike: 0.5.3, 0.5.3.post1." in M.render(recs)
+    assert "2 distinct packages among the 3 releases" in D.render(recs)
+    assert "equal sources, audited alike: 0.5.3, 0.5.3.post1." in D.render(recs)
 
 
 def test_a_condition_alone_takes_the_family_effect_or_says_it_has_none():
     held = dict(detail="holds only if seq_len[b] + delta <= C: ...")
     recs = [record("0.5.3", [row("consumer.page_table[Backend@x]", "holds only if", "finding", **held),
                              row("consumer.unheard_of[Backend.buf]", "holds only if", "finding", **held)])]
-    text = M.render(recs)
+    text = D.render(recs)
     reader = next(ln for ln in text.splitlines() if ln.startswith("* `consumer.page_table[Backend]`"))
-    assert reader.endswith(f"when seq_len[b] + delta <= C fails, {M.EFFECT['overread']}.")
+    assert reader.endswith(f"when seq_len[b] + delta <= C fails, {D.EFFECT['overread']}.")
     new = next(ln for ln in text.splitlines() if ln.startswith("* `consumer.unheard_of[Backend.buf]`"))
     assert "no audited release refutes this family" in new
 

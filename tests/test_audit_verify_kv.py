@@ -17,7 +17,7 @@ from specbound.audit.extract import SourceIndex
 from specbound.audit.program import Program
 from specbound.engines.sglang.locate import PACKAGE
 from specbound.audit.report import HOLDS_ONLY_IF, MATCHED, OVERRUN, AuditReport
-from specbound.audit.testing import write_sglang_package
+from specbound.engines.sglang.testing import write_sglang_package
 from specbound.engines.sglang.verify_kv import check_verify_kv
 
 # A per-request gather bounded by the request's length, never by the buffer it writes (the
@@ -129,7 +129,7 @@ def package(root: Path, size: str, keyword: bool = False) -> Path:
 
 
 def rows(root: Path, replay: bool = True) -> AuditReport:
-    rep = AuditReport(str(root), "toy", "test")
+    rep = AuditReport(str(root), "toy", "test", engine="sglang")
     check_verify_kv(Program(SourceIndex(root), PACKAGE), rep, replay=replay)
     return rep
 

@@ -1,6 +1,6 @@
-"""Find sglang functions by name with ``ast`` and execute only them.
+"""Find an engine's functions by name with ``ast`` and execute only them.
 
-Nothing here imports sglang.  A function is looked up first in the file where the
+Nothing here imports the engine.  A function is looked up first in the file where the
 audited release keeps it, then (if it moved) in every ``.py`` file of the package;
 a file is parsed only when its text contains ``def <name>``.  Line numbers are never
 used to find anything: they come from the parse, for the report.
@@ -66,7 +66,7 @@ def is_triton_jit(node) -> bool:
 
 
 class SourceIndex:
-    """The ``.py`` files of one sglang package folder, parsed on demand."""
+    """The ``.py`` files of one engine's package folder, parsed on demand."""
 
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -165,7 +165,7 @@ class SourceIndex:
                        flags=__future__.annotations.compiler_flag)
         ns = dict(namespace)
         ns.setdefault("__name__", f"specbound_audit.{found.name}")
-        exec(code, ns)  # noqa: S102 - the point of the audit: run sglang's own helper
+        exec(code, ns)  # noqa: S102 - the point of the audit: run the engine's own helper
         return ns[found.node.name]
 
     def load_kernel(self, found: Found, triton_mod, tl_mod) -> Callable:

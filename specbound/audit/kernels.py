@@ -88,7 +88,7 @@ def triton_env():
     except ImportError as e:
         raise Unavailable(f"cannot load the checked interpreter: {e}") from None
     if not our_kernels.INTERPRETED:
-        raise Unavailable("TRITON_INTERPRET is off in this process: sglang's kernels would be compiled, "
+        raise Unavailable("TRITON_INTERPRET is off in this process: the engine's kernels would be compiled, "
                           "and the checked interpreter applies only to interpreted launches")
     import triton
     import triton.language as tl
@@ -107,7 +107,7 @@ RACE_PREFIX = "two programs of one launch stored one cell"
 
 
 def launch_finding(launch: Callable[[], object], session_out: list | None = None) -> Finding | None:
-    """One launch of an sglang kernel, run and its faults classified by
+    """One launch of an engine's kernel, run and its faults classified by
     :func:`specbound.replay.checked_launch` (a crash is caught: it is a finding, not a
     traceback): an out-of-bounds access is ``OOB``, two programs storing one cell
     ``DIVERGED``, a failed assert, Triton's int32 overflow check or a crash ``ERROR``; None
@@ -122,14 +122,16 @@ def launch_finding(launch: Callable[[], object], session_out: list | None = None
     return Finding(ERROR, fault.detail)
 
 
-def first_diff(name, got, want, n=None):
+def first_diff(name, got, want, n=None, *, engine: str):
+    """The first cell where the engine's output ``got`` differs from the spec's ``want``, as a
+    detail naming both (``engine``: the engine's name), or None when they agree."""
     g, w = got.reshape(-1), want.reshape(-1)
     bad = (g != w).nonzero().reshape(-1)
     if bad.numel() == 0:
         return None
     i = int(bad[0])
     where = f"cell {i}" + (f" (request {i // n}, node {i % n})" if n else "")
-    return f"{name} {where}: sglang {g[i].item()}, spec {w[i].item()} ({bad.numel()} cell(s) differ)"
+    return f"{name} {where}: {engine} {g[i].item()}, spec {w[i].item()} ({bad.numel()} cell(s) differ)"
 
 
 # --- the fuzz loop, defining a kernel ----------------------------------------------------

@@ -5,7 +5,7 @@ pass) and their words are one table, :mod:`specbound.audit.statuses`; the exit c
 summary, the sections of the text and ``--strict`` are read from it.
 
 Symbolic proof rows (``kernel.symbolic_proof[...]``) are ``proved`` (the detail names the host
-contract, the specializations and the preconditions sglang leaves unchecked, with their
+contract, the specializations and the preconditions the engine leaves unchecked, with their
 counterexamples) or ``refuted``.  Buffer rows (``buffer.*``: an allocation that reaches a
 kernel) are ``matched``, ``overrun``, ``holds only if`` or ``unknown``.
 
@@ -14,9 +14,12 @@ per the spec's consumer contracts, ``spec/consumers.py``) are ``matched``, ``hol
 ``overread`` (an attention kernel reads past its row or the buffer) or ``crash`` (a torch copy
 into a too-short slice raises).
 
-Exit status of ``specbound audit sglang``: 1 when a row is a finding (or, with ``--strict``, an
+Exit status of ``specbound audit <engine>``: 1 when a row is a finding (or, with ``--strict``, an
 unguarded condition); 3 when there is none but a check did not run (a ``not checked`` row, or an
-explicit ``--sglang-path`` that holds no sglang: nothing audited); 0 otherwise.  A check that did
+explicit path that holds no such engine: nothing audited); 0 otherwise.
+
+Nothing here names an engine: the adapter that runs the audit gives its name (``engine``), which
+keys the report's JSON block about the audited package and speaks in the verdicts.  A check that did
 not run never reads as a pass, and 3 is not argparse's 2 (a bad command line).
 """
 
@@ -59,7 +62,7 @@ WIDTH = 100   # the terminal rendering's widest line (a file:line: line may be l
 @dataclass
 class Row:
     id: str                 # stable identifier, e.g. "helper.tree_mask_numel[FULL_MASK]"
-    subject: str            # the sglang symbol and where it was found
+    subject: str            # the engine's symbol and where it was found
     check: str              # what was compared with what
     method: str             # "z3", "grid (N points)", "fuzz (N batches)", "probe", "ast", "-"
     status: str
@@ -91,7 +94,7 @@ _AT = re.compile(rf"\bat ({_PATH}):(\d+)")
 
 
 def location(row: Row) -> tuple[str, int] | None:
-    """The file (relative to the sglang package) and line a row points at: the line its evidence
+    """The file (relative to the engine's package) and line a row points at: the line its evidence
     names ("at FILE:LINE", a sanitizer's or the interpreter's report) in a file of its subject,
     else the first location of its subject, else the first one its detail names."""
     own = _LOCATION.findall(row.subject)
@@ -105,14 +108,15 @@ def location(row: Row) -> tuple[str, int] | None:
 
 @dataclass
 class AuditReport:
-    sglang_path: str | None
-    sglang_version: str | None
+    path: str | None              # the audited package folder
+    version: str | None
     located_by: str | None
     rows: list[Row] = field(default_factory=list)
     seconds: float = 0.0
     examples: int = 0
     seed: int = 0
-    fatal: str | None = None      # the audit could not run at all (an explicit path without sglang)
+    fatal: str | None = None      # the audit could not run at all (an explicit path without the engine)
+    engine: str = field(kw_only=True)  # the engine audited, as its adapter names it (the JSON key)
 
     def add(self, row: Row) -> Row:
         self.rows.append(row)
@@ -154,15 +158,15 @@ class AuditReport:
         unguarded = plural(n[st.UNGUARDED_KIND], "unguarded condition") + " with evidence"
         rc = self.exit_code(strict)
         if self.failed:
-            return "FAILED", f"{plural(n[st.FINDING], 'finding')} within sglang's contract; {unguarded}"
+            return "FAILED", f"{plural(n[st.FINDING], 'finding')} within {self.engine}'s contract; {unguarded}"
         if rc == EXIT_FINDING:
-            return "FAILED", f"--strict: {unguarded}; no finding within sglang's contract"
+            return "FAILED", f"--strict: {unguarded}; no finding within {self.engine}'s contract"
         if self.fatal:
             return "INCOMPLETE", f"nothing audited: {self.fatal}"
         if rc == EXIT_INCOMPLETE:
             return "INCOMPLETE", f"no finding, but {plural(n[st.NOT_CHECKED], 'check')} did not run; {unguarded}"
         if n[st.UNGUARDED_KIND]:
-            return "OK", f"no finding within sglang's contract; {unguarded}"
+            return "OK", f"no finding within {self.engine}'s contract; {unguarded}"
         return "OK", "no finding; every check ran"
 
     def to_json(self) -> dict[str, Any]:
@@ -172,7 +176,7 @@ class AuditReport:
             rows.append({**asdict(r), "kind": r.kind,
                          "location": {"file": where[0], "line": where[1]} if where else None})
         return {
-            "sglang": {"path": self.sglang_path, "version": self.sglang_version, "located_by": self.located_by},
+            self.engine: {"path": self.path, "version": self.version, "located_by": self.located_by},
             "examples": self.examples,
             "seed": self.seed,
             "seconds": round(self.seconds, 2),
@@ -202,9 +206,9 @@ def cex_text(row: Row) -> str:
 
 
 def _header(report: AuditReport) -> str:
-    if report.sglang_path is None:
-        return "sglang: not found"
-    return f"sglang {report.sglang_version} at {report.sglang_path} (located by {report.located_by})"
+    if report.path is None:
+        return f"{report.engine}: not found"
+    return f"{report.engine} {report.version} at {report.path} (located by {report.located_by})"
 
 
 def summary_line(report: AuditReport) -> str:
@@ -224,7 +228,7 @@ def _trim(text: str, limit: int) -> str:
 
 
 def finding_line(row: Row) -> str:
-    """``file:line: status: row id`` (file relative to the sglang package; ``(no file)`` for a row
+    """``file:line: status: row id`` (file relative to the engine's package; ``(no file)`` for a row
     that names none)."""
     where = location(row)
     return f"{where[0]}:{where[1]}: {row.status}: {row.id}" if where else f"(no file): {row.status}: {row.id}"
@@ -249,10 +253,10 @@ def _section(rows: list[Row], title: str, show_evidence: bool) -> list[str]:
     return lines
 
 
-SECTIONS = (  # kind, title, evidence shown
-    (st.FINDING, "Findings ({n}): sglang is wrong on an input inside its contract", True),
-    (st.UNGUARDED_KIND, "Unguarded conditions ({n}): sglang relies on a condition it never checks; the "
-     "evidence shows what breaking it does (no finding: outside sglang's contract)", True),
+SECTIONS = (  # kind, title ({engine}: the report's), evidence shown
+    (st.FINDING, "Findings ({n}): {engine} is wrong on an input inside its contract", True),
+    (st.UNGUARDED_KIND, "Unguarded conditions ({n}): {engine} relies on a condition it never checks; the "
+     "evidence shows what breaking it does (no finding: outside {engine}'s contract)", True),
     (st.NOT_CHECKED, "Not checked ({n}): the check did not run", False),
     (st.WARNING, "Warnings ({n}): nothing to check in this release", False),
 )
@@ -277,7 +281,7 @@ def _table(report: AuditReport) -> list[str]:
     for r in report.rows:
         head = f"{r.id}  {r.status}  [{r.method}]"
         lines += _wrap(head, "") if len(head) > WIDTH else [head]
-        for label, text in (("sglang", r.subject), ("checks", r.check),
+        for label, text in ((report.engine, r.subject), ("checks", r.check),
                             ("result", "; ".join(p for p in (r.detail, cex_text(r)) if p))):
             if text:
                 lines += _wrap(text, "    ", f"{label}: ")
@@ -293,7 +297,7 @@ def render_text(report: AuditReport) -> str:
                    f"{report.examples}, --seed {report.seed}", "")
     for kind, title, show in SECTIONS:
         rows = report.of_kind(kind)
-        lines += _section(rows, title.format(n=len(rows)) + ":", show)
+        lines += _section(rows, title.format(n=len(rows), engine=report.engine) + ":", show)
     lines += _table(report)
     buffers = buffer_rows(report)
     if buffers:
@@ -310,7 +314,7 @@ def _md(text: str) -> str:
 def render_markdown(report: AuditReport) -> str:
     lines = [f"Audited: {_header(report)}; --examples {report.examples}, --seed {report.seed}.", "",
              summary_line(report) + ".", "",
-             "| check | sglang symbol | result | method | detail |", "|---|---|---|---|---|"]
+             f"| check | {report.engine} symbol | result | method | detail |", "|---|---|---|---|---|"]
     for r in report.rows:
         detail = r.detail
         extra = cex_text(r)

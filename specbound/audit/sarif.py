@@ -2,9 +2,10 @@
 
 One result per row whose status kind has a SARIF level in :mod:`.statuses` (findings ``error``,
 unguarded conditions ``warning``); its rule is the status, its location the row's file and line
-(:func:`.report.location`), relative to the audited sglang package (``uriBaseId`` ``SGLANG_ROOT``,
-which ``originalUriBaseIds`` maps to the package folder).  A repository that holds sglang's source
-elsewhere (``python/sglang/`` in sglang's own) maps that base id, or rewrites the prefix.
+(:func:`.report.location`), relative to the audited engine's package (``uriBaseId``
+``<ENGINE>_ROOT``, e.g. ``SGLANG_ROOT``, which ``originalUriBaseIds`` maps to the package folder).
+A repository that holds the engine's source elsewhere (``python/sglang/`` in sglang's own) maps
+that base id, or rewrites the prefix.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from . import statuses as st
 from .report import AuditReport, Row, cex_text, location
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-BASE = "SGLANG_ROOT"
 
 
 def rule_id(status: str) -> str:
@@ -73,10 +73,10 @@ def sarif_log(rows: list, version: str, *, base: str, root: str | None, exit_cod
 
 
 def to_sarif(report: AuditReport, version: str) -> dict[str, Any]:
-    """The SARIF log of an sglang audit ``report``; ``version`` is specbound's."""
-    return sarif_log(report.rows, version, base=BASE, root=report.sglang_path, exit_code=report.exit_code(),
-                     successful=not report.fatal,
-                     properties={"sglang": report.sglang_version, "summary": report.kind_counts()})
+    """The SARIF log of an audit ``report``; ``version`` is specbound's."""
+    return sarif_log(report.rows, version, base=f"{report.engine.upper()}_ROOT", root=report.path,
+                     exit_code=report.exit_code(), successful=not report.fatal,
+                     properties={report.engine: report.version, "summary": report.kind_counts()})
 
 
 def write_sarif(report: AuditReport, path: str, version: str) -> None:

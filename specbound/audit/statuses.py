@@ -4,11 +4,11 @@ levels and ``--strict`` are all read from the kinds, so a new status is one line
 
 Kinds (what a status does to the verdict):
 
-* ``pass``: the check ran and sglang agrees with the spec.
-* ``finding``: sglang is wrong on an input inside the spec's (and sglang's own) contract: exit 1.
-* ``unguarded``: sglang relies on a condition it never checks; the row carries the evidence of
+* ``pass``: the check ran and the engine agrees with the spec.
+* ``finding``: the engine is wrong on an input inside the spec's (and its own) contract: exit 1.
+* ``unguarded``: the engine relies on a condition it never checks; the row carries the evidence of
   what breaking it does (a sanitizer or checked-interpreter report, a counterexample).  No
-  finding within sglang's contract, so exit 0, unless ``--strict`` (exit 1).
+  finding within the engine's contract, so exit 0, unless ``--strict`` (exit 1).
 * ``warning``: nothing to check in this release (the code is not there); exit 0.
 * ``not checked``: the check did not run, or its buffer was not judged: exit 3 (no finding, but
   an incomplete audit never reads as a pass).
@@ -38,32 +38,32 @@ class Status:
 
 
 TABLE = (
-    Status("matched", PASS, "the check ran and sglang agrees with the spec"),
-    Status("proved", PASS, "sglang's kernel proved for every input of its host contract (symbolic execution)"),
-    Status("diverged", FINDING, "sglang disagrees with the spec; the smallest counterexample found is attached"),
-    Status("oob", FINDING, "sglang's kernel accessed memory outside its tensors on an input inside the spec's "
+    Status("matched", PASS, "the check ran and the engine agrees with the spec"),
+    Status("proved", PASS, "the engine's kernel proved for every input of its host contract (symbolic execution)"),
+    Status("diverged", FINDING, "the engine disagrees with the spec; the smallest counterexample found is attached"),
+    Status("oob", FINDING, "the engine's kernel accessed memory outside its tensors on an input inside the spec's "
            "preconditions; the replay case reproduces it"),
     Status("hang", FINDING, "a kernel launch did not finish within its step budget on an input inside the spec's "
            "preconditions; the replay case reproduces it"),
     Status("overrun", FINDING, "a buffer too small under the spec's stated preconditions (Z3 counterexample, "
-           "replayed as an out-of-bounds store on sglang's kernel)"),
+           "replayed as an out-of-bounds store on the engine's kernel)"),
     Status("holds only if", FINDING, "a buffer too small for the spec's contract, large enough only under one "
-           "extra condition sglang does not check (named in the row)"),
+           "extra condition the engine does not check (named in the row)"),
     Status("overread", FINDING, "an attention kernel reads past its row or the buffer for the metadata it is "
            "given (a consumer contract, spec/consumers.py): wrong results or an illegal address"),
     Status("crash", FINDING, "a torch copy into the buffer raises at this size: the server dies instead of "
            "corrupting memory"),
-    Status("refuted", FINDING, "a property of sglang's kernel is false on an input of its own contract "
+    Status("refuted", FINDING, "a property of the engine's kernel is false on an input of its own contract "
            "(symbolic counterexample, replayed on the kernel)"),
-    Status("unguarded", UNGUARDED_KIND, "sglang relies on a condition it never checks (outside its contract); "
+    Status("unguarded", UNGUARDED_KIND, "the engine relies on a condition it never checks (outside its contract); "
            "the evidence shows what breaking it does"),
-    Status("not present", WARNING, "this sglang has no such code (moved away, renamed, removed)"),
+    Status("not present", WARNING, "this release of the engine has no such code (moved away, renamed, removed)"),
     Status("unknown signature", NOT_CHECKED, "the function exists but its parameters are not ones the audit knows"),
     Status("unavailable", NOT_CHECKED, "the check cannot run here (no executor, no compiler, no Triton)"),
     Status("unknown", NOT_CHECKED, "a buffer whose size or origin could not be traced (the row names where the "
            "trail ended)"),
     Status("error", NOT_CHECKED, "the check itself failed to run, or the audit's own machinery failed; never "
-           "blamed on sglang"),
+           "blamed on the engine"),
 )
 BY_NAME = {s.name: s for s in TABLE}
 

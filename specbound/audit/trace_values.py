@@ -283,7 +283,7 @@ def bind_call(func: FuncInfo, call: ast.Call, frame: Frame, method: bool):
 
 
 def is_pure(func: FuncInfo) -> bool:
-    """Arithmetic only: no tensor, no call other than builtins and sglang helpers of the same kind."""
+    """Arithmetic only: no tensor, no call other than builtins and the engine's helpers of the same kind."""
     for node in ast.walk(func.node):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
             return False

@@ -10,6 +10,7 @@ from specbound.audit import DEFAULT_EXAMPLES, DEFAULT_SEED
 from specbound.audit.report import ERROR, NOT_PRESENT, AuditReport, Row, plural
 from specbound.audit.program import Program
 from specbound.audit.extract import SourceIndex
+from .bindings import BINDINGS
 from .locate import ENV_VAR, PACKAGE, NotInstalled, locate
 from . import helpers, kernel_proofs, kv_kernel, sites, tree_kernel
 from .buffers import check_buffers
@@ -35,7 +36,7 @@ def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, 
     try:
         inst = locate(sglang_path)
     except NotInstalled as e:
-        rep = AuditReport(None, None, None, examples=examples, seed=seed)
+        rep = AuditReport(None, None, None, examples=examples, seed=seed, engine=BINDINGS.engine)
         # Nothing to audit: a folder that holds no sglang (a typo in a CI job) is an error row, no
         # sglang anywhere a `not present` one; either way nothing was checked (exit 3, not 0).
         rep.fatal = str(e)
@@ -43,7 +44,8 @@ def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, 
         rep.add(Row("sglang.installed", "sglang", "an sglang package to audit", "-", status, str(e)))
         rep.seconds = time.perf_counter() - t0
         return rep
-    rep = AuditReport(str(inst.root), inst.version, inst.located_by, examples=examples, seed=seed)
+    rep = AuditReport(str(inst.root), inst.version, inst.located_by, examples=examples, seed=seed,
+                      engine=BINDINGS.engine)
     say(f"sglang {inst.version} at {inst.root}")
 
     index = SourceIndex(inst.root)

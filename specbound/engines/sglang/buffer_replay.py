@@ -26,7 +26,7 @@ from specbound.replay import Replay
 
 from specbound.audit import kernels
 from . import kv_kernel, tree_kernel
-from .launch import KV_ALIASES, KV_FILES, KV_KERNEL, TREE_ALIASES, TREE_KERNEL
+from .launch import KV_ALIASES, KV_FILES, KV_KERNEL, TREE_ALIASES, TREE_FILES, TREE_KERNEL
 from specbound.audit.report import DIVERGED, OOB
 from specbound.audit.extract import SourceIndex
 from specbound.audit.judge import seq_lens_for
@@ -99,7 +99,7 @@ def _replay_kv(index: SourceIndex, case: dict) -> Replay:
 
 
 def _replay_tree(index: SourceIndex, case: dict) -> Replay:
-    found, kernel, why = _load(index, TREE_KERNEL, tree_kernel.TREE_FILES, TREE_ALIASES,
+    found, kernel, why = _load(index, TREE_KERNEL, TREE_FILES, TREE_ALIASES,
                                tree_kernel.TREE_FED)
     if kernel is not None:
         finding = tree_kernel.run_tree(kernel, found, case, mask_numel=case["mask_numel"])

@@ -27,12 +27,11 @@ from specbound.audit import helper_paths
 from specbound.engines.sglang import draft_kv_model as sglang_draft_kv
 from specbound.engines.sglang import tree_model as sglang_tree
 from specbound.engines.sglang.draft_kv_model import KvSpec
+from specbound.engines.sglang.launch import KV_FILES, TREE_FILES
 from specbound.engines.sglang.tree_model import TreeSpec
 from specbound.proofs.symexec.values import Unsupported
 
 KV_ROW, TREE_ROW = "kernel.symbolic_proof[draft_kv]", "kernel.symbolic_proof[tree]"
-KV_FILES = ("kernels/ops/speculative/cache_locs.py", "srt/speculative/spec_utils.py")
-TREE_FILES = ("kernels/ops/speculative/spec_tree.py", "srt/speculative/spec_tree.py")
 SPEC_UTILS_FILE = "srt/speculative/spec_utils.py"
 
 
@@ -230,8 +229,8 @@ def _failed_row(row_id, subject, what, bad, refute, t0, sp) -> Row:
 def check(report: AuditReport, full: bool = False) -> None:
     """Both rows, for the sglang the report is about; ``full``: every listed specialization
     (``--symbolic-all``), else the default one per kernel."""
-    if report.sglang_path is None:
+    if report.path is None:
         return
-    index = SourceIndex(Path(report.sglang_path))
+    index = SourceIndex(Path(report.path))
     check_kv(index, report, full)
     check_tree(index, report, full)

@@ -22,6 +22,7 @@ from specbound.audit.kernels import (
     value_key,
 )
 
+from .bindings import BINDINGS
 from .launch import KV_ALIASES, KV_FILES, KV_KERNEL, kv_values
 
 # The kernel parameters (normalised names) the audit knows how to feed.
@@ -61,7 +62,7 @@ def run_kv(kernel, found: Found, case, width_fn=None) -> Finding | None:
     reference.draft_decode_kv_indices(batch.req_pool_indices, batch.req_to_token, batch.seq_lens, topk=k,
                                       num_steps=steps, page_size=page, kv_indices=want_idx, kv_indptr=want_ptr)
     for name, got, exp in (("kv_indices", kv_indices, want_idx), ("kv_indptr", kv_indptr, want_ptr)):
-        diff = first_diff(name, got, exp)
+        diff = first_diff(name, got, exp, engine=BINDINGS.engine)
         if diff:
             return Finding(DIVERGED, diff)
     written = session.written()

@@ -19,7 +19,11 @@ from specbound.replay.outcome import Replay
 
 KV_KERNEL = "generate_draft_decode_kv_indices"
 TREE_KERNEL = "sgl_build_tree_kernel_efficient_triton"   # sglang's Triton port of its CUDA tree build
-KV_FILES = ("kernels/ops/speculative/cache_locs.py",)     # where the draft kv kernel lives
+# Where each kernel is looked up first: its home today, then the one it had before sglang moved
+# its Triton kernels under kernels/ops/ (found there, a kernel is not reported as moved; found
+# anywhere else, it is).
+KV_FILES = ("kernels/ops/speculative/cache_locs.py", "srt/speculative/spec_utils.py")
+TREE_FILES = ("kernels/ops/speculative/spec_tree.py", "srt/speculative/spec_tree.py")
 
 # sglang's names for the kernels' parameters (normalised: lower case, no ``_ptr``), and its
 # ``retrive`` for ``retrieve`` in the tree's index buffers.

@@ -22,9 +22,9 @@ from specbound.audit.kernels import (
     fuzz_row, launch_finding, value_key,
 )
 
-from .launch import TREE_ALIASES, TREE_KERNEL, tree_values
+from .bindings import BINDINGS
+from .launch import TREE_ALIASES, TREE_FILES, TREE_KERNEL, tree_values
 
-TREE_FILES = ("kernels/ops/speculative/spec_tree.py",)
 TREE_WRAPPER = "sgl_build_tree_kernel_triton"   # the host wrapper that launches it
 
 # The kernel parameters (normalised names) the audit knows how to feed.
@@ -82,7 +82,7 @@ def run_tree(kernel, found: Found, case, mask_numel: int | None = None) -> Findi
                            ("retrive_index", outs[0], want.retrive_index),
                            ("retrive_next_token", outs[1], want.retrive_next_token),
                            ("retrive_next_sibling", outs[2], want.retrive_next_sibling)):
-        diff = first_diff(name, got, exp, None if name == "tree_mask" else n)
+        diff = first_diff(name, got, exp, None if name == "tree_mask" else n, engine=BINDINGS.engine)
         if diff:
             return Finding(DIVERGED, diff)
     written = session.written()

@@ -5,9 +5,11 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from .extract import SourceIndex
-from .program import Program
-from .report import AuditReport
+from specbound.audit.extract import SourceIndex
+from specbound.audit.program import Program
+from specbound.audit.report import AuditReport
+
+from .bindings import BINDINGS
 
 
 def write_sglang_package(root: Path, files: dict[str, str], version: str = "0.0.0+fake") -> Path:
@@ -26,6 +28,6 @@ def write_sglang_package(root: Path, files: dict[str, str], version: str = "0.0.
 
 def audit_rows(root: Path, check, package: str) -> list:
     """The rows ``check(program, report)`` adds for the package at ``root`` (imported as ``package``)."""
-    rep = AuditReport(str(root), "toy", "test")
+    rep = AuditReport(str(root), "toy", "test", engine=BINDINGS.engine)
     check(Program(SourceIndex(root), package), rep)
     return rep.rows
