@@ -18,6 +18,7 @@ from .draft_extend import check_draft_extend
 from .expand_scatter import check_expand_scatter
 from .offset_page_table import check_offset_page_tables
 from .padded_rows import check_padded_rows
+from .padded_verify import check_padded_verify
 from .verify_kv import check_verify_kv
 from .helpers import SPEC_UTILS_FILE
 
@@ -95,6 +96,7 @@ def _consumers(index, rep, program, replay):
     check_draft_extend(program, rep)
     check_expand_scatter(program, rep, replay=replay)
     check_padded_rows(program, rep)
+    check_padded_verify(program, rep)
     check_verify_kv(program, rep, replay=replay)
 
 

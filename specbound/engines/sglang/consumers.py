@@ -74,6 +74,24 @@ def call_argument(call: ast.Call, params: list[str], name: str):
     return None
 
 
+def dominating_statements(func_node, lineno: int) -> list:
+    """Statements that run before line ``lineno`` on every path: those in the statement lists
+    enclosing it, before the statement that holds it."""
+    out = []
+
+    def visit(body):
+        for stmt in body:
+            if stmt.lineno <= lineno <= stmt.end_lineno:
+                for field in ("body", "orelse", "finalbody"):
+                    inner = getattr(stmt, field, None)
+                    if isinstance(inner, list) and inner and inner[0].lineno <= lineno <= inner[-1].end_lineno:
+                        visit(inner)
+                return
+            out.append(stmt)
+    visit(func_node.body)
+    return out
+
+
 def _resolve(tracer: Tracer, expr, frame, path: Path) -> list:
     tracer.steps = 0
     return tracer.resolve(expr, frame, path)
