@@ -12,7 +12,7 @@ from specbound import spec
 from specbound.spec import TreeMaskMode
 
 from . import core, lemmas
-from .model import C, D, K, P, b, bs, fill, in_batch, labelled, max_bs, n, page, per_request, prefix_at, seq_len, seq_len_conds
+from .model import C, D, K, P, b, bs, fill, j, t, in_batch, labelled, max_bs, n, page, per_request, prefix_at, seq_len, seq_len_conds
 from .model import tree_params
 from .theorem import Mutant, Theorem
 
@@ -47,6 +47,25 @@ def ct_page_table_read() -> Theorem:
                    overrides={"verify_page_table_width": lambda c, nn, p: spec.cdiv(c, p)}),
             Mutant("MUT-PAGE-TABLE-FLOOR", "row of (C + n) // page_size pages (rounded down)",
                    overrides={"verify_page_table_width": lambda c, nn, p: spec.floordiv(c + nn, p)}),
+        ),
+    )
+
+
+def ct_page_table_offset_verify_read() -> Theorem:
+    def claim(d):
+        return d.offset_page_table_columns_read(seq_len(b), n, page) <= d.verify_page_table_width(C, n, page)
+    return Theorem(
+        id="CT-PAGE-TABLE-OFFSET-VERIFY-READ", family=FAMILY,
+        statement=("every seq_len[b] <= C => the page-table columns a TRT-LLM target-verify attention reads "
+                   "(graph metadata built with seqlen_offset = n: cache_seqlens = seq_len[b] + n) fit a row of "
+                   "verify_page_table_width(C, n, page_size)"),
+        hyps=lambda d: _request(), claim=claim, at=(b,),
+        report=_page_table_report,
+        mutants=(
+            Mutant("MUT-OFFSET-PAGE-TABLE-CONTEXT-ONLY",
+                   "row of ceil(C / page_size) pages, without the draft tokens (sglang 0.5.23's TRT-LLM MHA "
+                   "target_verify_metadata['page_table'], max_num_pages wide)",
+                   overrides={"verify_page_table_width": lambda c, nn, p: spec.cdiv(c, p)}),
         ),
     )
 
@@ -182,5 +201,47 @@ def ct_padded_draft_extend_prefix() -> Theorem:
     )
 
 
-THEOREMS = (ct_page_table_read, ct_page_table_draft_extend_read, ct_expand_scatter_write, ct_custom_mask_read,
-            ct_verify_kv_indices_write, ct_padded_draft_extend_prefix)
+RAW_BS = z3.Int("raw_bs")
+
+
+def ct_padded_verify_mask_extract() -> Theorem:
+    def claim(d):
+        flat = (b * n + t) * n + j
+        kept = flat < d.verify_mask_extraction_live(RAW_BS, n)
+        cell = d.verify_mask_extraction_index(n, b, t, j, seq_len(b), P(b))
+        past = cell >= d.mask_batch_numel(FULL, RAW_BS, n, P(RAW_BS))
+        return z3.And(kept == (b < RAW_BS), z3.Implies(b >= RAW_BS, past))
+
+    def hyps(d):
+        # rows past raw_bs are the padded ones (seq_len = the runner's fill, within [0, C])
+        return {**_request(), "real_rows_in_batch": z3.And(0 <= RAW_BS, RAW_BS <= bs),
+                "tree_row": z3.And(0 <= t, t < n), "tree_column": z3.And(0 <= j, j < n)}
+    return Theorem(
+        id="CT-PADDED-VERIFY-MASK-EXTRACT", family=FAMILY,
+        statement=("raw_bs <= bs, every seq_len[b] <= C (padded rows: the fill) => a topk > 1 target-verify "
+                   "graph's mask gather, zeroed from verify_mask_extraction_live(raw_bs, n) on, keeps exactly "
+                   "the real requests' entries, and every padded row's cell lies past the real batch's mask "
+                   "(mask_batch_numel(FULL_MASK, raw_bs, n, P[raw_bs]))"),
+        hyps=hyps, claim=claim, at=(b,),
+        report=lambda: {"bs": bs, "raw_bs": RAW_BS, "n": n, "b": b, "t": t, "j": j, "seq_len[b]": seq_len(b),
+                        "P[b]": P(b), "P[raw_bs]": P(RAW_BS)},
+        lemmas=lambda: [prefix_at(b), core.instantiate(lemmas.prefix_monotone(), b, RAW_BS),
+                        core.instantiate(lemmas.mul_le_mono(), P(RAW_BS), P(b), n),
+                        core.instantiate(lemmas.mul_le_mono(), RAW_BS, b, n * n),
+                        core.instantiate(lemmas.mul_le_mono(), b + 1, RAW_BS, n * n),
+                        core.instantiate(lemmas.mul_le_mono(), 0, seq_len(b) + n, t)],
+        mutants=(
+            Mutant("MUT-PADDED-MASK-NO-GUARD",
+                   "no zeroing of the padded rows' gather indices (every bs*n*n entry kept): a padded row gathers "
+                   "past the real batch's mask",
+                   overrides={"verify_mask_extraction_live": lambda r, nn: bs * nn * nn}),
+            Mutant("MUT-PADDED-MASK-GUARD-PER-TOKEN",
+                   "zeroing from positions.numel() = raw_bs*n, without the factor n: real requests' entries "
+                   "zeroed (their draft tokens attend by cell 0's mask)",
+                   overrides={"verify_mask_extraction_live": lambda r, nn: r * nn}),
+        ),
+    )
+
+
+THEOREMS = (ct_page_table_read, ct_page_table_offset_verify_read, ct_page_table_draft_extend_read, ct_expand_scatter_write, ct_custom_mask_read,
+            ct_verify_kv_indices_write, ct_padded_draft_extend_prefix, ct_padded_verify_mask_extract)

@@ -14,9 +14,9 @@ from specbound.proofs import registry
 
 @cache
 def results():
-    got, _ = registry.run_all(["CT-PAGE-TABLE-VERIFY-READ", "CT-PAGE-TABLE-DRAFT-EXTEND-READ",
+    got, _ = registry.run_all(["CT-PAGE-TABLE-VERIFY-READ", "CT-PAGE-TABLE-OFFSET-VERIFY-READ", "CT-PAGE-TABLE-DRAFT-EXTEND-READ",
                                "CT-EXPAND-SCATTER-WRITE", "CT-CUSTOM-MASK-READ", "CT-VERIFY-KV-INDICES-WRITE",
-                               "CT-PADDED-DRAFT-EXTEND-PREFIX"])
+                               "CT-PADDED-DRAFT-EXTEND-PREFIX", "CT-PADDED-VERIFY-MASK-EXTRACT"])
     return {r.id: r for r in got}
 
 
@@ -30,6 +30,14 @@ def test_context_only_page_table_is_read_past():
     x = _mutant("CT-PAGE-TABLE-VERIFY-READ", "MUT-PAGE-TABLE-CONTEXT-ONLY")
     assert 0 <= x["seq_len[b]"] <= x["C"]
     read = spec.page_table_columns_read(x["seq_len[b]"], x["n"], x["page_size"])
+    assert read > spec.cdiv(x["C"], x["page_size"])
+    assert read <= spec.verify_page_table_width(x["C"], x["n"], x["page_size"])
+
+
+def test_context_only_offset_table_is_read_past():
+    x = _mutant("CT-PAGE-TABLE-OFFSET-VERIFY-READ", "MUT-OFFSET-PAGE-TABLE-CONTEXT-ONLY")
+    assert 0 <= x["seq_len[b]"] <= x["C"]
+    read = spec.offset_page_table_columns_read(x["seq_len[b]"], x["n"], x["page_size"])
     assert read > spec.cdiv(x["C"], x["page_size"])
     assert read <= spec.verify_page_table_width(x["C"], x["n"], x["page_size"])
 
@@ -75,3 +83,26 @@ def test_unclamped_padded_prefix_is_negative():
     assert x["seq_len_fill"] >= 1 and x["n"] >= 1
     assert x["seq_len_fill"] - x["n"] < 0
     assert 0 <= spec.padded_draft_extend_prefix_len(x["seq_len_fill"], x["n"]) <= x["seq_len_fill"]
+
+
+def _gathered(x, live):
+    """Is the counterexample's entry kept by a guard zeroing from ``live``, and its cell."""
+    flat = (x["b"] * x["n"] + x["t"]) * x["n"] + x["j"]
+    cell = spec.verify_mask_extraction_index(x["n"], x["b"], x["t"], x["j"], x["seq_len[b]"], x["P[b]"])
+    return flat < live, cell
+
+
+def test_unguarded_padded_gather_reads_past_the_mask():
+    x = _mutant("CT-PADDED-VERIFY-MASK-EXTRACT", "MUT-PADDED-MASK-NO-GUARD")
+    assert x["raw_bs"] <= x["b"] < x["bs"]                      # a padded row
+    kept, cell = _gathered(x, x["bs"] * x["n"] ** 2)
+    numel = spec.mask_batch_numel(spec.TreeMaskMode.FULL_MASK, x["raw_bs"], x["n"], x["P[raw_bs]"])
+    assert kept and cell >= numel
+    assert not _gathered(x, spec.verify_mask_extraction_live(x["raw_bs"], x["n"]))[0]
+
+
+def test_per_token_guard_drops_a_real_request():
+    x = _mutant("CT-PADDED-VERIFY-MASK-EXTRACT", "MUT-PADDED-MASK-GUARD-PER-TOKEN")
+    assert x["b"] < x["raw_bs"]                                  # a real row
+    assert not _gathered(x, x["raw_bs"] * x["n"])[0]
+    assert _gathered(x, spec.verify_mask_extraction_live(x["raw_bs"], x["n"]))[0]

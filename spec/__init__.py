@@ -20,9 +20,10 @@ from .conditions import (
 )
 from .consumers import (
     custom_mask_batch_read, custom_mask_read_len, custom_mask_read_start, draft_extend_columns_read,
-    expand_page_table_width, expand_scatter_columns, expand_scatter_source_columns, padded_draft_extend_prefix_len,
-    page_table_columns_read,
-    verify_kv_indices_numel, verify_kv_indices_start, verify_kv_indices_written, verify_page_table_width,
+    expand_page_table_width, expand_scatter_columns, expand_scatter_source_columns, offset_page_table_columns_read,
+    padded_draft_extend_prefix_len, page_table_columns_read,
+    verify_kv_indices_numel, verify_kv_indices_start, verify_kv_indices_written, verify_mask_extraction_index,
+    verify_mask_extraction_live, verify_page_table_width,
 )
 from .draft_kv import (
     draft_branches, draft_kv_capacity_ok, draft_kv_capacity_steps, draft_kv_indices_buffer_width,

@@ -10,7 +10,7 @@ it.  ``seq_len`` excludes the draft tokens (the package convention); the kernel 
 from __future__ import annotations
 
 from .symbolic import cdiv, check_int, smax
-from .verify_mask import TreeMaskMode, mask_batch_numel, mask_request_base, mask_request_numel
+from .verify_mask import TreeMaskMode, mask_batch_numel, mask_request_base, mask_request_numel, mask_tree_cell
 
 
 def page_table_columns_read(seq_len, delta, page_size):
@@ -32,6 +32,28 @@ def page_table_columns_read(seq_len, delta, page_size):
     d = check_int("delta", delta, minimum=0)
     p = check_int("page_size", page_size, minimum=1)
     return cdiv(s + d, p)
+
+
+def offset_page_table_columns_read(seq_len, seqlen_offset, page_size):
+    """Columns of its page-table row a TRT-LLM paged attention kernel reads for one request
+    when its graph metadata is built with a ``seqlen_offset``:
+    ``page_table_columns_read(seq_len, seqlen_offset, page_size)``.
+
+    Read from sglang 0.5.23: ``TRTLLMHAAttnBackend._apply_cuda_graph_metadata``
+    (``srt/layers/attention/trtllm_mha_backend.py:993``) sets ``seqlen_offset =
+    metadata.max_seq_len_q`` in target verify (``num_tokens // bs`` at capture, line 883: the
+    target-verify runner's ``num_draft_tokens`` per request; ``speculative_step_id + 1`` in
+    draft decode, line 979) and passes ``max_seq_pages = self.max_num_pages`` (line 1013,
+    ``ceil(C / page_size)``, line 351) to ``update_trtllm_mha_graph_metadata``
+    (``kernels/ops/attention/trtllm_mha_graph_metadata.py``), whose kernel stores
+    ``cache_seqlens = seq_len + seqlen_offset`` (line 73) and fills only
+    ``min(cdiv(cache_seqlen, page_size), max_seq_pages)`` columns (line 86; "consumers must
+    bound reads by cache_seqlens").  ``forward_extend`` then hands ``block_tables =
+    page_table`` and ``seq_lens = cache_seqlens`` to FlashInfer's TRT-LLM kernels, which
+    read one column per page of those keys: past the clamp a stale page id, past the row
+    the next request's row (or past the ``max_bs x ceil(C / page_size)`` table).
+    """
+    return page_table_columns_read(seq_len, check_int("seqlen_offset", seqlen_offset, minimum=0), page_size)
 
 
 def verify_page_table_width(max_context_len, num_draft_tokens, page_size):
@@ -191,3 +213,36 @@ def padded_draft_extend_prefix_len(seq_len_fill, extend_width):
     f = check_int("seq_len_fill", seq_len_fill, minimum=1)
     w = check_int("extend_width", extend_width, minimum=1)
     return smax(f - w, 0)
+
+
+def verify_mask_extraction_index(num_draft_tokens, b, t, j, seq_len_b, prefix_b):
+    """The cell of a batch's FULL_MASK verify mask a topk > 1 target-verify backend gathers for
+    request ``b``, tree row ``t``, tree column ``j``: ``mask_tree_cell(FULL_MASK, ...)``,
+    ``n*P[b] + b*n*n + (seq_len[b] + n)*t + seq_len[b] + j``.
+
+    Read from sglang 0.5.23: ``FlashAttentionBackend._apply_cuda_graph_metadata``
+    (``srt/layers/attention/flashattention_backend.py:3225-3246``, target verify, topk > 1)
+    builds ``cols = arange(n) + seq_lens[:, None]`` and ``cum_len`` (the exclusive prefix sum
+    of ``seq_lens + n`` repeated ``n`` times) from the graph's *padded* ``seq_lens``, then
+    gathers ``spec_info.custom_mask[cols.repeat_interleave(n, 0) + cum_len[:, None]]``: flat
+    entry ``(b*n + t)*n + j`` is this cell.  ``spec_info.custom_mask`` is the tree build's mask
+    of the real batch only (``mask_batch_numel(FULL_MASK, raw_bs, n, S)`` cells), so a padded
+    row's cell (``b >= raw_bs``, ``seq_len = fill``) is at or past its end: an index past the
+    tensor (a device-side assert on the GPU, ``IndexError`` on the CPU).
+    """
+    return mask_tree_cell(TreeMaskMode.FULL_MASK, b, t, j, num_draft_tokens, seq_len_b, prefix_b)
+
+
+def verify_mask_extraction_live(raw_bs, num_draft_tokens):
+    """Flat gather entries of the real requests, ``raw_bs * n * n``: a padded target-verify
+    graph must zero the gather's indices from here on (and only from here: an entry before it
+    is a real request's mask cell).
+
+    Read from sglang 0.5.23: ``mask_extraction_indices[:, spec_info.positions.numel() *
+    self.speculative_num_draft_tokens:].fill_(0)`` ("avoid extracting padded seq indices which
+    will be out of boundary", ``flashattention_backend.py:3239-3243``); ``spec_info.positions``
+    is the tree build's ``positions``, ``raw_bs * n`` entries.  Padded rows then gather cell 0.
+    """
+    r = check_int("raw_bs", raw_bs, minimum=0)
+    nn = check_int("num_draft_tokens", num_draft_tokens, minimum=1)
+    return r * nn * nn

@@ -17,7 +17,9 @@ from .buffers import check_buffers
 from .consumers import check_consumers
 from .draft_extend import check_draft_extend
 from .expand_scatter import check_expand_scatter
+from .offset_page_table import check_offset_page_tables
 from .padded_rows import check_padded_rows
+from .padded_verify import check_padded_verify
 from .verify_kv import check_verify_kv
 from .helpers import SPEC_UTILS_FILE
 
@@ -92,9 +94,11 @@ def _buffers(index, rep, replay, program):
 
 def _consumers(index, rep, program, replay):
     check_consumers(index, rep, program)
+    check_offset_page_tables(program, rep)
     check_draft_extend(program, rep)
     check_expand_scatter(program, rep, replay=replay)
     check_padded_rows(program, rep)
+    check_padded_verify(program, rep)
     check_verify_kv(program, rep, replay=replay)
 
 

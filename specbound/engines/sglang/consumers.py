@@ -74,6 +74,24 @@ def call_argument(call: ast.Call, params: list[str], name: str):
     return None
 
 
+def dominating_statements(func_node, lineno: int) -> list:
+    """Statements that run before line ``lineno`` on every path: those in the statement lists
+    enclosing it, before the statement that holds it."""
+    out = []
+
+    def visit(body):
+        for stmt in body:
+            if stmt.lineno <= lineno <= stmt.end_lineno:
+                for field in ("body", "orelse", "finalbody"):
+                    inner = getattr(stmt, field, None)
+                    if isinstance(inner, list) and inner and inner[0].lineno <= lineno <= inner[-1].end_lineno:
+                        visit(inner)
+                return
+            out.append(stmt)
+    visit(func_node.body)
+    return out
+
+
 def _resolve(tracer: Tracer, expr, frame, path: Path) -> list:
     tracer.steps = 0
     return tracer.resolve(expr, frame, path)
@@ -93,29 +111,32 @@ def traced_allocations(program: Program, fn, self_val, expr, where: str, tracer_
 
 # --- page tables -------------------------------------------------------------------------------
 
-def _fill_functions(program: Program):
+def _fill_functions(program: Program, fill_params=FILL_PARAMS):
     out = []
-    for p in program.files_mentioning("seq_len_delta"):
+    for p in program.files_mentioning(fill_params[2]):
         tree = program.index.tree(p)
         if tree is None:
             continue
         for fn in program._functions_in(p, tree):
             params = [a for a in fn.params() if a != "self"]
-            if all(x in params for x in FILL_PARAMS):
+            if all(x in params for x in fill_params):
                 out.append((fn, params))
     return out
 
 
-def _page_table_rows(program: Program) -> list[Row]:
+def _page_table_rows(program: Program, fill_params=FILL_PARAMS, tracer_cls=Tracer,
+                     columns=spec.page_table_columns_read) -> list[Row]:
+    """``fill_params``: the fill's (table, clamp, delta) parameter names; ``columns``: the
+    consumer contract giving the columns read (the delta is its second argument)."""
     rows = []
-    for fill, params in _fill_functions(program):
+    for fill, params in _fill_functions(program, fill_params):
         for site in program.calls_to(fill.name):
             if site.caller.key == fill.key:
                 continue
             for self_val in selves(program, site.caller):
                 t0 = time.perf_counter()
                 try:
-                    row = _page_table_row(program, fill, params, site, self_val)
+                    row = _page_table_row(program, fill, params, site, self_val, fill_params, tracer_cls, columns)
                 except Exception as e:  # noqa: BLE001 - the audit's own failure is an error row
                     row = Row(f"consumer.page_table[{site.caller.qual}]", site.caller.where,
                               "page-table columns read fit the row", "z3", ERROR,
@@ -125,22 +146,24 @@ def _page_table_rows(program: Program) -> list[Row]:
     return rows
 
 
-def _page_table_row(program, fill, params, site, self_val) -> Row:
+def _page_table_row(program, fill, params, site, self_val, fill_params=FILL_PARAMS, tracer_cls=Tracer,
+                    columns=spec.page_table_columns_read) -> Row:
     owner = self_val.cls.name if self_val is not None else site.caller.qual
     where = f"{site.caller.rel}:{site.call.lineno}"
     row_id = f"consumer.page_table[{owner}@{where}]"
     subject = f"{owner} ({where}) -> {fill.name} -> attention(page_table, cache_seqlens = seq_len + delta)"
-    check = "the page-table columns the attention kernel reads (spec.page_table_columns_read) fit the filled row"
-    tracer = Tracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
+    check = f"the page-table columns the attention kernel reads (spec.{columns.__name__}) fit the filled row"
+    tracer = tracer_cls(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
     frame = tracer.top_frame(site.caller, self_val)
-    exprs = {name: call_argument(site.call, params, name) for name in FILL_PARAMS}
-    if exprs["seq_len_delta"] is None or exprs["max_seq_pages"] is None:
-        return Row(row_id, subject, check, "ast", UNKNOWN, f"the call passes no seq_len_delta / max_seq_pages "
+    table_param, clamp_param, delta_param = fill_params
+    exprs = {name: call_argument(site.call, params, name) for name in fill_params}
+    if exprs[delta_param] is None or exprs[clamp_param] is None:
+        return Row(row_id, subject, check, "ast", UNKNOWN, f"the call passes no {delta_param} / {clamp_param} "
                                                            f"(parameters {params})")
-    tables = _table_widths(tracer, exprs["page_table"], frame)
+    tables = _table_widths(tracer, exprs[table_param], frame)
     judged, seen = [], set()
-    for dv, dp in _resolve(tracer, exprs["seq_len_delta"], frame, Path()):
-        for wv, wp in _resolve(tracer, exprs["max_seq_pages"], frame, dp):
+    for dv, dp in _resolve(tracer, exprs[delta_param], frame, Path()):
+        for wv, wp in _resolve(tracer, exprs[clamp_param], frame, dp):
             if not isinstance(dv, Num) or not isinstance(wv, Num):
                 bad = dv if not isinstance(dv, Num) else wv
                 judged.append((judge.Judgement("unknown", detail=f"not traced to a number: {bad}"), None))
@@ -151,7 +174,7 @@ def _page_table_row(program, fill, params, site, self_val) -> Row:
                 if ident in seen:
                     continue
                 seen.add(ident)
-                j = judge_page_table(dv.term, limit, list(wp.conds), row_id)
+                j = judge_page_table(dv.term, limit, list(wp.conds), row_id, columns)
                 if j.verdict != judge.INFEASIBLE:
                     judged.append((j, (dv.term, wv.term, note, limit)))
     if not judged:
@@ -227,11 +250,11 @@ def page_table_contract(delta, width, conds) -> dict:
     return hyps
 
 
-def judge_page_table(delta, width, conds, name="page_table") -> judge.Judgement:
-    """The columns read for one request (``cache_seqlens = seq_len + delta``) against
-    ``width`` filled columns, through the core."""
-    goal = spec.page_table_columns_read(SEQ, delta, page) <= width
-    required = f"{z3.simplify(spec.page_table_columns_read(SEQ, delta, page))} columns"
+def judge_page_table(delta, width, conds, name="page_table", columns=spec.page_table_columns_read) -> judge.Judgement:
+    """The columns read for one request (``columns(seq_len, delta, page_size)``, by default
+    ``cache_seqlens = seq_len + delta``) against ``width`` filled columns, through the core."""
+    goal = columns(SEQ, delta, page) <= width
+    required = f"{z3.simplify(columns(SEQ, delta, page))} columns"
     size = str(z3.simplify(width)) if z3.is_expr(width) else str(width)
     hyps = page_table_contract(delta, width, conds)
     try:

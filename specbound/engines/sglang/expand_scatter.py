@@ -38,7 +38,7 @@ from specbound.audit.program import Program
 from specbound.audit.report import CRASH, ERROR, MATCHED, UNKNOWN, AuditReport, Row
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, Num, Path, source_text
-from .consumers import call_argument, selves
+from .consumers import call_argument, dominating_statements, selves
 from .draft_extend import graph_dict_entries
 from . import bindings
 
@@ -92,23 +92,10 @@ class _StepTracer(Tracer):
 
 
 def _dominating(func_node, call: ast.Call, name: str) -> list:
-    """Assignments ``name = ...`` that run before ``call`` on every path: those in the
-    statement lists enclosing it, before the statement that holds it."""
-    out = []
-
-    def visit(body):
-        for stmt in body:
-            if stmt.lineno <= call.lineno <= stmt.end_lineno:
-                for field in ("body", "orelse", "finalbody"):
-                    inner = getattr(stmt, field, None)
-                    if isinstance(inner, list) and inner and inner[0].lineno <= call.lineno <= inner[-1].end_lineno:
-                        visit(inner)
-                return
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
-                    and stmt.targets[0].id == name:
-                out.append(stmt.value)
-    visit(func_node.body)
-    return out
+    """Assignments ``name = ...`` that run before ``call`` on every path."""
+    return [stmt.value for stmt in dominating_statements(func_node, call.lineno)
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+            and stmt.targets[0].id == name]
 
 
 def _source_columns(site, params) -> list:
