@@ -12,7 +12,7 @@ import pytest
 
 from specbound import spec
 from specbound.audit.report import HOLDS_ONLY_IF, MATCHED, OVERREAD
-from specbound.audit.testing import audit_rows, write_sglang_package
+from specbound.engines.sglang.testing import audit_rows, write_sglang_package
 from specbound.engines.sglang.locate import PACKAGE
 from specbound.engines.sglang.offset_page_table import check_offset_page_tables
 

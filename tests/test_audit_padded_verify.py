@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specbound.audit.report import CRASH, DIVERGED, MATCHED, UNKNOWN
-from specbound.audit.testing import audit_rows, write_sglang_package
+from specbound.engines.sglang.testing import audit_rows, write_sglang_package
 from specbound.engines.sglang.locate import PACKAGE
 from specbound.engines.sglang.padded_verify import check_padded_verify
 
