@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from specbound.audit.report import (
-    CRASH, DIVERGED, ERROR, FAILING, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OOB, OVERRUN, PROVED, UNGUARDED, UNKNOWN,
+    CRASH, DIVERGED, ERROR, FAILING, HOLDS_ONLY_IF, MATCHED, NOT_PRESENT, OOB, OVERRUN, PROVED, REFUTED, UNGUARDED, UNKNOWN,
     UNKNOWN_SIGNATURE, render_text,
 )
 from specbound.engines.sglang.locate import NotInstalled, locate
@@ -50,6 +50,14 @@ def real_sglang(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def real_report(real_sglang):
     return run_audit(str(real_sglang), examples=6)
+
+
+@pytest.fixture
+def no_symbolic_stage(monkeypatch):
+    """Skips the symbolic proofs (the slowest stage, ~35 CPU s per kernel) in a test about
+    another row of a package whose kernels are sglang's own unmodified ones: those proofs run
+    on the real report, and a planted kernel's refuted proof in ``test_kernel_mutant_is_caught``."""
+    monkeypatch.setattr("specbound.engines.sglang.audit._symbolic", lambda rep, symbolic_all: None)
 
 
 # --- the real sglang -------------------------------------------------------------------------
@@ -202,7 +210,7 @@ KV_FILES = ("srt/layers/attention/flashinfer_backend.py", "srt/speculative/spec_
 KV_HELPER_CALL = "draft_kv_indices_buffer_width(\n            max_bs, self.topk, self.max_context_len\n        )"
 
 
-def test_real_backend_with_27338_planted_is_an_overrun(real_sglang, tmp_path):
+def test_real_backend_with_27338_planted_is_an_overrun(real_sglang, tmp_path, no_symbolic_stage):
     """sglang 0.5.23's flashinfer backend with the CUDA-graph row put back to max_bs*C (#27338)."""
     good = run_audit(str(_real_files(real_sglang, tmp_path / "good", KV_FILES)), kernels=False)
     graph = "buffer.draft_kv_indices[FlashInferMultiStepDraftBackend.cuda_graph_kv_indices]"
@@ -221,7 +229,7 @@ MASK_FILES = ("srt/layers/attention/triton_backend.py", "srt/layers/attention/ve
               "kernels/ops/speculative/spec_tree.py")
 
 
-def test_real_verify_mask_with_29450_planted_holds_only_with_draft_room(real_sglang, tmp_path):
+def test_real_verify_mask_with_29450_planted_holds_only_with_draft_room(real_sglang, tmp_path, no_symbolic_stage):
     """sglang 0.5.23's tree_mask_numel with the FULL_MASK draft-token term dropped (#29450)."""
     pkg = _real_files(real_sglang, tmp_path, MASK_FILES,
                       ("srt/layers/attention/verify_mask.py", "per_req = num_draft_tokens * (max_context_len + "
@@ -238,10 +246,20 @@ def test_audit_never_imports_sglang(real_report):
     assert not any(m == "sglang" or m.startswith("sglang.") for m in sys.modules)
 
 
-def test_cli_real_sglang(real_sglang, tmp_path, capsys):
+def test_cli_real_sglang(real_sglang, real_report, tmp_path, capsys, monkeypatch):
+    """The command line's plumbing (arguments through to the audit, the verdict, the JSON and
+    Markdown outputs) on the real report, which the fixture already computed: a second audit
+    of the same release would check nothing new."""
+    asked = []
+
+    def audit_once(path, **kwargs):
+        asked.append((path, kwargs))
+        return real_report
+    monkeypatch.setattr("specbound.engines.sglang.audit.run_audit", audit_once)
     out = tmp_path / "audit.json"
     rc = main(["audit", "sglang", "--sglang-path", str(real_sglang), "--no-kernels",
                "--json", str(out), "--markdown"])
+    assert [(p, k["kernels"]) for p, k in asked] == [(str(real_sglang), False)]
     assert rc == 1   # the consumer findings (test_real_sglang_consumer_findings)
     text = capsys.readouterr().out
     assert "| `helper.tree_mask_numel[FULL_MASK]` |" in text
@@ -290,6 +308,9 @@ def test_kernel_mutant_is_caught(real_sglang, tmp_path):
     row = _row(rep, "kernel.draft_kv_indices")
     assert row.status in (DIVERGED, OOB), row.detail
     assert row.replay and row.replay["topk"] > 1
+    # the symbolic proof of the same kernel is refuted too, its counterexample replayed
+    proof = _row(rep, "kernel.symbolic_proof[draft_kv]")
+    assert proof.status == REFUTED and proof.replay, proof.detail
     assert rep.exit_code() == 1
 
 
