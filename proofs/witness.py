@@ -26,7 +26,7 @@ from typing import Callable, Mapping
 import z3
 
 from . import core
-from .terms import subterms
+from .terms import applications
 
 ROUNDS = 6          # searches before a model that will not close is reported as such
 CHECK_RLIMIT = 2_000_000
@@ -35,9 +35,9 @@ CHECK_RLIMIT = 2_000_000
 def symbols(formulas) -> tuple[dict, dict]:
     """The uninterpreted constants and functions of ``formulas`` (by name)."""
     consts, funcs = {}, {}
-    for term in subterms(*formulas):
-        if z3.is_app(term) and term.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            (consts if term.decl().arity() == 0 else funcs)[term.decl().name()] = term.decl()
+    for formula in formulas:
+        for app in applications(formula):
+            (consts if app.decl().arity() == 0 else funcs)[app.decl().name()] = app.decl()
     return consts, funcs
 
 
