@@ -12,6 +12,7 @@ import argparse
 import functools
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -163,9 +164,20 @@ def _prove_spec(spec_ids, jobs: int):
     if jobs <= 1 or len(ids) <= 1:
         return registry.run_all(spec_ids)
     start = time.perf_counter()
-    with verify._pool(min(jobs, len(ids)), None) as pool:
+    # Forked while this process has no other thread (none before its first solver check), the
+    # workers start with every module imported: no fork server, no import per worker.
+    with verify._pool(min(jobs, len(ids)), "fork" if _threads() == 1 else None) as pool:
         results = list(pool.map(registry.run_one, ids))
     return results, time.perf_counter() - start
+
+
+def _threads() -> int:
+    """This process's threads as the kernel counts them (execnet's and Z3's timer threads too,
+    which ``threading`` does not see); 2 where it cannot say."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 2
 
 
 def _manifest_problems(args, results, payload, crashed) -> list[str]:
