@@ -105,9 +105,10 @@ def violation(name: str, closed) -> tuple[bool, tuple | None]:
 
 def _all_hold(name: str, closed: list) -> bool:
     """Whether one solver query shows every closed formula true.  A model usually closes, so
-    one query for all replaces one per formula; a negated ``forall`` is skolemized by Z3, so
-    no constant is added.  False when one may fail (or Z3 gives no verdict): the caller
-    then asks formula by formula, as if this had not been asked."""
+    one query for all replaces one per formula.  Z3 skolemizes the negated ``forall``s, so no
+    fresh constant of ours is made (a later fresh name, and so every later query, is as it
+    was).  False when one may fail (or Z3 gives no verdict): the caller then asks formula by
+    formula, as if this had not been asked."""
     try:
         return core.satisfy(f"{name}/close", {"violated": z3.Not(z3.And(*closed))}, rlimit=CHECK_RLIMIT) is None
     except core.Unknown:
@@ -118,7 +119,9 @@ def failures(name: str, interp: Interpretation, formulas: Mapping[str, z3.BoolRe
     """``(label, values of its bound variables where it fails, or None)`` of every formula the
     interpretation breaks."""
     closed = {label: interp.close(formula) for label, formula in formulas.items()}
-    asked = []  # the closed formulas only the solver decides
+    # One query for the formulas only the solver decides, unless one already simplifies to
+    # false (then, as when that query finds a violation, each formula is asked on its own).
+    asked = []
     for formula in closed.values():
         value = None if z3.is_quantifier(formula) else z3.simplify(formula)
         if value is not None and z3.is_false(value):

@@ -14,6 +14,7 @@ import importlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 FEATURE_MODULES = ("specbound.fuzz.command", "specbound.audit.command")
@@ -102,8 +103,6 @@ def cmd_prove(args) -> int:
     if getattr(args, "kernels", False):
         # Kernel theorems: the symbolic executor reads the kernel sources by path;
         # torch/triton are imported only to replay mutants' counterexamples.
-        import time
-
         from specbound.proofs.symexec import theorems as kernel_theorems
 
         start = time.perf_counter()
@@ -154,10 +153,8 @@ def cmd_prove(args) -> int:
 def _prove_spec(spec_ids, jobs: int):
     """The spec theorems (all, or ``spec_ids``) and the seconds they took, on up to ``jobs``
     worker processes (:func:`verify._pool`), each theorem one task; the results come back in
-    registry order and equal one process's, because a theorem's result rests on its own
+    the order asked and equal one process's, because a theorem's result rests on its own
     queries alone, each in a fresh Z3 context."""
-    import time
-
     from specbound.proofs import registry
 
     ids = spec_ids or registry.theorem_ids()
