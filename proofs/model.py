@@ -19,7 +19,7 @@ import z3
 from specbound import spec
 
 from . import core
-from .terms import subterms
+from .terms import applications
 from .witness import table
 
 IntSort = z3.IntSort()
@@ -85,8 +85,8 @@ def batch_indices(model: z3.ModelRef, terms=()) -> range:
             index = _index_of(model, decl, interp.entry(e).arg_value(0), k)
             top = max(top, -1 if index is None else index)
     by_name = {decl.name(): decl for decl in (seq_len, P, Q)}
-    for app in subterms(*terms):
-        decl = by_name.get(app.decl().name()) if z3.is_app(app) and app.num_args() == 1 else None
+    for app in {app.get_id(): app for term in terms for app in applications(term)}.values():
+        decl = by_name.get(app.decl().name()) if app.num_args() == 1 else None
         # an argument with a bound variable (inside a quantifier) names no index of its own
         if decl is None or not z3.z3core.Z3_is_ground(app.ctx_ref(), app.arg(0).as_ast()):
             continue

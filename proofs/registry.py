@@ -36,6 +36,13 @@ def select(only: list[str] | None = None) -> list[Theorem]:
     return [known[i] for i in only]
 
 
+def run_one(theorem_id: str) -> TheoremResult:
+    """One theorem by id: a task a process pool can be handed (its result is plain data).  A
+    theorem's result does not depend on what else ran in the process: every query is
+    built in a fresh Z3 context from that theorem's formulas alone."""
+    return run(select([theorem_id])[0])
+
+
 def run_all(only: list[str] | None = None) -> tuple[list[TheoremResult], float]:
     start = time.perf_counter()
     results = [run(th) for th in select(only)]

@@ -30,6 +30,25 @@ def subterms(*exprs):
             todo.extend(e.children())
 
 
+_APPLICATIONS: dict = {}  # (context, AST id) -> (the term, kept so its id is not reused; its applications)
+_APPLICATIONS_KEPT = 4096  # terms remembered; then the memo starts over (a long session's kernel proofs)
+
+
+def applications(term) -> tuple:
+    """The distinct applications of uninterpreted symbols in ``term`` (constants included),
+    walked once per term: a model's closure reads the same preconditions for every search."""
+    if not z3.is_expr(term):
+        return ()
+    key = (term.ctx_ref().value, term.get_id())
+    hit = _APPLICATIONS.get(key)
+    if hit is None:
+        if len(_APPLICATIONS) >= _APPLICATIONS_KEPT:
+            _APPLICATIONS.clear()
+        found = tuple(e for e in subterms(term) if z3.is_app(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED)
+        hit = _APPLICATIONS[key] = (term, found)
+    return hit[1]
+
+
 def conjuncts(formula) -> list:
     if z3.is_and(formula):
         return [c for child in formula.children() for c in conjuncts(child)]

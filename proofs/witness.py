@@ -26,7 +26,7 @@ from typing import Callable, Mapping
 import z3
 
 from . import core
-from .terms import subterms
+from .terms import applications
 
 ROUNDS = 6          # searches before a model that will not close is reported as such
 CHECK_RLIMIT = 2_000_000
@@ -35,9 +35,9 @@ CHECK_RLIMIT = 2_000_000
 def symbols(formulas) -> tuple[dict, dict]:
     """The uninterpreted constants and functions of ``formulas`` (by name)."""
     consts, funcs = {}, {}
-    for term in subterms(*formulas):
-        if z3.is_app(term) and term.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            (consts if term.decl().arity() == 0 else funcs)[term.decl().name()] = term.decl()
+    for formula in formulas:
+        for app in applications(formula):
+            (consts if app.decl().arity() == 0 else funcs)[app.decl().name()] = app.decl()
     return consts, funcs
 
 
@@ -103,12 +103,37 @@ def violation(name: str, closed) -> tuple[bool, tuple | None]:
     return found is not None, None
 
 
+def _all_hold(name: str, closed: list) -> bool:
+    """Whether one solver query shows every closed formula true.  A model usually closes, so
+    one query for all replaces one per formula.  Z3 skolemizes the negated ``forall``s, so no
+    fresh constant of ours is made (a later fresh name, and so every later query, is as it
+    was).  False when one may fail (or Z3 gives no verdict): the caller then asks formula by
+    formula, as if this had not been asked."""
+    try:
+        return core.satisfy(f"{name}/close", {"violated": z3.Not(z3.And(*closed))}, rlimit=CHECK_RLIMIT) is None
+    except core.Unknown:
+        return False
+
+
 def failures(name: str, interp: Interpretation, formulas: Mapping[str, z3.BoolRef]) -> list:
     """``(label, values of its bound variables where it fails, or None)`` of every formula the
     interpretation breaks."""
+    closed = {label: interp.close(formula) for label, formula in formulas.items()}
+    # One query for the formulas only the solver decides, unless one already simplifies to
+    # false (then, as when that query finds a violation, each formula is asked on its own).
+    asked = []
+    for formula in closed.values():
+        value = None if z3.is_quantifier(formula) else z3.simplify(formula)
+        if value is not None and z3.is_false(value):
+            break
+        if value is None or not z3.is_true(value):
+            asked.append(formula)
+    else:
+        if not asked or (len(asked) > 1 and _all_hold(name, asked)):
+            return []
     out = []
-    for label, formula in formulas.items():
-        broken, where = violation(f"{name}/{label}", interp.close(formula))
+    for label, formula in closed.items():
+        broken, where = violation(f"{name}/{label}", formula)
         if broken:
             out.append((label, where))
     return out

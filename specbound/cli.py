@@ -12,7 +12,9 @@ import argparse
 import functools
 import importlib
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 FEATURE_MODULES = ("specbound.fuzz.command", "specbound.audit.command")
@@ -96,13 +98,11 @@ def cmd_prove(args) -> int:
     if spec_ids is None or spec_ids:
         count = len(spec_ids) if spec_ids else len(registry.BUILDERS)
         print(f"proving {count} spec theorem(s) ...", flush=True)
-        results, seconds = registry.run_all(spec_ids)
+        results, seconds = _prove_spec(spec_ids, getattr(args, "jobs", None) or verify.usable_cores())
     crashed = ""
     if getattr(args, "kernels", False):
         # Kernel theorems: the symbolic executor reads the kernel sources by path;
         # torch/triton are imported only to replay mutants' counterexamples.
-        import time
-
         from specbound.proofs.symexec import theorems as kernel_theorems
 
         start = time.perf_counter()
@@ -148,6 +148,33 @@ def cmd_prove(args) -> int:
                          f"{', kernel theorems stopped' if crashed else ''}, {s['seconds']:.2f} s, "
                          f"z3 {payload['z3_version']}")
     return 0 if ok else 1
+
+
+def _prove_spec(spec_ids, jobs: int):
+    """The spec theorems (all, or ``spec_ids``) and the seconds they took, on up to ``jobs``
+    worker processes (:func:`verify._pool`), each theorem one task; the results come back in
+    the order asked and equal one process's, because a theorem's result rests on its own
+    queries alone, each in a fresh Z3 context."""
+    from specbound.proofs import registry
+
+    ids = spec_ids or registry.theorem_ids()
+    if jobs <= 1 or len(ids) <= 1:
+        return registry.run_all(spec_ids)
+    start = time.perf_counter()
+    # Forked while this process has no other thread (none before its first solver check), the
+    # workers start with every module imported: no fork server, no import per worker.
+    with verify._pool(min(jobs, len(ids)), "fork" if _threads() == 1 else None) as pool:
+        results = list(pool.map(registry.run_one, ids))
+    return results, time.perf_counter() - start
+
+
+def _threads() -> int:
+    """This process's threads as the kernel counts them (execnet's and Z3's timer threads too,
+    which ``threading`` does not see); 2 where it cannot say."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 2
 
 
 def _manifest_problems(args, results, payload, crashed) -> list[str]:
@@ -269,7 +296,8 @@ def prove_step(no_kernels: bool, json_path) -> int:
     """Verify's proofs: every spec theorem and the kernel theorems of the default specializations;
     a crash inside a proof is a failed verify (exit 1), never a usage error (exit 2)."""
     try:
-        return cmd_prove(argparse.Namespace(only=None, json=json_path, kernels=not no_kernels, all=False, explain=None))
+        return cmd_prove(argparse.Namespace(only=None, json=json_path, kernels=not no_kernels, all=False, explain=None,
+                                            jobs=1))  # verify's own pool runs this step
     except Exception as exc:
         print(f"FAILED prove: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
@@ -321,6 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true",
                    help="with --kernels: every covered specialization, incl. every GPU launch of the serving "
                         "envelope (default: a representative subset)")
+    p.add_argument("--jobs", type=positive_int("--jobs"), default=None, metavar="N",
+                   help="worker processes for the spec theorems, one theorem a task, the report the same as "
+                        "one process's (default: the usable cores; 1: one process)")
     p.add_argument("--explain", action="append", metavar="ID",
                    help="say what theorem ID claims, in words, and what it rests on (repeatable); proves nothing")
     p.set_defaults(func=cmd_prove)

@@ -37,6 +37,7 @@ def no_work(monkeypatch):
     import specbound.engines.sglang.audit
     import specbound.fuzz.replay
     monkeypatch.setattr(registry, "run_all", _never)
+    monkeypatch.setattr(cli, "_prove_spec", _never)   # the spec theorems on worker processes
     monkeypatch.setattr(fuzz_command, "fuzz", _never)
     monkeypatch.setattr(fuzz_command, "verify_step", _never)
     monkeypatch.setattr(specbound.engines.sglang.audit, "run_audit", _never)
