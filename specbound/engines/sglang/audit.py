@@ -1,10 +1,11 @@
 """One audit run: locate sglang, run every check, collect the rows.
 
 The stages are independent: each reads the package's source and adds its own rows, none
-reads another's.  With ``jobs`` > 1 they run in that many worker processes (the package
-parse shared by the stages of one group), and their rows are put together in the one-job
-order, so the report is the same either way; the progress lines come in that order too, each
-stage's pair as its group hands it back.  Workers start from a fork server where the platform
+reads another's.  With ``jobs`` > 1 the groups of :data:`GROUPS` run in that many worker
+processes (the package parse shared by the stages of one group), and their rows are put
+together in the one-job order, so the report is the same either way; the progress lines come
+in that order too, each stage's pair as its group hands it back.  A run of one group
+(``--no-kernels``) stays in this process.  Workers start from a fork server where the platform
 has one (:func:`specbound.verify.worker_pool`), never forked from this process.
 """
 
@@ -31,10 +32,11 @@ from .helpers import SPEC_UTILS_FILE
 
 # The stages of a parallel run, grouped by process: the helper, buffer and consumer stages
 # share one parse of the package; each kernel stage is its own.  Handed out longest first (CPU
-# seconds on sglang 0.5.23: the symbolic proofs, the package stages, the two Triton fuzzers, the
-# CUDA rows), so the last to finish is a short one.
-GROUPS = (("kernels.symbolic",), ("helpers", "buffers", "consumers", "kernels.sites"), ("kernels.tree",),
-          ("kernels.kv",), ("kernels.cuda",))
+# seconds of each on sglang 0.5.23, one process: symbolic proofs 30, package stages 21, CUDA rows
+# 12 with their sanitized runs, the two Triton fuzzers 6 each), so the last to finish is a
+# short one and two workers end within a few seconds of each other.
+GROUPS = (("kernels.symbolic",), ("helpers", "buffers", "consumers", "kernels.sites"), ("kernels.cuda",),
+          ("kernels.tree",), ("kernels.kv",))
 
 
 @dataclass(frozen=True)
@@ -82,10 +84,12 @@ def run_audit(sglang_path: str | None = None, examples: int = DEFAULT_EXAMPLES, 
     rep = setup.report()
     say(f"sglang {inst.version} at {inst.root}")
     names = [name for name, _ in _described(setup)]
-    if jobs == 1:
+    groups = [g for g in ([n for n in group if n in names] for group in GROUPS) if g]
+    assert sorted(n for g in groups for n in g) == sorted(names), "every stage in exactly one group"
+    if jobs == 1 or len(groups) == 1:   # one group (--no-kernels): no worker to start, the CPU stays ours
         results = _in_order(setup, names, say)
     else:
-        results = _in_parallel(setup, names, jobs, say)
+        results = _in_parallel(setup, names, groups, jobs, say)
     for name in names:
         rep.rows += results[name][0]
     rep.seconds = time.perf_counter() - t0
@@ -122,14 +126,11 @@ def _in_order(setup: _Setup, names: list[str], say) -> dict:
     return results
 
 
-def _in_parallel(setup: _Setup, names: list[str], jobs: int, say) -> dict:
-    """The groups of :data:`GROUPS` on ``jobs`` workers; the lines in report order."""
+def _in_parallel(setup: _Setup, names: list[str], groups: list[list[str]], jobs: int, say) -> dict:
+    """The ``groups`` (of :data:`GROUPS`) on ``jobs`` workers; the lines in report order."""
     from specbound.verify import worker_pool   # the fork server: only a parallel run starts one
 
     what = dict(_described(setup))
-    groups = [[n for n in g if n in names] for g in GROUPS]
-    groups = [g for g in groups if g]
-    assert sorted(n for g in groups for n in g) == sorted(names), "every stage in exactly one group"
     results = {}
     with worker_pool(min(jobs, len(groups))) as pool:
         futures = {tuple(g): pool.submit(_group, setup, g) for g in groups}
