@@ -241,11 +241,11 @@ def test_stages_on_worker_processes_give_the_one_job_rows_and_lines_in_order(tmp
 def test_a_run_of_one_group_starts_no_worker(tmp_path, monkeypatch):
     """``--no-kernels`` is one group of stages: it stays in this process (whose CPU the release
     matrix counts) whatever ``jobs`` says."""
-    import specbound.verify
+    from specbound.engines.sglang import audit
     from specbound.engines.sglang.audit import run_audit
 
     def no_pool(*args, **kwargs):
         raise AssertionError("a worker pool was started")
-    monkeypatch.setattr(specbound.verify, "worker_pool", no_pool)
+    monkeypatch.setattr(audit, "worker_pool", no_pool)
     rep = run_audit(str(write_sglang_package(tmp_path, {})), kernels=False, jobs=2)
     assert rep.rows and not [r for r in rep.rows if r.id.endswith(".stage")]

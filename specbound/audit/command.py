@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 
 from specbound.cli_common import add_output_option, positive_int, verdict
+from specbound.verify import usable_cores
 from specbound.spec import SpecArgumentError
 
 from . import DEFAULT_EXAMPLES, DEFAULT_SEED
@@ -37,7 +38,6 @@ def cmd_audit_sglang(args) -> int:
     import sys
 
     from specbound.engines.sglang import audit as run
-    from specbound.verify import usable_cores
     from .report import EXIT_INCOMPLETE, plural, render_markdown, render_text
 
     for flag, value in (("--examples", args.examples), ("--seed", args.seed)):

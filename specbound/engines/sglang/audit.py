@@ -20,6 +20,7 @@ from specbound.audit import DEFAULT_EXAMPLES, DEFAULT_SEED
 from specbound.audit.report import ERROR, NOT_PRESENT, AuditReport, Row, plural
 from specbound.audit.program import Program
 from specbound.audit.extract import SourceIndex
+from specbound.verify import worker_pool
 from .locate import ENV_VAR, PACKAGE, NotInstalled, locate
 from . import helpers, kernel_proofs, kv_kernel, sites, tree_kernel
 from .buffers import check_buffers
@@ -116,8 +117,7 @@ def _described(setup: _Setup) -> list[tuple[str, str]]:
 def _in_order(setup: _Setup, names: list[str], say) -> dict:
     """Every stage in this process, one after the other, each line as it starts and ends."""
     what = dict(_described(setup))
-    index = SourceIndex(setup.root)
-    program = Program(index, PACKAGE)   # one parse of the package for the buffer and consumer stages
+    index, program = _parsed(setup)
     results = {}
     for i, name in enumerate(names, 1):
         say(_started(i, len(names), name, what[name]))
@@ -128,8 +128,6 @@ def _in_order(setup: _Setup, names: list[str], say) -> dict:
 
 def _in_parallel(setup: _Setup, names: list[str], groups: list[list[str]], jobs: int, say) -> dict:
     """The ``groups`` (of :data:`GROUPS`) on ``jobs`` workers; the lines in report order."""
-    from specbound.verify import worker_pool   # the fork server: only a parallel run starts one
-
     what = dict(_described(setup))
     results = {}
     with worker_pool(min(jobs, len(groups))) as pool:
@@ -148,9 +146,14 @@ def _in_parallel(setup: _Setup, names: list[str], groups: list[list[str]], jobs:
 
 def _group(setup: _Setup, names) -> dict:
     """One worker's stages, sharing one parse of the package."""
-    index = SourceIndex(setup.root)
-    program = Program(index, PACKAGE)
+    index, program = _parsed(setup)
     return {name: _stage(setup, name, index, program) for name in names}
+
+
+def _parsed(setup: _Setup) -> tuple[SourceIndex, Program]:
+    """The package's index and program, parsed on demand: one for the stages that share a process."""
+    index = SourceIndex(setup.root)
+    return index, Program(index, PACKAGE)
 
 
 def _stage(setup: _Setup, name: str, index, program) -> tuple[list[Row], float]:
