@@ -16,14 +16,17 @@ the figure), every report identical to the one saved before the change, timings 
 
 * before (one process, stage after stage; the code before ``--jobs``): 75.1 s CPU (66.3 user +
   8.8 sys), 154 s wall.  On 2 idle cores that is about 75 s wall: one process, one core.
-* after, ``--jobs 1``: 69.7 s CPU (65.3 user + 4.3 sys), 160 s wall (the saving: ``Program.walk``).
+* after, ``--jobs 1``: 69.7 s CPU (65.3 user + 4.3 sys), 160 s wall.  ``Program.walk`` cut the
+  tracer's ``ast.walk`` steps from 2.4M to 1.4M, but its saving is within this machine's noise
+  (``--no-kernels``, the stages it touches: 18.5 s CPU before, 18.4-19.2 s after).
 * after, ``--jobs 2`` (the default on 2 cores): 78.7 s CPU (73.8 user + 4.9 sys: two workers
   import z3, torch and Triton each), 135 s wall.  Each group alone in a fresh process (imports
   included): symbolic proofs 34.3 s CPU, package stages 22.8, CUDA rows 13.1, Triton tree 9.6,
   Triton kv 8.6; handed out in ``GROUPS`` order the two workers get 43.9 and 44.5 s, so on 2
-  idle cores the audit takes about 45 s wall (under the 60 s asked).
-* ``--no-kernels`` (one group of stages: stays in one process whatever ``--jobs``): 21.7 s CPU
-  before, 20-22 s after; under 25 s wall on 2 idle cores either way.
+  idle cores the audit takes about 45 s wall (under the 60 s asked).  A second ``--jobs 2`` run
+  at the end of the sitting: 66.8 s CPU, 123 s wall at load 10 (the spread of the CPU figures).
+* ``--no-kernels`` (one group of stages: stays in one process whatever ``--jobs``): 18.5 s CPU
+  before, 18.4-19.2 s after, 37-39 s wall at load 9 either way; about 20 s wall on 2 idle cores.
 """
 
 from __future__ import annotations
