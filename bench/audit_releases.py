@@ -137,7 +137,9 @@ def audit(version: str, package: Path, examples: int, kernels: bool, workdir: Pa
     releases, where the line is not)."""
     out = workdir / f"{version}.json"
     cmd = [sys.executable, "-m", "specbound.cli", "audit", "sglang", "--sglang-path", str(package), "--json", str(out)]
-    cmd += ["--examples", str(examples)] if kernels else ["--no-kernels"]
+    # --jobs 1: os.times() below counts the audit's children, never the fork server's workers (their
+    # CPU would go missing from the table); --no-kernels runs in one process anyway
+    cmd += ["--examples", str(examples), "--jobs", "1"] if kernels else ["--no-kernels"]
     t0, c0 = time.perf_counter(), os.times()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=3600)
     c1 = os.times()

@@ -152,7 +152,7 @@ def cmd_prove(args) -> int:
 
 def _prove_spec(spec_ids, jobs: int):
     """The spec theorems (all, or ``spec_ids``) and the seconds they took, on up to ``jobs``
-    worker processes (:func:`verify._pool`), each theorem one task; the results come back in
+    worker processes (:func:`verify.worker_pool`), each theorem one task; the results come back in
     the order asked and equal one process's, because a theorem's result rests on its own
     queries alone, each in a fresh Z3 context."""
     from specbound.proofs import registry
@@ -163,7 +163,7 @@ def _prove_spec(spec_ids, jobs: int):
     start = time.perf_counter()
     # Forked while this process has no other thread (none before its first solver check), the
     # workers start with every module imported: no fork server, no import per worker.
-    with verify._pool(min(jobs, len(ids)), "fork" if _threads() == 1 else None) as pool:
+    with verify.worker_pool(min(jobs, len(ids)), "fork" if _threads() == 1 else None) as pool:
         results = list(pool.map(registry.run_one, ids))
     return results, time.perf_counter() - start
 

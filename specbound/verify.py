@@ -83,7 +83,9 @@ def _replay(chunks) -> None:
     sys.stderr.flush()
 
 
-def _pool(jobs: int, start_method: str | None) -> concurrent.futures.ProcessPoolExecutor:
+def worker_pool(jobs: int, start_method: str | None = None) -> concurrent.futures.ProcessPoolExecutor:
+    """``jobs`` worker processes started from a fork server where the platform has one, else
+    spawned (``start_method`` chooses); also the parallel ``specbound audit sglang``'s."""
     if start_method is None:
         start_method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     context = multiprocessing.get_context(start_method)
@@ -98,7 +100,7 @@ def run_parallel(*, jobs: int, no_kernels: bool, prove, fuzz, scale: float, star
     that their plants reach the workers."""
     profile, checks, cost = fuzz.verify_plan()
     print(proofs_line(no_kernels), flush=True)
-    with _pool(jobs, start_method) as pool:
+    with worker_pool(jobs, start_method) as pool:
         proofs = pool.submit(_captured, prove)
         futures = {name: pool.submit(fuzz.verify_check, name, scale)
                    for name in sorted(checks, key=lambda n: _ORDER.get(n, _ORDER.get(cost.get(n), 9)))}

@@ -240,3 +240,31 @@ def test_progress_lines_name_each_group_as_it_starts_and_ends(tmp_path, capsys):
                                                                   "[3/3] consumers", "[3/3] consumers"]
     assert lines[1].endswith("...") and re.search(r"\d+\.\d s, \d+ rows?", lines[2])
     assert "audit: [" not in out   # stdout is the report alone
+
+
+def test_stages_on_worker_processes_give_the_one_job_rows_and_lines_in_order(tmp_path):
+    """With ``jobs`` > 1 the stage groups run in worker processes and finish in any order; the
+    report's rows and the progress lines still come in the one-job order."""
+    from specbound.engines.sglang.audit import GROUPS, run_audit
+
+    pkg = write_sglang_package(tmp_path, {})
+    runs = []
+    for jobs in (1, 2):
+        lines: list[str] = []
+        rep = run_audit(str(pkg), examples=1, jobs=jobs, progress=lines.append)
+        runs.append(([(r.id, r.status, r.detail) for r in rep.rows], [line.split(":")[0] for line in lines]))
+    assert runs[0] == runs[1]
+    assert len(GROUPS) > 2 and len(runs[0][0]) > len(GROUPS)   # rows from several groups, more than one each
+
+
+def test_a_run_of_one_group_starts_no_worker(tmp_path, monkeypatch):
+    """``--no-kernels`` is one group of stages: it stays in this process (whose CPU the release
+    matrix counts) whatever ``jobs`` says."""
+    from specbound.engines.sglang import audit
+    from specbound.engines.sglang.audit import run_audit
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a worker pool was started")
+    monkeypatch.setattr(audit, "worker_pool", no_pool)
+    rep = run_audit(str(write_sglang_package(tmp_path, {})), kernels=False, jobs=2)
+    assert rep.rows and not [r for r in rep.rows if r.id.endswith(".stage")]

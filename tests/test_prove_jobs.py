@@ -23,8 +23,8 @@ def _untimed(path) -> dict:
 
 def test_jobs_report_what_one_process_reports(tmp_path, monkeypatch):
     pools = []
-    pool = verify._pool
-    monkeypatch.setattr(verify, "_pool", lambda jobs, start_method: pools.append(jobs) or pool(jobs, start_method))
+    pool = verify.worker_pool
+    monkeypatch.setattr(verify, "worker_pool", lambda jobs, start_method: pools.append(jobs) or pool(jobs, start_method))
     only = [arg for tid in IDS for arg in ("--only", tid)]
     assert cli.main(["prove", "--jobs", "2", *only, "--json", str(tmp_path / "two.json")]) == 0
     assert pools == [2]                          # the theorems ran on two workers

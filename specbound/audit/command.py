@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import argparse
 
-from specbound.cli_common import add_output_option, verdict
+from specbound.cli_common import add_output_option, positive_int, verdict
+from specbound.verify import usable_cores
 from specbound.spec import SpecArgumentError
 
 from . import DEFAULT_EXAMPLES, DEFAULT_SEED
@@ -48,7 +49,7 @@ def cmd_audit_sglang(args) -> int:
 
     rep = run.run_audit(args.sglang_path, examples=args.examples or DEFAULT_EXAMPLES,
                         seed=DEFAULT_SEED if args.seed is None else args.seed, kernels=not args.no_kernels,
-                        symbolic_all=args.symbolic_all, progress=progress)
+                        symbolic_all=args.symbolic_all, progress=progress, jobs=args.jobs or usable_cores())
     print(render_markdown(rep) if args.markdown else render_text(rep))
     if args.json:
         rep.write_json(args.json)
@@ -80,6 +81,9 @@ def register(subparsers) -> None:
                    help="audit the sglang package in DIR (the package folder or a folder holding sglang/) "
                    "instead of the installed one; also $SPECBOUND_SGLANG_PATH")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    p.add_argument("--jobs", type=positive_int("--jobs"), default=None, metavar="N",
+                   help="worker processes: the stages run side by side, the report and the progress lines "
+                        "in the one-job order (default: the usable cores; 1: one process, in order)")
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("--no-kernels", action="store_true", help="only the helper checks (no Triton)")
     scope.add_argument("--symbolic-all", action="store_true",

@@ -394,7 +394,7 @@ class Program:
                 if m is None:
                     continue
                 out.append(m)
-                if not _calls_super(m.node, name):
+                if not _calls_super(self.walk(m.node), name):
                     break
         return out
 
@@ -409,6 +409,11 @@ class Program:
         return self._cached(("running", method.key), lambda: [
             c for c in [method.cls, *self.subclasses(method.cls)] if method in self.running_methods(c)])
 
+    def walk(self, node: ast.AST) -> list[ast.AST]:
+        """``ast.walk(node)``, in its order, listed once per node: the tracers ask the same
+        functions about their calls, assignments and ``super()`` calls many times over."""
+        return self._cached(("walk", id(node)), lambda: list(ast.walk(node)))
+
     # --- call sites --------------------------------------------------------------------------
     def calls_to(self, name: str) -> list[CallSite]:
         """Every call whose callee is spelled ``name`` or ``<anything>.name``, with the
@@ -421,7 +426,7 @@ class Program:
                 if tree is None:
                     continue
                 for fn in self._functions_in(p, tree):
-                    for node in ast.walk(fn.node):
+                    for node in self.walk(fn.node):
                         if isinstance(node, ast.Call) and callee_name(node.func) == name:
                             out.append(CallSite(fn, node))
             self._calls[name] = out
@@ -437,10 +442,11 @@ class Program:
         return out
 
 
-def _calls_super(fn: ast.AST, name: str) -> bool:
+def _calls_super(nodes: list[ast.AST], name: str) -> bool:
+    """Whether a function (``nodes``: its walk) calls ``super().name(...)``."""
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name
                and isinstance(n.func.value, ast.Call) and callee_name(n.func.value.func) == "super"
-               for n in ast.walk(fn))
+               for n in nodes)
 
 
 def callee_name(func: ast.expr) -> str | None:

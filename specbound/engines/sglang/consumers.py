@@ -296,7 +296,7 @@ def attention_nodes(program: Program, text: str, whole_words: bool = True, folde
         if tree is None:
             continue
         for fn in program._functions_in(p, tree):
-            for node in ast.walk(fn.node):
+            for node in program.walk(fn.node):
                 yield fn, node
 
 

@@ -101,7 +101,7 @@ def find_sites(program: Program) -> list[SinkSite]:
         for fn in program._functions_in(path, tree):
             if _takes_tree_mask(fn.node):
                 continue  # an op's own implementation
-            for node in ast.walk(fn.node):
+            for node in program.walk(fn.node):
                 if not isinstance(node, ast.Call):
                     continue
                 name = callee_name(node.func)
