@@ -93,12 +93,13 @@ def sparse_page_table_columns_read(seq_len, num_draft_tokens):
     Read from sglang 0.5.23: ``DeepseekSparseAttnBackend`` (``srt/layers/attention/dsa_backend.py``)
     sets ``cache_seqlens = seq_lens + speculative_num_draft_tokens`` for target verify (lines
     1684, 1930; eager 1105) and fills the table through ``fused_dsa_target_verify_metadata`` /
-    ``fused_dsa_draft_extend_metadata`` (``kernels/ops/attention/dsa/metadata.py:344``), whose
+    ``fused_dsa_draft_extend_metadata`` (``kernels/ops/attention/dsa/metadata.py:344, 617``), whose
     kernel loads ``req_to_token[row, offs_n]`` and stores ``page_table_1[out_row, offs_n]`` for
     ``offs_n < max_seqlen_k`` (lines 294, 316-330) and only for column blocks below
-    ``kv_len = seq_len + next_n`` (lines 306-315: "consumers must bound reads by cache_seqlens").
+    ``kv_len = seq_len + next_n`` (lines 302-315: "no consumer reads there (attention and the
+    indexer stay within cache_seqlens)").
     The indexer's top-k and the sparse attention index the row below ``cache_seqlens``.  In
-    draft extend ``seq_lens`` already counts the draft tokens (line 1963's comment), so the
+    draft extend ``seq_lens`` already counts the draft tokens (the comment at line 1968), so the
     read is again at most ``seq_len + n`` of the committed length.
     """
     s = check_int("seq_len", seq_len, minimum=0)
@@ -112,9 +113,9 @@ def req_to_token_row_width(max_context_len, num_draft_tokens):
 
     Read from sglang 0.5.23: ``get_req_to_token_extra_context_len``
     (``srt/mem_cache/allocation_sizing.py:96``) returns ``extra = 4 +
-    max_speculative_num_draft_tokens()`` (line 106), only ever raised by the ``max`` at line
-    113; ``kv_cache_configurator.py:1572`` widens the pool's rows by it.  The DSA graph tables
-    are allocated ``req_to_token.shape[1]`` wide (``dsa_backend.py:1540, 1546``: "Match
+    max_speculative_num_draft_tokens()`` (line 105), only ever raised by the ``max`` at line
+    115; ``kv_cache_configurator.py:1572`` widens the pool's rows by it.  The DSA graph tables
+    are allocated ``req_to_token.shape[1]`` wide (``dsa_backend.py:1540, 1546``; line 1574: "Match
     req_to_token's width exactly") and filled with that width as the kernel's bound
     (``_graph_page_table_width``, line 1058).
     """
