@@ -118,6 +118,48 @@ def ct_expand_scatter_write() -> Theorem:
     )
 
 
+def ct_page_table_draft_decode_offset_read() -> Theorem:
+    def claim(d):
+        return d.draft_decode_offset_columns_read(seq_len(b), STEP, page) <= d.draft_decode_page_table_width(C, D, page)
+
+    def hyps(d):
+        # sglang builds a step backend for step_id in range(num_steps - 1): none when num_steps = 1.
+        return {**_request(), "step_in_decode_steps": z3.And(0 <= STEP, STEP <= D - 2)}
+    return Theorem(
+        id="CT-PAGE-TABLE-DRAFT-DECODE-OFFSET-READ", family=FAMILY,
+        statement=("every seq_len[b] <= C, 0 <= step <= num_steps - 2 => the page-table columns a TRT-LLM "
+                   "draft-decode attention reads at step `step` (graph metadata built with seqlen_offset = "
+                   "step + 1) fit a row of draft_decode_page_table_width(C, num_steps, page_size)"),
+        hyps=hyps, claim=claim, at=(b,),
+        report=lambda: {**_page_table_report(), "num_steps": D, "step": STEP},
+        mutants=(
+            Mutant("MUT-DRAFT-DECODE-PAGE-TABLE-CONTEXT-ONLY",
+                   "row of ceil(C / page_size) pages, without the draft tokens (sglang 0.5.23's TRT-LLM MHA "
+                   "decode_cuda_graph_metadata['page_table_draft_decode'], max_num_pages wide)",
+                   overrides={"draft_decode_page_table_width": lambda c, steps, p: spec.cdiv(c, p)}),
+        ),
+    )
+
+
+def ct_sparse_page_table_read() -> Theorem:
+    def claim(d):
+        return d.sparse_page_table_columns_read(seq_len(b), n) <= d.req_to_token_row_width(C, n)
+    return Theorem(
+        id="CT-SPARSE-PAGE-TABLE-READ", family=FAMILY,
+        statement=("every seq_len[b] <= C => the token columns a sparse (DSA) target-verify or draft-extend "
+                   "attention reads (cache_seqlens = seq_len[b] + n) fit a graph table as wide as a "
+                   "req_to_token row, req_to_token_row_width(C, n)"),
+        hyps=lambda d: _request(), claim=claim, at=(b,),
+        report=_page_table_report,
+        mutants=(
+            Mutant("MUT-SPARSE-PAGE-TABLE-CONTEXT-ONLY",
+                   "a table C columns wide (model_config.context_len instead of req_to_token.shape[1], "
+                   "without get_req_to_token_extra_context_len's headroom)",
+                   overrides={"req_to_token_row_width": lambda c, nn: c}),
+        ),
+    )
+
+
 def ct_custom_mask_read() -> Theorem:
     def claim(d):
         start = d.custom_mask_read_start(n, b, P(b))
@@ -244,4 +286,5 @@ def ct_padded_verify_mask_extract() -> Theorem:
 
 
 THEOREMS = (ct_page_table_read, ct_page_table_offset_verify_read, ct_page_table_draft_extend_read, ct_expand_scatter_write, ct_custom_mask_read,
-            ct_verify_kv_indices_write, ct_padded_draft_extend_prefix, ct_padded_verify_mask_extract)
+            ct_verify_kv_indices_write, ct_padded_draft_extend_prefix, ct_padded_verify_mask_extract,
+            ct_page_table_draft_decode_offset_read, ct_sparse_page_table_read)

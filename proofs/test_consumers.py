@@ -16,7 +16,8 @@ from specbound.proofs import registry
 def results():
     got, _ = registry.run_all(["CT-PAGE-TABLE-VERIFY-READ", "CT-PAGE-TABLE-OFFSET-VERIFY-READ", "CT-PAGE-TABLE-DRAFT-EXTEND-READ",
                                "CT-EXPAND-SCATTER-WRITE", "CT-CUSTOM-MASK-READ", "CT-VERIFY-KV-INDICES-WRITE",
-                               "CT-PADDED-DRAFT-EXTEND-PREFIX", "CT-PADDED-VERIFY-MASK-EXTRACT"])
+                               "CT-PADDED-DRAFT-EXTEND-PREFIX", "CT-PADDED-VERIFY-MASK-EXTRACT",
+                               "CT-PAGE-TABLE-DRAFT-DECODE-OFFSET-READ", "CT-SPARSE-PAGE-TABLE-READ"])
     return {r.id: r for r in got}
 
 
@@ -48,6 +49,21 @@ def test_context_only_draft_extend_table_is_read_past():
     read = spec.draft_extend_columns_read(x["seq_len[b]"], x["n"], x["page_size"])
     assert read > spec.cdiv(x["C"], x["page_size"])
     assert read <= spec.verify_page_table_width(x["C"], x["n"], x["page_size"])
+
+
+def test_context_only_draft_decode_table_is_read_past():
+    x = _mutant("CT-PAGE-TABLE-DRAFT-DECODE-OFFSET-READ", "MUT-DRAFT-DECODE-PAGE-TABLE-CONTEXT-ONLY")
+    assert 0 <= x["seq_len[b]"] <= x["C"] and 0 <= x["step"] <= x["num_steps"] - 2
+    read = spec.draft_decode_offset_columns_read(x["seq_len[b]"], x["step"], x["page_size"])
+    assert read > spec.cdiv(x["C"], x["page_size"])
+    assert read <= spec.draft_decode_page_table_width(x["C"], x["num_steps"], x["page_size"])
+
+
+def test_context_wide_sparse_table_is_read_past():
+    x = _mutant("CT-SPARSE-PAGE-TABLE-READ", "MUT-SPARSE-PAGE-TABLE-CONTEXT-ONLY")
+    assert 0 <= x["seq_len[b]"] <= x["C"]
+    read = spec.sparse_page_table_columns_read(x["seq_len[b]"], x["n"])
+    assert x["C"] < read <= spec.req_to_token_row_width(x["C"], x["n"])
 
 
 def test_every_step_slot_scattered_overflows_the_expand_row():

@@ -56,6 +56,74 @@ def offset_page_table_columns_read(seq_len, seqlen_offset, page_size):
     return page_table_columns_read(seq_len, check_int("seqlen_offset", seqlen_offset, minimum=0), page_size)
 
 
+def draft_decode_offset_columns_read(seq_len, step_id, page_size):
+    """Columns of its page-table row a TRT-LLM paged attention kernel reads for one request at
+    draft-decode step ``step_id`` (``0 <= step_id <= num_steps - 2``): the metadata is built with
+    ``seqlen_offset = step_id + 1``, so ``page_table_columns_read(seq_len, step_id + 1, P)``.
+
+    Read from sglang 0.5.23: ``TRTLLMHAAttnMultiStepDraftBackend.__init__``
+    (``srt/layers/attention/trtllm_mha_backend.py:2054-2055``) builds one backend per step
+    ``i in range(speculative_num_steps - 1)`` with ``speculative_step_id=i``;
+    ``_apply_cuda_graph_metadata`` (line 979) passes ``seqlen_offset = speculative_step_id + 1``
+    in draft decode with ``max_seq_pages = self.max_num_pages`` (line 1013, ``ceil(C / P)``,
+    line 351) for the table ``decode_cuda_graph_metadata["page_table_draft_decode"]`` (line 743,
+    ``max_bs x max_num_pages``; bound at line 835); ``update_trtllm_mha_graph_metadata``
+    (``kernels/ops/attention/trtllm_mha_graph_metadata.py:73``) stores ``cache_seqlens =
+    seq_len + seqlen_offset`` and fills ``min(cdiv(cache_seqlen, P), max_seq_pages)`` columns
+    (line 86).  The eager path says the same (``init_forward_metadata``, line 1251:
+    ``cache_seqlens = seq_lens + (speculative_step_id + 1)``).
+    """
+    step = check_int("step_id", step_id, minimum=0)
+    return page_table_columns_read(seq_len, step + 1, page_size)
+
+
+def draft_decode_page_table_width(max_context_len, num_steps, page_size):
+    """The spec's draft-decode page-table row width: a request at the context plus the
+    ``num_steps - 1`` draft tokens the last decode step attends to,
+    ``ceil((C + num_steps - 1) / page_size)`` pages."""
+    c = check_int("max_context_len", max_context_len, minimum=1)
+    d = check_int("num_steps", num_steps, minimum=1)
+    return page_table_columns_read(c, d - 1, page_size)
+
+
+def sparse_page_table_columns_read(seq_len, num_draft_tokens):
+    """Columns of its token-granular (``page_size = 1``) page-table row a sparse (DSA) attention
+    or indexer reads for one request in target verify or draft extend: ``seq_len + n``.
+
+    Read from sglang 0.5.23: ``DeepseekSparseAttnBackend`` (``srt/layers/attention/dsa_backend.py``)
+    sets ``cache_seqlens = seq_lens + speculative_num_draft_tokens`` for target verify (lines
+    1684, 1930; eager 1105) and fills the table through ``fused_dsa_target_verify_metadata`` /
+    ``fused_dsa_draft_extend_metadata`` (``kernels/ops/attention/dsa/metadata.py:344, 617``), whose
+    kernel loads ``req_to_token[row, offs_n]`` and stores ``page_table_1[out_row, offs_n]`` for
+    ``offs_n < max_seqlen_k`` (lines 294, 316-330) and only for column blocks below
+    ``kv_len = seq_len + next_n`` (lines 302-315: "no consumer reads there (attention and the
+    indexer stay within cache_seqlens)").
+    The indexer's top-k and the sparse attention index the row below ``cache_seqlens``.  In
+    draft extend ``seq_lens`` already counts the draft tokens (the comment at line 1968), so the
+    read is again at most ``seq_len + n`` of the committed length.
+    """
+    s = check_int("seq_len", seq_len, minimum=0)
+    n = check_int("num_draft_tokens", num_draft_tokens, minimum=1)
+    return s + n
+
+
+def req_to_token_row_width(max_context_len, num_draft_tokens):
+    """The least width sglang gives a ``req_to_token`` row: the model context plus its
+    speculative headroom, ``C + 4 + n``.
+
+    Read from sglang 0.5.23: ``get_req_to_token_extra_context_len``
+    (``srt/mem_cache/allocation_sizing.py:96``) returns ``extra = 4 +
+    max_speculative_num_draft_tokens()`` (line 105), only ever raised by the ``max`` at line
+    115; ``kv_cache_configurator.py:1572`` widens the pool's rows by it.  The DSA graph tables
+    are allocated ``req_to_token.shape[1]`` wide (``dsa_backend.py:1540, 1546``; line 1574: "Match
+    req_to_token's width exactly") and filled with that width as the kernel's bound
+    (``_graph_page_table_width``, line 1058).
+    """
+    c = check_int("max_context_len", max_context_len, minimum=1)
+    n = check_int("num_draft_tokens", num_draft_tokens, minimum=1)
+    return c + 4 + n
+
+
 def verify_page_table_width(max_context_len, num_draft_tokens, page_size):
     """The spec's page-table row width for target verify: a request at the context
     (``seq_len = C``) plus its ``n`` draft tokens, ``ceil((C + n) / page_size)`` pages."""

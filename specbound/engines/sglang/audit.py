@@ -29,6 +29,8 @@ from .consumers import check_consumers
 from .draft_extend import check_draft_extend
 from .expand_scatter import check_expand_scatter
 from .offset_page_table import check_offset_page_tables
+from .draft_decode_offset import check_draft_decode_offsets
+from .sparse_page_table import check_sparse_page_tables
 from .padded_rows import check_padded_rows
 from .padded_verify import check_padded_verify
 from .verify_kv import check_verify_kv
@@ -194,6 +196,8 @@ def _buffers(index, rep, replay, program):
 def _consumers(index, rep, program, replay):
     check_consumers(index, rep, program)
     check_offset_page_tables(program, rep)
+    check_draft_decode_offsets(program, rep)
+    check_sparse_page_tables(program, rep)
     check_draft_extend(program, rep)
     check_expand_scatter(program, rep, replay=replay)
     check_padded_rows(program, rep)

@@ -41,7 +41,6 @@ from .locate import PACKAGE
 FILL_PARAMS = ("page_table", "max_seq_pages", "seq_len_delta")
 SEQ = z3.Int("seq_len[b]")
 PAGE_TABLE_REPORTED = (("seq_len", SEQ), ("num_draft_tokens", n), ("page_size", page), ("max_context_len", C))
-PAGE_TABLE_NAMES = tuple(name for name, _ in PAGE_TABLE_REPORTED)
 # Per consumer kind: the row status of a refuted buffer (a reader overreads, a copy raises).
 REFUTED_STATUS = {"page_table": OVERREAD, "custom_mask_copy": CRASH}
 VERDICT = {judge.MATCHED: MATCHED, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF, judge.ERROR: ERROR}
@@ -125,9 +124,12 @@ def _fill_functions(program: Program, fill_params=FILL_PARAMS):
 
 
 def _page_table_rows(program: Program, fill_params=FILL_PARAMS, tracer_cls=Tracer,
-                     columns=spec.page_table_columns_read) -> list[Row]:
+                     columns=spec.page_table_columns_read, kind="page_table", keep=None,
+                     reported=PAGE_TABLE_REPORTED) -> list[Row]:
     """``fill_params``: the fill's (table, clamp, delta) parameter names; ``columns``: the
-    consumer contract giving the columns read (the delta is its second argument)."""
+    consumer contract giving the columns read (the delta is its second argument); ``kind``: the
+    row id's prefix; ``keep``: which traced deltas the rows judge (all by default; a call none
+    of whose deltas is kept gives no row); ``reported``: the counterexample's quantities."""
     rows = []
     for fill, params in _fill_functions(program, fill_params):
         for site in program.calls_to(fill.name):
@@ -136,21 +138,25 @@ def _page_table_rows(program: Program, fill_params=FILL_PARAMS, tracer_cls=Trace
             for self_val in selves(program, site.caller):
                 t0 = time.perf_counter()
                 try:
-                    row = _page_table_row(program, fill, params, site, self_val, fill_params, tracer_cls, columns)
+                    row = _page_table_row(program, fill, params, site, self_val, fill_params, tracer_cls, columns,
+                                          kind, keep, reported)
                 except Exception as e:  # noqa: BLE001 - the audit's own failure is an error row
-                    row = Row(f"consumer.page_table[{site.caller.qual}]", site.caller.where,
+                    row = Row(f"consumer.{kind}[{site.caller.qual}]", site.caller.where,
                               "page-table columns read fit the row", "z3", ERROR,
                               f"the consumer check failed: {type(e).__name__}: {e}")
+                if row is None:
+                    continue
                 row.seconds = time.perf_counter() - t0
                 rows.append(row)
     return rows
 
 
 def _page_table_row(program, fill, params, site, self_val, fill_params=FILL_PARAMS, tracer_cls=Tracer,
-                    columns=spec.page_table_columns_read) -> Row:
+                    columns=spec.page_table_columns_read, kind="page_table", keep=None,
+                    reported=PAGE_TABLE_REPORTED) -> Row | None:
     owner = self_val.cls.name if self_val is not None else site.caller.qual
     where = f"{site.caller.rel}:{site.call.lineno}"
-    row_id = f"consumer.page_table[{owner}@{where}]"
+    row_id = f"consumer.{kind}[{owner}@{where}]"
     subject = f"{owner} ({where}) -> {fill.name} -> attention(page_table, cache_seqlens = seq_len + delta)"
     check = f"the page-table columns the attention kernel reads (spec.{columns.__name__}) fit the filled row"
     tracer = tracer_cls(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
@@ -163,6 +169,8 @@ def _page_table_row(program, fill, params, site, self_val, fill_params=FILL_PARA
     tables = _table_widths(tracer, exprs[table_param], frame)
     judged, seen = [], set()
     for dv, dp in _resolve(tracer, exprs[delta_param], frame, Path()):
+        if keep is not None and not (isinstance(dv, Num) and keep(dv.term)):
+            continue
         for wv, wp in _resolve(tracer, exprs[clamp_param], frame, dp):
             if not isinstance(dv, Num) or not isinstance(wv, Num):
                 bad = dv if not isinstance(dv, Num) else wv
@@ -174,9 +182,11 @@ def _page_table_row(program, fill, params, site, self_val, fill_params=FILL_PARA
                 if ident in seen:
                     continue
                 seen.add(ident)
-                j = judge_page_table(dv.term, limit, list(wp.conds), row_id, columns)
+                j = judge_page_table(dv.term, limit, list(wp.conds), row_id, columns, reported)
                 if j.verdict != judge.INFEASIBLE:
                     judged.append((j, (dv.term, wv.term, note, limit)))
+    if not judged and keep is not None:
+        return None
     if not judged:
         return Row(row_id, subject, check, "ast", UNKNOWN, "no path to the call is consistent with the preconditions")
     # A path not traced outranks a proof on the others: the row is then not `matched`.
@@ -198,18 +208,18 @@ def _page_table_row(program, fill, params, site, self_val, fill_params=FILL_PARA
         detail += " | other paths: " + "; ".join(others)
     row = Row(row_id, subject, check, "z3", status, detail, j.counterexample, size=j.size, required=j.required)
     if status in (OVERREAD, HOLDS_ONLY_IF) and j.counterexample:
-        replay_read(row, delta, limit, j.counterexample)
+        replay_read(row, delta, limit, j.counterexample, reported)
     return row
 
 
-def replay_read(row: Row, delta, width, values: dict) -> None:
+def replay_read(row: Row, delta, width, values: dict, reported=PAGE_TABLE_REPORTED) -> None:
     """A stand-in for the attention kernel (FlashAttention cannot run here): a table of the
     counterexample's ``bs`` rows of ``width`` columns, read the way the kernel is told to,
     ``page_table[b, 0:ceil((seq_len + delta) / page_size)]`` as flat offsets; the last row's
     read past its end is past the table, and torch's indexing says so."""
     import torch
 
-    d, w = judge.evaluate(delta, values, PAGE_TABLE_REPORTED), judge.evaluate(width, values, PAGE_TABLE_REPORTED)
+    d, w = judge.evaluate(delta, values, reported), judge.evaluate(width, values, reported)
     if d is None or w is None:
         row.detail += "; no replay: the width or delta is not concrete at the counterexample"
         return
@@ -250,7 +260,8 @@ def page_table_contract(delta, width, conds) -> dict:
     return hyps
 
 
-def judge_page_table(delta, width, conds, name="page_table", columns=spec.page_table_columns_read) -> judge.Judgement:
+def judge_page_table(delta, width, conds, name="page_table", columns=spec.page_table_columns_read,
+                     reported=PAGE_TABLE_REPORTED) -> judge.Judgement:
     """The columns read for one request (``columns(seq_len, delta, page_size)``, by default
     ``cache_seqlens = seq_len + delta``) against ``width`` filled columns, through the core."""
     goal = columns(SEQ, delta, page) <= width
@@ -266,7 +277,8 @@ def judge_page_table(delta, width, conds, name="page_table", columns=spec.page_t
                                    detail=f"proved for all inputs under {', '.join(sorted(proof.assumptions))}")
         except core.Refuted:
             pass
-        cex = judge.counterexample(hyps, [], goal, PAGE_TABLE_NAMES, reported=PAGE_TABLE_REPORTED, prefs=[n >= 2])
+        cex = judge.counterexample(hyps, [], goal, tuple(name for name, _ in reported), reported=reported,
+                                   prefs=[n >= 2])
         if cex is not None:
             cex = {"bs": 1, **cex}
         room = {"request_room": SEQ + delta <= C}
