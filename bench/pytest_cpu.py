@@ -7,6 +7,8 @@ Each process (an xdist worker or the single one) adds its files' CPU (its own pl
 processes its tests started and waited for) to a JSON file per process next to the report
 path; ``python bench/pytest_cpu.py /tmp/cpu.json`` merges them and prints the files, most
 expensive first, with the total and the ideal two-worker makespan (the total split evenly).
+A process a test does not wait for itself (a fork server's workers: ``verify --jobs``,
+``fresh_process`` tests) is not counted, so those files read low.
 """
 
 from __future__ import annotations
