@@ -210,22 +210,22 @@ def _field_values(program: Program, fn, self_val, obj, field, line: int, hops: i
 def _dict_entry(program: Program, self_val, expr, fn):
     """``self.<d>["key"]`` (sliced or not) as the entry of the dict literal assigned to
     ``self.<d>`` (the backends' CUDA-graph metadata dicts), with the method that assigns it;
-    anything else unchanged."""
+    anything else unchanged; and the table's name for the row (``<d>[key]``, or None)."""
     base = expr
     while isinstance(base, ast.Subscript) and (isinstance(base.slice, ast.Slice) or isinstance(base.slice, ast.Tuple)
                                                and all(isinstance(x, ast.Slice) for x in base.slice.elts)):
         base = base.value
     if self_val is None or not (isinstance(base, ast.Subscript) and _is_self_attr(base.value)
                                 and isinstance(base.slice, ast.Constant)):
-        return expr, fn
+        return expr, fn, None
     for method in program.visible_methods(self_val.cls).values():
         for node in program.walk(method.node):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Dict) \
                     and ast.unparse(node.targets[0]) == ast.unparse(base.value):
                 for k, v in zip(node.value.keys, node.value.values):
                     if isinstance(k, ast.Constant) and k.value == base.slice.value:
-                        return v, method
-    return expr, fn
+                        return v, method, f"{base.value.attr}[{k.value}]"
+    return expr, fn, None
 
 
 def _rows(program, fn, self_val, owner, where, call, obj, field, build, block, runner, delta) -> list[Row]:
@@ -237,19 +237,20 @@ def _rows(program, fn, self_val, owner, where, call, obj, field, build, block, r
     values = _field_values(program, fn, self_val, obj, field, call.lineno)
     if not values and field is not None:   # no assignment of the field: the tracer's own reading
         values = [(ast.Attribute(value=obj, attr=field, ctx=ast.Load(), lineno=call.lineno, col_offset=0), fn)]
+    named = f"{ast.unparse(obj)}.{field}" if field else None
     for expr, holder_fn in values:
-        expr, holder_fn = _dict_entry(program, self_val, expr, holder_fn)
+        expr, holder_fn, label = _dict_entry(program, self_val, expr, holder_fn)
         tracer.steps = 0
         for v, p in tracer.resolve(expr, tracer.top_frame(holder_fn, self_val), Path(trail=(where,))):
             key = (v.site, v.view, term_ids(list(v.dims))) if isinstance(v, Alloc) else repr(v)
-            found.setdefault(key, (v, p))
-    allocs = [(v, p) for v, p in found.values() if isinstance(v, Alloc) and len(v.dims) == 2
+            found.setdefault(key, (v, p, label or named))
+    allocs = [(v, p, label) for v, p, label in found.values() if isinstance(v, Alloc) and len(v.dims) == 2
               and isinstance(v.dims[-1], (int, z3.ArithRef))]
     if not allocs:
-        why = "; ".join(sorted({str(v)[:160] for v, _ in found.values()})) or "no assignment of it reaches the call"
+        why = "; ".join(sorted({str(v)[:160] for v, _, _ in found.values()})) or "no assignment of it reaches the call"
         return [Row(f"consumer.page_table_write[{owner}@{where}]", subject, check, "ast", UNKNOWN,
                     f"`{ast.unparse(obj)}{'.' + field if field else ''}` was not traced to a 2-D allocation: {why}")]
-    return [_judged(owner, where, subject, check, a, p, block, runner, delta) for a, p in allocs]
+    return [_judged(owner, where, subject, check, a, p, block, runner, delta, label) for a, p, label in allocs]
 
 
 def _bare_seq_lens(e) -> bool:
@@ -275,8 +276,8 @@ def _delta(fn, lengths) -> object:
     return 0 if values and all(_bare_seq_lens(v) for v in values) else n
 
 
-def _judged(owner, where, subject, check, a: Alloc, path: Path, block, runner, delta) -> Row:
-    holder = (a.holder or a.func.split(".")[-1]).removeprefix("self.")
+def _judged(owner, where, subject, check, a: Alloc, path: Path, block, runner, delta, label) -> Row:
+    holder = (a.holder or label or a.func.split(".")[-1]).removeprefix("self.")
     row_id = f"consumer.page_table_write[{owner}.{holder}{a.view}@{where}]"
     width = a.dims[-1]
     grid = [BLOCK >= 1] + ([BLOCK * page == block] if block is not None else [])
