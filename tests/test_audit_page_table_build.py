@@ -89,19 +89,54 @@ class ToyBuildBackend:
 CONTEXT_ONLY = "(self.max_context_len + self.page_size - 1) // self.page_size"   # sglang 0.5.23
 WITH_DRAFT = "(self.max_context_len + self.speculative_num_draft_tokens + self.page_size - 1) // self.page_size"
 ROUNDED_DOWN = "self.max_context_len // self.page_size"
+# ceil(C / P) pages rounded up to whole blocks of 64 // P: the grid stops the stores at the width
+WHOLE_BLOCKS = ("((self.max_context_len + self.page_size - 1) // self.page_size + 64 // self.page_size - 1)"
+                " // (64 // self.page_size) * (64 // self.page_size)")
 VERIFY = "(forward_batch.seq_lens + self.speculative_num_draft_tokens).to(torch.int32)"
 PREFIX_ONLY = "forward_batch.seq_lens.to(torch.int32)"
 ROW = "consumer.page_table_write[ToyBuildBackend."
 
 
-def only(root: Path, width: str, lengths: str = VERIFY, replay: bool = True):
+# The graph path of sglang's TRT-LLM MHA backend, reduced: the table is a graph dict's entry, set on a
+# record at capture and stored under the batch size; the ragged verify reads the record back and
+# rebuilds the table through the same helper.
+GRAPH = """
+    def init_cuda_graph_state(self, max_bs, max_num_tokens):
+        self.target_verify_metadata = {
+            "page_table": torch.zeros(max_bs, self.max_num_pages, dtype=torch.int32),
+        }
+
+    def _build_graph_metadata(self, bs):
+        metadata = ToyMetadata()
+        metadata.page_table = self.target_verify_metadata["page_table"][:bs, :]
+        self.target_verify_metadata[bs] = metadata
+
+    def _write_ragged(self, metadata, forward_batch, bs):
+        metadata.cache_seqlens_int32.copy_(forward_batch.seq_lens[:bs] + self.speculative_num_draft_tokens)
+        self._fill(metadata, forward_batch.req_pool_indices, metadata.cache_seqlens_int32)
+
+    def init_forward_metadata_out_graph(self, forward_batch, in_capture=False):
+        bs = forward_batch.batch_size
+        if in_capture:
+            self._build_graph_metadata(bs)
+        self.forward_metadata = self.target_verify_metadata[bs]
+        self._write_ragged(self.forward_metadata, forward_batch, bs)
+"""
+
+
+def rows(root: Path, width: str, lengths: str = VERIFY, replay: bool = True, graph: bool = False) -> list:
+    backend = BACKEND.replace("{width}", width).replace("{lengths}", lengths) + (GRAPH if graph else "")
     write_sglang_package(root, {"kernels/ops/attention/toy_page_table.py": BUILD,
-                                "srt/layers/attention/toy_backend.py":
-                                    BACKEND.replace("{width}", width).replace("{lengths}", lengths)}, "0.0.0+toy")
+                                "srt/layers/attention/toy_backend.py": backend}, "0.0.0+toy")
     rep = AuditReport(str(root), "toy", "test", engine="sglang")
     check_page_table_builds(Program(SourceIndex(root / "sglang"), PACKAGE), rep, replay=replay)
-    assert len(rep.rows) == 1, [(r.id, r.status, r.detail[:200]) for r in rep.rows]
-    row = rep.rows[0]
+    return rep.rows
+
+
+def only(root: Path, width: str, lengths: str = VERIFY, replay: bool = True):
+    got = rows(root, width, lengths, replay)
+    assert len(got) == 1, [(r.id, r.status, r.detail[:200]) for r in got]
+    row = got[0]
     assert row.id.startswith(ROW) and row.id.endswith("toy_backend.py:27]"), row.id
     return row
 
@@ -133,3 +168,39 @@ def test_committed_lengths_only_fit_the_context_table(tmp_path):
 def test_rounded_down_table_is_overrun_even_with_room(tmp_path):
     row = only(tmp_path, ROUNDED_DOWN, replay=False)
     assert row.status == OVERRUN, row.detail
+
+
+def test_graph_table_is_followed_through_the_record_stored_per_batch_size(tmp_path):
+    got = {r.id: r for r in rows(tmp_path, CONTEXT_ONLY, replay=False, graph=True)}
+    graph = "consumer.page_table_write[ToyBuildBackend.target_verify_metadata[page_table]@" \
+            "srt/layers/attention/toy_backend.py:42]"
+    assert sorted(got) == sorted([graph, "consumer.page_table_write[ToyBuildBackend.metadata.page_table@"
+                                         "srt/layers/attention/toy_backend.py:27]"]), sorted(got)
+    assert got[graph].status == HOLDS_ONLY_IF and "the table allocated at srt/layers/attention/toy_backend.py:32" \
+        in got[graph].detail
+
+
+def test_graph_table_with_the_draft_tokens_matches(tmp_path):
+    assert {r.status for r in rows(tmp_path, WITH_DRAFT, graph=True)} == {MATCHED}
+
+
+def test_a_fill_with_a_column_clamp_is_no_build(tmp_path):
+    """A fill handed ``max_seq_pages`` writes at most that many columns: judged as a reader
+    elsewhere, never as a length-bounded build."""
+    root = tmp_path / "clamped"
+    write_sglang_package(root, {
+        "kernels/ops/attention/toy_page_table.py": BUILD.replace(
+            "cache_seqlens, page_table, page_size):", "cache_seqlens, page_table, page_size, max_seq_pages):"),
+        "srt/layers/attention/toy_backend.py": BACKEND.replace("{width}", CONTEXT_ONLY).replace("{lengths}", VERIFY)
+        .replace("page_size=self.page_size)", "page_size=self.page_size, max_seq_pages=self.max_num_pages)")},
+        "0.0.0+toy")
+    rep = AuditReport(str(root), "toy", "test", engine="sglang")
+    check_page_table_builds(Program(SourceIndex(root / "sglang"), PACKAGE), rep)
+    assert rep.rows == []
+
+
+def test_width_in_whole_blocks_keeps_the_stores_in_the_row(tmp_path):
+    """No false alarm on a width written another way: in whole blocks the grid stops the stores
+    (what the reader then sees is the reader rows' question)."""
+    row = only(tmp_path, WHOLE_BLOCKS)
+    assert row.status == MATCHED, row.detail

@@ -15,7 +15,8 @@ is whole blocks.  In target verify ``cache_seqlens = seq_len + n`` (ragged verif
   that caller is a site instead, so the rows name where the table is chosen.
 * The table is followed to its allocation through the record field it is set on
   (:func:`_field_values`), then by the tracer.  ``pages_per_block`` is the kernel's block of
-  tokens (a module constant it divides by ``PAGE_SIZE``) over ``page_size``; unread, any block.
+  tokens (a module constant it divides by ``PAGE_SIZE``) over ``page_size``, with ``page_size``
+  one of the block's divisors (the build asserts it divides the block); unread, any block.
 * Judged like the verify page tables (:func:`.consumers.judge_page_table`): ``matched``, ``holds
   only if seq_len[b] + n <= max_context_len`` or ``overrun``.  A finding is replayed by the
   package's own build (its host function, grid helper and kernel) under the checked interpreter.
@@ -280,7 +281,10 @@ def _judged(owner, where, subject, check, a: Alloc, path: Path, block, runner, d
     holder = (a.holder or label or a.func.split(".")[-1]).removeprefix("self.")
     row_id = f"consumer.page_table_write[{owner}.{holder}{a.view}@{where}]"
     width = a.dims[-1]
-    grid = [BLOCK >= 1] + ([BLOCK * page == block] if block is not None else [])
+    # the build asserts page_size divides the block: a finite choice, which keeps a width written
+    # in whole blocks (a product of page_size terms) decidable
+    grid = [BLOCK >= 1] + ([z3.Or([z3.And(page == d, BLOCK == block // d) for d in range(1, block + 1)
+                                   if block % d == 0])] if block is not None else [])
     j = judge_page_table(delta, width, list(path.conds) + grid, row_id,
                          lambda s, d, p: spec.page_table_build_columns_stored(s, d, p, width, BLOCK), REPORTED,
                          past=WRITE_PAST)
