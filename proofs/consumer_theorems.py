@@ -141,6 +141,31 @@ def ct_page_table_draft_decode_offset_read() -> Theorem:
     )
 
 
+BLOCK = z3.Int("pages_per_block")
+
+
+def ct_page_table_build_write() -> Theorem:
+    def claim(d):
+        width = d.verify_page_table_width(C, n, page)
+        return d.page_table_build_columns_stored(seq_len(b), n, page, width, BLOCK) <= width
+    return Theorem(
+        id="CT-PAGE-TABLE-BUILD-WRITE", family=FAMILY,
+        statement=("every seq_len[b] <= C, any launch block of pages_per_block >= 1 pages => the columns a "
+                   "length-bounded page-table build stores for a target-verify request (cache_seqlens = "
+                   "seq_len[b] + n, the grid covering the width in whole blocks) stay in a row of "
+                   "verify_page_table_width(C, n, page_size)"),
+        hyps=lambda d: {**_request(), "block_positive": BLOCK >= 1}, claim=claim, at=(b,),
+        report=lambda: {**_page_table_report(), "pages_per_block": BLOCK},
+        mutants=(
+            Mutant("MUT-PAGE-TABLE-BUILD-CONTEXT-ONLY",
+                   "row of ceil(C / page_size) pages, without the draft tokens (sglang 0.5.23's TRT-LLM MHA "
+                   "eager metadata.page_table and target_verify_metadata['page_table'], max_num_pages wide, "
+                   "filled by build_trtllm_mha_page_table)",
+                   overrides={"verify_page_table_width": lambda c, nn, p: spec.cdiv(c, p)}),
+        ),
+    )
+
+
 def ct_sparse_page_table_read() -> Theorem:
     def claim(d):
         return d.sparse_page_table_columns_read(seq_len(b), n) <= d.req_to_token_row_width(C, n)
@@ -287,4 +312,4 @@ def ct_padded_verify_mask_extract() -> Theorem:
 
 THEOREMS = (ct_page_table_read, ct_page_table_offset_verify_read, ct_page_table_draft_extend_read, ct_expand_scatter_write, ct_custom_mask_read,
             ct_verify_kv_indices_write, ct_padded_draft_extend_prefix, ct_padded_verify_mask_extract,
-            ct_page_table_draft_decode_offset_read, ct_sparse_page_table_read)
+            ct_page_table_draft_decode_offset_read, ct_sparse_page_table_read, ct_page_table_build_write)

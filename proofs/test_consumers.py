@@ -17,7 +17,8 @@ def results():
     got, _ = registry.run_all(["CT-PAGE-TABLE-VERIFY-READ", "CT-PAGE-TABLE-OFFSET-VERIFY-READ", "CT-PAGE-TABLE-DRAFT-EXTEND-READ",
                                "CT-EXPAND-SCATTER-WRITE", "CT-CUSTOM-MASK-READ", "CT-VERIFY-KV-INDICES-WRITE",
                                "CT-PADDED-DRAFT-EXTEND-PREFIX", "CT-PADDED-VERIFY-MASK-EXTRACT",
-                               "CT-PAGE-TABLE-DRAFT-DECODE-OFFSET-READ", "CT-SPARSE-PAGE-TABLE-READ"])
+                               "CT-PAGE-TABLE-DRAFT-DECODE-OFFSET-READ", "CT-SPARSE-PAGE-TABLE-READ",
+                               "CT-PAGE-TABLE-BUILD-WRITE"])
     return {r.id: r for r in got}
 
 
@@ -64,6 +65,29 @@ def test_context_wide_sparse_table_is_read_past():
     assert 0 <= x["seq_len[b]"] <= x["C"]
     read = spec.sparse_page_table_columns_read(x["seq_len[b]"], x["n"])
     assert x["C"] < read <= spec.req_to_token_row_width(x["C"], x["n"])
+
+
+def test_context_only_table_is_written_past_by_the_length_bounded_build():
+    x = _mutant("CT-PAGE-TABLE-BUILD-WRITE", "MUT-PAGE-TABLE-BUILD-CONTEXT-ONLY")
+    assert 0 <= x["seq_len[b]"] <= x["C"] and x["pages_per_block"] >= 1
+    narrow = spec.cdiv(x["C"], x["page_size"])
+    assert spec.page_table_build_columns_stored(x["seq_len[b]"], x["n"], x["page_size"], narrow,
+                                                x["pages_per_block"]) > narrow
+    wide = spec.verify_page_table_width(x["C"], x["n"], x["page_size"])
+    assert spec.page_table_build_columns_stored(x["seq_len[b]"], x["n"], x["page_size"], wide,
+                                                x["pages_per_block"]) <= wide
+
+
+def test_build_stays_in_its_row_exactly_when_the_length_fits_or_the_grid_stops_it():
+    """The condition the docstring states, on every small case: in the row iff the request's
+    pages fit or the width is whole blocks."""
+    for length in range(0, 40):
+        for page in (1, 2, 4):
+            for width in range(0, 12):
+                for block in (1, 2, 3, 8):
+                    stored = spec.page_table_build_columns_stored(length, 0, page, width, block)
+                    fits = spec.cdiv(length, page) <= width or width % block == 0
+                    assert (stored <= width) == fits, (length, page, width, block, stored)
 
 
 def test_every_step_slot_scattered_overflows_the_expand_row():

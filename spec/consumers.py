@@ -9,7 +9,7 @@ it.  ``seq_len`` excludes the draft tokens (the package convention); the kernel 
 
 from __future__ import annotations
 
-from .symbolic import cdiv, check_int, smax
+from .symbolic import cdiv, check_int, smax, smin
 from .verify_mask import TreeMaskMode, mask_batch_numel, mask_request_base, mask_request_numel, mask_tree_cell
 
 
@@ -84,6 +84,33 @@ def draft_decode_page_table_width(max_context_len, num_steps, page_size):
     c = check_int("max_context_len", max_context_len, minimum=1)
     d = check_int("num_steps", num_steps, minimum=1)
     return page_table_columns_read(c, d - 1, page_size)
+
+
+def page_table_build_columns_stored(seq_len, delta, page_size, width, pages_per_block):
+    """Columns of its row a length-bounded page-table build stores for one request told
+    ``cache_seqlens = seq_len + delta``, into a table ``width`` columns wide whose launch
+    grid covers the row in blocks of ``pages_per_block`` pages:
+    ``min(page_table_columns_read(seq_len, delta, P), cdiv(width, pages_per_block) *
+    pages_per_block)``.  The stores stay in the row exactly when ``cdiv(seq_len + delta,
+    P) <= width`` or ``width`` is a multiple of ``pages_per_block`` (the grid then stops
+    them at the width, and the reader is left with unfilled columns instead).
+
+    Read from sglang 0.5.23: ``build_trtllm_mha_page_table``
+    (``kernels/ops/attention/trtllm_mha_page_table.py:98``) takes ``bs, num_pages =
+    page_table.shape`` and launches ``create_trtllm_mha_kv_indices_triton`` on ``(bs,
+    get_num_mha_kv_index_blocks(num_pages, page_size))`` (lines 122-125), that is
+    ``cdiv(num_pages, 4096 // page_size)`` blocks of ``4096 // page_size`` pages (lines
+    28-36, 65); program ``(b, blk)`` stores page ``j`` at ``b * page_table_stride + j`` for
+    every ``j`` of its block below ``cdiv(cache_seqlens[b], page_size)`` (lines 69-87): the
+    width sizes the grid only.  ``TRTLLMHAAttnBackend`` calls it through
+    ``_fill_page_table_device`` (``srt/layers/attention/trtllm_mha_backend.py:593``) with
+    ``cache_seqlens = seq_len + n`` in target verify (line 1292; ragged verify: at most
+    ``n`` per request).  A column at or past ``width`` is the next request's row, or past
+    the table for the last one.
+    """
+    w = check_int("width", width, minimum=0)
+    b = check_int("pages_per_block", pages_per_block, minimum=1)
+    return smin(page_table_columns_read(seq_len, delta, page_size), cdiv(w, b) * b)
 
 
 def sparse_page_table_columns_read(seq_len, num_draft_tokens):

@@ -341,6 +341,7 @@ DEFERRED_HEAVY: dict[str, tuple[str, ...]] = {
     "specbound.engines.sglang.kv_kernel": ("specbound.kernels.plan", "specbound.reference", "specbound.reference.samples"),
     "specbound.engines.sglang.audit": ("specbound.engines.sglang.cuda.check",),
     "specbound.engines.sglang.buffer_replay": ("specbound.kernels.tree_build", "specbound.reference.samples"),
+    "specbound.engines.sglang.page_table_build": ("specbound.kernels.source",),
     "specbound.engines.sglang.tree_kernel": ("specbound.reference", "specbound.reference.samples"),
     "specbound.cli": ("specbound.fuzz.replay",),
     "specbound.fuzz.command": (

@@ -29,6 +29,7 @@ from .consumers import check_consumers
 from .draft_extend import check_draft_extend
 from .expand_scatter import check_expand_scatter
 from .offset_page_table import check_offset_page_tables
+from .page_table_build import check_page_table_builds
 from .draft_decode_offset import check_draft_decode_offsets
 from .sparse_page_table import check_sparse_page_tables
 from .padded_rows import check_padded_rows
@@ -203,6 +204,7 @@ def _consumers(index, rep, program, replay):
     check_padded_rows(program, rep)
     check_padded_verify(program, rep)
     check_verify_kv(program, rep, replay=replay)
+    check_page_table_builds(program, rep, replay=replay)
 
 
 def _tree(index, rep, examples, seed):

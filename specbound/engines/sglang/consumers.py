@@ -260,10 +260,15 @@ def page_table_contract(delta, width, conds) -> dict:
     return hyps
 
 
+# What a refuted page-table judgement means: (a sentence, the verb phrase after "a request ...").
+READ_PAST = ("the kernel reads past the filled row", "makes the kernel read past the filled row")
+
+
 def judge_page_table(delta, width, conds, name="page_table", columns=spec.page_table_columns_read,
-                     reported=PAGE_TABLE_REPORTED) -> judge.Judgement:
+                     reported=PAGE_TABLE_REPORTED, past=READ_PAST) -> judge.Judgement:
     """The columns read for one request (``columns(seq_len, delta, page_size)``, by default
-    ``cache_seqlens = seq_len + delta``) against ``width`` filled columns, through the core."""
+    ``cache_seqlens = seq_len + delta``) against ``width`` filled columns, through the core
+    (``past``: what a refutation means, said two ways; a writer judged the same way has its own)."""
     goal = columns(SEQ, delta, page) <= width
     required = f"{z3.simplify(columns(SEQ, delta, page))} columns"
     size = str(z3.simplify(width)) if z3.is_expr(width) else str(width)
@@ -287,11 +292,11 @@ def judge_page_table(delta, width, conds, name="page_table", columns=spec.page_t
         except core.Refuted:
             return judge.Judgement(OVERREAD, required, size, counterexample=cex,
                                    detail="refuted for a request admitted with seq_len <= C - 1, even with "
-                                          "seq_len + delta <= C: the kernel reads past the filled row")
+                                          f"seq_len + delta <= C: {past[0]}")
         return judge.Judgement(judge.HOLDS_ONLY_IF, required, size, condition="seq_len[b] + delta <= max_context_len",
                                counterexample=cex,
-                               detail=f"a request admitted with seq_len <= C - 1 makes the kernel read past the "
-                                      f"filled row (the next request's row, or past the table); e.g. {cex}")
+                               detail=f"a request admitted with seq_len <= C - 1 {past[1]} (the next request's row, or "
+                                      f"past the table); e.g. {cex}")
     except core.Unknown as e:
         return judge.Judgement(judge.ERROR, required, size, detail=f"the solver gave no verdict: {e}")
 

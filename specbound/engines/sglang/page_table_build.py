@@ -1,0 +1,370 @@
+"""Consumer rows ``consumer.page_table_write[<class>.<table>@<call>]``: a page table filled on the
+device by a length-bounded build (sglang's ``build_trtllm_mha_page_table``, the TRT-LLM MHA
+backend's eager path and its ragged target-verify graph path).
+
+The contract (:func:`specbound.spec.page_table_build_columns_stored`): the build's kernel stores
+every page of ``cache_seqlens`` a row holds, cut only by a grid of whole blocks over the table's
+width, so a row of a table narrower than the request's pages is written past unless the width
+is whole blocks.  In target verify ``cache_seqlens = seq_len + n`` (ragged verify: at most
+``n`` per request), so the rows judge ``delta = n``.
+
+* A *build* is a module-level function taking ``req_to_token``, ``cache_seqlens``,
+  ``page_table`` and ``page_size`` that launches a ``@triton.jit`` kernel of its own file.
+* A *site* is a call of a build; when the table it passes is ``<p>.<field>`` with ``<p>`` a
+  parameter of the caller (sglang's ``_fill_page_table_device(metadata, ...)``), each call of
+  that caller is a site instead, so the rows name where the table is chosen.
+* The table is followed to its allocation through the record field it is set on
+  (:func:`_field_values`), then by the tracer.  ``pages_per_block`` is the kernel's block of
+  tokens (a module constant it divides by ``PAGE_SIZE``) over ``page_size``, with ``page_size``
+  one of the block's divisors (the build asserts it divides the block); unread, any block.
+* Judged like the verify page tables (:func:`.consumers.judge_page_table`): ``matched``, ``holds
+  only if seq_len[b] + n <= max_context_len`` or ``overrun``.  A finding is replayed by the
+  package's own build (its host function, grid helper and kernel) under the checked interpreter.
+"""
+
+from __future__ import annotations
+
+import ast
+import time
+
+import z3
+
+from specbound import spec
+from specbound.proofs.model import n, page
+
+from specbound.audit import judge
+from specbound.audit.extract import Found, is_triton_jit
+from specbound.audit.kernels import Unavailable, bind_params, launch_finding, triton_env
+from specbound.audit.program import Program
+from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OOB, OVERREAD, OVERRUN, UNKNOWN, AuditReport, Row
+from specbound.audit.trace import Tracer
+from specbound.audit.trace_values import Alloc, Path, term_ids
+from . import bindings
+from .consumers import PAGE_TABLE_REPORTED, call_argument, dominating_statements, judge_page_table, selves
+
+BUILD_PARAMS = ("req_to_token", "cache_seqlens", "page_table", "page_size")
+TABLE = "page_table"
+CLAMP = "max_seq_pages"
+LENGTHS = "cache_seqlens"
+BLOCK = z3.Int("pages_per_block")
+REPORTED = (*PAGE_TABLE_REPORTED, ("pages_per_block", BLOCK))
+VERDICT = {judge.MATCHED: MATCHED, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF, OVERREAD: OVERRUN}
+MAX_HOPS = 8
+WRITE_PAST = ("the build stores past the row", "makes the build store past its row")
+
+
+def check_page_table_builds(program: Program, report: AuditReport, replay: bool = True) -> None:
+    """``replay``: run the package's build at each finding's counterexample."""
+    for build, kernel in _builds(program):
+        block = _block_tokens(build, kernel)
+        runner = _Build(program, build, kernel) if replay else None
+        for fn, call, obj, field, lengths in _sites(program, build):
+            where = f"{fn.rel}:{call.lineno}"
+            for self_val in selves(program, fn):
+                t0 = time.perf_counter()
+                owner = self_val.cls.name if self_val is not None else fn.qual
+                try:
+                    rows = _rows(program, fn, self_val, owner, where, call, obj, field, build, block, runner,
+                                 _delta(fn, lengths))
+                except Exception as e:  # noqa: BLE001 - the audit's own failure is an error row
+                    rows = [Row(f"consumer.page_table_write[{owner}@{where}]", f"{owner} ({where})",
+                                "the page-table build's stores stay in the row", "z3", ERROR,
+                                f"the consumer check failed: {type(e).__name__}: {e}")]
+                for row in rows:
+                    row.seconds = time.perf_counter() - t0
+                    report.add(row)
+
+
+def _builds(program: Program) -> list[tuple[Found, ast.FunctionDef]]:
+    """(build, the kernel it launches) of every build in the package."""
+    out = []
+    for p in program.files_mentioning(BUILD_PARAMS[1]):
+        tree = program.index.tree(p)
+        if tree is None:
+            continue
+        jits = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef) and is_triton_jit(s)}
+        for s in tree.body:
+            params = [a.arg for a in s.args.args + s.args.kwonlyargs] if isinstance(s, ast.FunctionDef) else []
+            # a fill handed a column clamp is judged as a reader (.offset_page_table); a build sizes
+            # its grid from the table's own shape
+            if not params or s.name in jits or not all(x in params for x in BUILD_PARAMS) or CLAMP in params \
+                    or f"{TABLE}.shape" not in ast.unparse(s):
+                continue
+            launched = [c.func.value.id for c in ast.walk(s) if isinstance(c, ast.Call)
+                        and isinstance(c.func, ast.Subscript) and isinstance(c.func.value, ast.Name)
+                        and c.func.value.id in jits]
+            if launched:
+                out.append((Found(s.name, p, program.index.rel(p), s, program.index.text(p), False),
+                            jits[launched[0]]))
+    return out
+
+
+def _block_tokens(build: Found, kernel: ast.FunctionDef) -> int | None:
+    """The kernel's block in tokens: the module constant ``X`` of ``... = X // PAGE_SIZE``."""
+    consts = _constants(ast.parse(build.text), {"tl": _ConstexprStandIn})
+    for node in ast.walk(kernel):
+        v = getattr(node, "value", None) if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        if isinstance(v, ast.BinOp) and isinstance(v.op, ast.FloorDiv) and isinstance(v.left, ast.Name) \
+                and isinstance(v.right, ast.Name) and v.right.id.lower() == "page_size":
+            got = getattr(consts.get(v.left.id), "value", consts.get(v.left.id))
+            if isinstance(got, int):
+                return got
+    return None
+
+
+class _ConstexprStandIn:
+    """``tl`` for reading constants without triton: ``tl.constexpr(x)`` is ``x``."""
+
+    @staticmethod
+    def constexpr(x):
+        return x
+
+
+def _constants(tree: ast.Module, ns: dict) -> dict:
+    """Module-level ``NAME = <expr>`` of ints, names already read and ``tl.constexpr(...)``,
+    evaluated into ``ns`` in file order (the globals a kernel reads)."""
+    for s in tree.body:
+        target = s.targets[0] if isinstance(s, ast.Assign) and len(s.targets) == 1 else \
+            s.target if isinstance(s, ast.AnnAssign) and s.value is not None else None
+        if not isinstance(target, ast.Name):
+            continue
+        calls = [c for c in ast.walk(s.value) if isinstance(c, ast.Call)]
+        if any(ast.unparse(c.func) != "tl.constexpr" for c in calls):
+            continue
+        try:
+            ns[target.id] = eval(compile(ast.Expression(s.value), "<constant>", "eval"), dict(ns))  # noqa: S307
+        except Exception:  # noqa: BLE001 - a constant not read is one the kernel may not need
+            continue
+    return ns
+
+
+def _sites(program: Program, build: Found) -> list:
+    """(function, call, object, field, lengths) of every site: ``field`` is None when the table
+    expression ``object`` is traced as it is; ``lengths`` is the ``cache_seqlens`` expression
+    there (None where it is not seen)."""
+    out = []
+    params = [a for a in build.params() if a != "self"]
+    for site in program.calls_to(build.name):
+        table, lengths = call_argument(site.call, params, TABLE), call_argument(site.call, params, LENGTHS)
+        if table is None:
+            continue
+        holder = table.value if isinstance(table, ast.Attribute) else None
+        caller_params = [a for a in site.caller.params() if a != "self"]
+        if isinstance(holder, ast.Name) and holder.id in caller_params:
+            for outer in program.calls_to(site.caller.name):
+                arg = call_argument(outer.call, caller_params, holder.id)
+                outer_lengths = call_argument(outer.call, caller_params, lengths.id) \
+                    if isinstance(lengths, ast.Name) and lengths.id in caller_params else None
+                if arg is not None and outer.caller.key != site.caller.key:
+                    out.append((outer.caller, outer.call, arg, table.attr, outer_lengths))
+        elif isinstance(holder, ast.Name):
+            out.append((site.caller, site.call, holder, table.attr, lengths))
+        else:
+            out.append((site.caller, site.call, table, None, lengths))
+    return out
+
+
+def _is_self_attr(e) -> bool:
+    return isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self"
+
+
+def _field_values(program: Program, fn, self_val, obj, field, line: int, hops: int = 0) -> list:
+    """(expression, function) of what ``<obj>.<field>`` holds at line ``line`` of ``fn``: the
+    last assignment of it that runs before (in the enclosing statement lists); through
+    ``obj = <y>`` before, a parameter's arguments, and a record stored as ``self.<d>[<k>] =
+    <x>`` and read back as ``self.<d>[<key>]``.  Empty where the trail ends."""
+    if field is None:
+        return [(obj, fn)]
+    if hops > MAX_HOPS:
+        return []
+    text = ast.unparse(obj)
+    for stmt in reversed(dominating_statements(fn.node, line)):
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+            continue
+        target = stmt.targets[0]
+        if isinstance(target, ast.Attribute) and target.attr == field and ast.unparse(target.value) == text:
+            return [(stmt.value, fn)]
+        if ast.unparse(target) == text:
+            return _field_values(program, fn, self_val, stmt.value, field, stmt.lineno, hops + 1)
+    if isinstance(obj, ast.Name) and obj.id in fn.params():
+        params, out = [a for a in fn.params() if a != "self"], []
+        for site in program.calls_to(fn.name):
+            if self_val is not None and self_val.cls not in program.classes_running(site.caller):
+                continue
+            arg = call_argument(site.call, params, obj.id)
+            if arg is not None:
+                out += _field_values(program, site.caller, self_val, arg, field, site.call.lineno, hops + 1)
+        return out
+    if isinstance(obj, ast.Subscript) and _is_self_attr(obj.value) and not isinstance(obj.slice, ast.Constant) \
+            and self_val is not None:
+        out = []
+        for method in program.visible_methods(self_val.cls).values():
+            for node in program.walk(method.node):
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript) \
+                        and ast.unparse(node.targets[0].value) == ast.unparse(obj.value) \
+                        and not isinstance(node.targets[0].slice, ast.Constant):
+                    out += _field_values(program, method, self_val, node.value, field, node.lineno, hops + 1)
+        return out
+    return []
+
+
+def _dict_entry(program: Program, self_val, expr, fn):
+    """``self.<d>["key"]`` (sliced or not) as the entry of the dict literal assigned to
+    ``self.<d>`` (the backends' CUDA-graph metadata dicts), with the method that assigns it;
+    anything else unchanged; and the table's name for the row (``<d>[key]``, or None)."""
+    base = expr
+    while isinstance(base, ast.Subscript) and (isinstance(base.slice, ast.Slice) or isinstance(base.slice, ast.Tuple)
+                                               and all(isinstance(x, ast.Slice) for x in base.slice.elts)):
+        base = base.value
+    if self_val is None or not (isinstance(base, ast.Subscript) and _is_self_attr(base.value)
+                                and isinstance(base.slice, ast.Constant)):
+        return expr, fn, None
+    for method in program.visible_methods(self_val.cls).values():
+        for node in program.walk(method.node):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Dict) \
+                    and ast.unparse(node.targets[0]) == ast.unparse(base.value):
+                for k, v in zip(node.value.keys, node.value.values):
+                    if isinstance(k, ast.Constant) and k.value == base.slice.value:
+                        return v, method, f"{base.value.attr}[{k.value}]"
+    return expr, fn, None
+
+
+def _rows(program, fn, self_val, owner, where, call, obj, field, build, block, runner, delta) -> list[Row]:
+    subject = f"{owner} ({where}) -> {build.name} ({build.where}) -> stores cdiv(cache_seqlens, page_size) pages"
+    check = (f"the pages the build stores per row (spec.page_table_build_columns_stored, cache_seqlens = seq_len + "
+             f"{'n' if z3.is_expr(delta) else delta}) stay in the table's row")
+    tracer = Tracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
+    found = {}
+    values = _field_values(program, fn, self_val, obj, field, call.lineno)
+    if not values and field is not None:   # no assignment of the field: the tracer's own reading
+        values = [(ast.Attribute(value=obj, attr=field, ctx=ast.Load(), lineno=call.lineno, col_offset=0), fn)]
+    named = f"{ast.unparse(obj)}.{field}" if field else None
+    for expr, holder_fn in values:
+        expr, holder_fn, label = _dict_entry(program, self_val, expr, holder_fn)
+        tracer.steps = 0
+        for v, p in tracer.resolve(expr, tracer.top_frame(holder_fn, self_val), Path(trail=(where,))):
+            key = (v.site, v.view, term_ids(list(v.dims))) if isinstance(v, Alloc) else repr(v)
+            found.setdefault(key, (v, p, label or named))
+    allocs = [(v, p, label) for v, p, label in found.values() if isinstance(v, Alloc) and len(v.dims) == 2
+              and isinstance(v.dims[-1], (int, z3.ArithRef))]
+    if not allocs:
+        why = "; ".join(sorted({str(v)[:160] for v, _, _ in found.values()})) or "no assignment of it reaches the call"
+        return [Row(f"consumer.page_table_write[{owner}@{where}]", subject, check, "ast", UNKNOWN,
+                    f"`{ast.unparse(obj)}{'.' + field if field else ''}` was not traced to a 2-D allocation: {why}")]
+    return [_judged(owner, where, subject, check, a, p, block, runner, delta, label) for a, p, label in allocs]
+
+
+def _bare_seq_lens(e) -> bool:
+    """``seq_lens`` / ``<x>.seq_lens``, through ``.to(...)`` / ``.int()`` conversions."""
+    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in ("to", "int", "clone"):
+        e = e.func.value
+    return (isinstance(e, ast.Name) and e.id == "seq_lens") or (isinstance(e, ast.Attribute) and e.attr == "seq_lens")
+
+
+def _delta(fn, lengths) -> object:
+    """The draft tokens in the lengths the build is given: 0 when every value the site's
+    function puts in them (``x = ...``, ``x.copy_(...)``) is the committed ``seq_lens`` as it
+    is (a prefix-only table); ``n`` otherwise, target verify's ``seq_len + n``."""
+    if lengths is None:
+        return n
+    text, values = ast.unparse(lengths), []
+    for node in ast.walk(fn.node):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and ast.unparse(node.targets[0]) == text:
+            values.append(node.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "copy_" \
+                and node.args and ast.unparse(node.func.value) == text:
+            values.append(node.args[0])
+    return 0 if values and all(_bare_seq_lens(v) for v in values) else n
+
+
+def _judged(owner, where, subject, check, a: Alloc, path: Path, block, runner, delta, label) -> Row:
+    holder = (a.holder or label or a.func.split(".")[-1]).removeprefix("self.")
+    row_id = f"consumer.page_table_write[{owner}.{holder}{a.view}@{where}]"
+    width = a.dims[-1]
+    # the build asserts page_size divides the block: a finite choice, which keeps a width written
+    # in whole blocks (a product of page_size terms) decidable
+    grid = [BLOCK >= 1] + ([z3.Or([z3.And(page == d, BLOCK == block // d) for d in range(1, block + 1)
+                                   if block % d == 0])] if block is not None else [])
+    j = judge_page_table(delta, width, list(path.conds) + grid, row_id,
+                         lambda s, d, p: spec.page_table_build_columns_stored(s, d, p, width, BLOCK), REPORTED,
+                         past=WRITE_PAST)
+    if j.verdict == judge.INFEASIBLE:
+        return Row(row_id, subject, check, "z3", UNKNOWN, "no path to the allocation is consistent with the "
+                   "preconditions", allocation=f"{a.site} {a.text}")
+    status = VERDICT.get(j.verdict, ERROR)
+    detail = (f"holds only if {j.condition}: " if j.condition else "") + j.detail
+    detail += (f" [width = {z3.simplify(width) if z3.is_expr(width) else width}, the table allocated at {a.site}; "
+               f"blocks of " + (f"{block} // page_size pages" if block is not None else "any number of pages") + "]")
+    row = Row(row_id, subject, check, "z3", status, detail, j.counterexample, allocation=f"{a.site} {a.text}",
+              size=j.size, required=j.required)
+    if status in (OVERRUN, HOLDS_ONLY_IF) and j.counterexample and runner is not None:
+        runner.replay(row, width, {**j.counterexample, "delta": judge.evaluate(delta, j.counterexample, REPORTED)})
+    return row
+
+
+class _Build:
+    """The package's build (host function, its grid helpers, its kernel) defined once under the
+    checked interpreter when a row needs it."""
+
+    def __init__(self, program: Program, build: Found, kernel: ast.FunctionDef):
+        self.program, self.build, self.kernel, self.loaded, self.why = program, build, kernel, None, ""
+
+    def _load(self):
+        if self.loaded is None and not self.why:
+            try:
+                triton, tl, _ = triton_env()
+                import typing
+
+                import torch
+
+                from specbound.kernels import source
+
+                tree = ast.parse(self.build.text)
+                ns = _constants(tree, {"triton": triton, "tl": tl, "torch": torch, "Optional": typing.Optional,
+                                       "__name__": f"specbound_audit_kernels.{self.build.name}"})
+                source.load_jit_functions(self.build.text, str(self.build.path), ns, roots=[self.kernel.name],
+                                          jit=is_triton_jit)
+                used = {x.id for x in ast.walk(self.build.node) if isinstance(x, ast.Name)}
+                for s in tree.body:   # the plain helpers the build calls (its grid size)
+                    if isinstance(s, ast.FunctionDef) and s.name in used and not is_triton_jit(s):
+                        found = Found(s.name, self.build.path, self.build.rel, s, self.build.text, False)
+                        ns[s.name] = self.program.index.load_helper(found, ns)
+                self.loaded = self.program.index.load_helper(self.build, ns)
+            except Unavailable as e:
+                self.why = str(e)
+            except Exception as e:  # noqa: BLE001
+                self.why = f"cannot define {self.build.name}: {type(e).__name__}: {e}"
+        return self.loaded
+
+    def replay(self, row: Row, width, values: dict) -> None:
+        """The counterexample's request (``cache_seqlens = seq_len + delta``) built by the package's
+        own function into a table of the allocation's width: its last row is the request's."""
+        import torch
+
+        build = self._load()
+        w = judge.evaluate(width, values, REPORTED)
+        if build is None or w is None:
+            row.detail += f"; no replay: {self.why or 'the width is not concrete at the counterexample'}"
+            return
+        bs, length, p = values.get("bs", 1), values["seq_len"] + values["delta"], values["page_size"]
+        pages = spec.page_table_columns_read(values["seq_len"], values["delta"], p)
+        row_width = max(length, 1)
+        feed = {"req_to_token": torch.arange(bs * row_width, dtype=torch.int32).reshape(bs, row_width),
+                "req_pool_indices": torch.arange(bs, dtype=torch.int64),
+                "cache_seqlens": torch.full((bs,), length, dtype=torch.int32),
+                "page_table": torch.zeros((bs, w), dtype=torch.int32), "page_size": p}
+        kwargs, missing = bind_params([(a, a not in self.build.required_params()) for a in self.build.params()],
+                                      feed, {})
+        if missing:
+            row.detail += f"; no replay: {self.build.name} takes {missing}, which the replay does not feed"
+            return
+        f = launch_finding(lambda: build(**kwargs))
+        row.replay = {**values, "width": w, "pages": pages, "cache_seqlens": length}
+        row.method = "z3 + checked interpreter"
+        if f is not None and f.kind == OOB:
+            row.detail += (f"; replayed: sglang's {self.build.name} ({self.build.where}) storing {pages} page(s) of "
+                           f"a {length}-token request into a {bs} x {w} table: {f.message}")
+            row.evidence = f.message
+            return
+        row.detail += f"; the replay on sglang's {self.build.name} did not go out of bounds ({f.message if f else 'clean'})"
+        row.status = ERROR   # the model says it stores past the table, the build does not: the model is off
