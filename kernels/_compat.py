@@ -5,17 +5,48 @@ triton 3.6's interpreter converts a scalar tensor to a Python int with
 to convert, so ``for i in range(0, scalar_tensor, BLOCK)`` (a loop bounded by a loaded
 value, as both kernels use) fails.  triton 3.7+ squeezes first.  We re-patch
 ``__index__`` the same way after the interpreter's own tensor patch, for every release.
+
+Every interpreted launch, and every call of a ``@triton.jit`` helper inside one, patches
+``triton.language``'s builtins afresh, finding them with ``inspect.getmembers`` over whole
+modules and classes: a quarter of a small launch's time.  Which attributes are builtins does
+not change, so we list them once per module or class and patch exactly the ones Triton's own
+search finds (``tests/test_kernels_checked.py`` compares the two).
 """
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 _installed = False
+_BUILTIN_NAMES: dict = {}   # module or class -> names of its attributes that were Triton builtins
 
 
 def _index(self):
     return int(np.asarray(self.handle.data).reshape(-1)[0])
+
+
+def _listed_patch_builtin(mod):
+    """``mod._patch_builtin`` with its search listed once per package; None when this
+    release's is not the ``(pkg, builder, scope)`` we know."""
+    orig = getattr(mod, "_patch_builtin", None)
+    if orig is None or not hasattr(mod, "_patch_attr") or \
+            list(inspect.signature(orig).parameters) != ["pkg", "builder", "scope"]:
+        return None
+    is_builtin = mod.tl.core.is_builtin
+
+    def patch_builtin(pkg, builder, scope):
+        names = _BUILTIN_NAMES.get(pkg)
+        if names is None:   # first search: no scope has patched this package yet
+            names = _BUILTIN_NAMES[pkg] = tuple(n for n, m in inspect.getmembers(pkg) if is_builtin(m))
+        for name in names:
+            member = getattr(pkg, name)
+            if is_builtin(member):   # not already patched by an enclosing launch
+                mod._patch_attr(pkg, name, member, builder, scope)
+
+    patch_builtin.__wrapped__ = orig
+    return patch_builtin
 
 
 def install() -> None:
@@ -23,6 +54,10 @@ def install() -> None:
     if _installed:
         return
     from triton.runtime import interpreter as mod
+
+    listed = _listed_patch_builtin(mod)
+    if listed is not None:
+        mod._patch_builtin = listed
 
     orig = getattr(mod, "_patch_lang_tensor", None)
     if orig is None:  # layout of a future release: nothing to fix
