@@ -247,9 +247,10 @@ def test_the_listed_builtin_patch_patches_what_tritons_search_finds():
     if getattr(listed, "__wrapped__", None) is None:
         pytest.skip("this Triton release's builtin patch is not listed (kernels._compat)")
     packages = (tl, tl.tensor, tl.math, tl.core, tl.core.tensor_descriptor_base)
+    # (tl.core may be patched already: Triton's helper calls leave their patches in place)
+    assert _patched_names(listed, tl), "no builtin of triton.language found"
     for pkg in packages:
-        names = _patched_names(listed, pkg)
-        assert names and names == _patched_names(listed.__wrapped__, pkg), pkg
+        assert _patched_names(listed, pkg) == _patched_names(listed.__wrapped__, pkg), pkg
     outer = mod._patch_lang(_poke.fn)   # as a launch leaves them while its kernel runs
     try:
         for pkg in packages:
