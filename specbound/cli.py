@@ -97,6 +97,8 @@ def cmd_prove(args) -> int:
         count = len(spec_ids) if spec_ids else len(registry.BUILDERS)
         print(f"proving {count} spec theorem(s) ...", flush=True)
         results, seconds = registry.run_all(spec_ids)
+        if spec_ids is None and getattr(args, "spec_results_to", None):
+            args.spec_results_to(results)   # verify's mutant replays take their counterexamples
     crashed = ""
     if getattr(args, "kernels", False):
         # Kernel theorems: the symbolic executor reads the kernel sources by path;
@@ -121,7 +123,8 @@ def cmd_prove(args) -> int:
                 partial = registry.to_json(spec_results + so_far, seconds + time.perf_counter() - start)
                 _write_json(args.json, {**partial, "partial": f"{done}/{total} specializations"})
         try:
-            results = results + kernel_theorems.run_all(full=args.all, progress=progress, only=kernel_ids or None)
+            results = results + kernel_theorems.run_all(full=args.all, progress=progress, only=kernel_ids or None,
+                                                        proved=getattr(args, "kernels_proved", None))
         except Exception as exc:   # e.g. a lemma refuted deep inside: still report every other theorem
             crashed = f"{type(exc).__name__}: {exc}"
         seconds += time.perf_counter() - start
@@ -265,11 +268,15 @@ def _feature(name: str):
         raise
 
 
-def prove_step(no_kernels: bool, json_path) -> int:
-    """Verify's proofs: every spec theorem and the kernel theorems of the default specializations;
-    a crash inside a proof is a failed verify (exit 1), never a usage error (exit 2)."""
+def prove_step(no_kernels: bool, json_path, kernels_proved=None, spec_results_to=None) -> int:
+    """Verify's proofs: every spec theorem and the kernel theorems of the default specializations
+    (``kernels_proved``: their results, proved by a parallel verify's workers; see
+    ``kernel_theorems.run_all``); ``spec_results_to(results)`` is given the spec theorems'
+    results once proved.  A crash inside a proof is a failed verify (exit 1), never a usage
+    error (exit 2)."""
     try:
-        return cmd_prove(argparse.Namespace(only=None, json=json_path, kernels=not no_kernels, all=False, explain=None))
+        return cmd_prove(argparse.Namespace(only=None, json=json_path, kernels=not no_kernels, all=False, explain=None,
+                                            kernels_proved=kernels_proved, spec_results_to=spec_results_to))
     except Exception as exc:
         print(f"FAILED prove: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
@@ -287,7 +294,7 @@ def cmd_verify(args) -> int:
         return verify.run_parallel(jobs=jobs, no_kernels=args.no_kernels, fuzz=fuzz, scale=fuzz.VERIFY_SCALE,
                                    prove=functools.partial(prove_step, args.no_kernels, args.json))
     print(verify.proofs_line(args.no_kernels), flush=True)
-    rc_prove = prove_step(args.no_kernels, args.json)
+    rc_prove = prove_step(args.no_kernels, args.json, spec_results_to=fuzz.remember_spec_results if has_fuzz else None)
     print("\n" + verify.FUZZ, flush=True)
     if has_fuzz:
         rc_fuzz = fuzz.verify_step(args)

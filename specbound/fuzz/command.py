@@ -379,9 +379,27 @@ def verify_plan() -> tuple[str, list[str], dict[str, str]]:
     return profile, [p.name for p in props] + extras, {p.name: p.cost for p in props}
 
 
-def verify_check(check: str, scale: float = VERIFY_SCALE):
+def verify_check(check: str, scale: float = VERIFY_SCALE, spec_counterexamples=None):
     """One check of verify's fuzz phase, as :func:`verify_step` runs it (a task of a parallel
-    verify, in a worker process: the profile is loaded here)."""
-    from . import profiles
+    verify, in a worker process: the profile is loaded here); the mutant replays take
+    ``spec_counterexamples`` (:func:`spec_counterexamples` of verify's proofs) when given,
+    instead of proving the spec theorems again."""
+    from . import profiles, replay
+    if spec_counterexamples is not None:
+        replay.remember(spec_counterexamples)
     profile = profiles.load_profile("ci")
     return run_check(check, profile, scale=scale, derandomize=True)
+
+
+def spec_counterexamples(results) -> list:
+    """What the mutant replays need of the spec theorems' ``results`` (plain values, for a
+    worker process's :func:`verify_check`)."""
+    from . import replay
+    return replay.sizing_counterexamples(results)
+
+
+def remember_spec_results(results) -> None:
+    """Verify's proofs proved every spec theorem in this process: the mutant replays of
+    :func:`verify_step` take their counterexamples instead of proving them again."""
+    from . import replay
+    replay.remember(replay.sizing_counterexamples(results))

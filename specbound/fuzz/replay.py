@@ -109,17 +109,25 @@ _CACHE: dict = {}
 
 def counterexamples() -> list[tuple[str, object, dict]]:
     """``(theorem id, Mutant, counterexample)`` for every refuted sizing mutant of
-    ``registry.run_all()`` (computed once per process)."""
+    ``registry.run_all()`` (computed once per process, unless :func:`remember` was given
+    the results of a run that proved them already)."""
     if "all" not in _CACHE:
-        results, _ = registry.run_all()
-        mutants = {(th.id, m.id): m for th in registry.theorems() for m in th.mutants}
-        out = []
-        for r in results:
-            for m in r.mutants:
-                if (r.id, m.id) in SIZING_MUTANTS and m.status == "refuted":
-                    out.append((r.id, mutants[(r.id, m.id)], dict(m.counterexample)))
-        _CACHE["all"] = out
+        remember(sizing_counterexamples(registry.run_all()[0]))
     return _CACHE["all"]
+
+
+def sizing_counterexamples(results) -> list[tuple[str, str, dict]]:
+    """``(theorem id, mutant id, counterexample)`` of every refuted sizing mutant among the
+    spec theorems' ``results`` (plain values: they cross to a worker process)."""
+    return [(r.id, m.id, dict(m.counterexample)) for r in results for m in r.mutants
+            if (r.id, m.id) in SIZING_MUTANTS and m.status == "refuted"]
+
+
+def remember(rows: list[tuple[str, str, dict]]) -> None:
+    """Take :func:`sizing_counterexamples` of a run of every spec theorem (``specbound
+    verify``'s proofs) as this process's: the replays do not prove the theorems again."""
+    mutants = {(th.id, m.id): m for th in registry.theorems() for m in th.mutants}
+    _CACHE["all"] = [(tid, mutants[(tid, mid)], cx) for tid, mid, cx in rows]
 
 
 def realize_seq_lens(bs: int, b: int, seq_len_b: int, prefix_b: int, max_len: int) -> tuple[list[int], str]:
