@@ -270,7 +270,7 @@ def _feature(name: str):
 
 def prove_step(no_kernels: bool, json_path, kernels_proved=None, spec_results_to=None) -> int:
     """Verify's proofs: every spec theorem and the kernel theorems of the default specializations
-    (``kernels_proved``: their results, proved by a parallel verify's workers; see
+    (``kernels_proved``: their results, proved by a parallel verify's worker; see
     ``kernel_theorems.run_all``); ``spec_results_to(results)`` is given the spec theorems'
     results once proved.  A crash inside a proof is a failed verify (exit 1), never a usage
     error (exit 2)."""

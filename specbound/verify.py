@@ -1,8 +1,8 @@
-"""``specbound verify``'s phases, and running them on several cores: each kernel specialization's
-theorems and every fuzz check as separate tasks of one process pool, the spec theorems in this
-process meanwhile, their output printed in the order a one-core run prints it.
+"""``specbound verify``'s phases, and running them on several cores: the kernel theorems and every
+fuzz check as separate tasks of one process pool, the spec theorems in this process meanwhile,
+their output printed in the order a one-core run prints it.
 
-The tasks are the calls the one-core run makes (one step of the kernel theorems,
+The tasks are the calls the one-core run makes (the steps of the kernel theorems,
 ``theorems.prove_planned``; one fuzz check at the verify budget, ``fuzz.command.verify_check``),
 so both check the same things: the fuzz checks are derandomized by the ``ci`` profile, and the
 table's ``cases`` digests agree between the two (``tests/test_verify_parallel.py``).  What
@@ -61,17 +61,22 @@ _PRELOAD = ["specbound.fuzz.properties", "specbound.fuzz.stateful", "specbound.f
             "specbound.proofs.symexec.theorems"]
 
 
-def _kernel_task(kind: str, sp) -> tuple[list, float]:
-    """One step of the kernel theorems (a specialization's theorems, and its mutants when it
-    carries them) in a worker: ``(results, seconds)`` as ``theorems.run_all`` takes them."""
+def _kernel_theorems() -> list:
+    """Every step of the kernel theorems in a worker, in order: ``[(results, seconds)]`` as
+    ``theorems.run_all`` takes them.  One task, handed out first, so a fresh worker runs it:
+    Z3's search depends on the terms a process made before, so its unsat cores, witnesses and
+    counterexamples are then the same on every run (spread over the workers they were not)."""
     from specbound.proofs.symexec import theorems
 
-    start = time.perf_counter()
-    results = theorems.prove_planned(kind, sp)
-    for r in results:
-        # the obligations' Z3 proofs stay here: they do not pickle, and the report reads none of them
-        r.__dict__.pop("outcomes", None)
-    return results, time.perf_counter() - start
+    steps = []
+    for kind, _, sp in theorems.plan():
+        start = time.perf_counter()
+        results = theorems.prove_planned(kind, sp)
+        for r in results:
+            # the obligations' Z3 proofs stay here: they do not pickle, and the report reads none of them
+            r.__dict__.pop("outcomes", None)
+        steps.append((results, time.perf_counter() - start))
+    return steps
 
 
 def _pool(jobs: int, start_method: str | None) -> concurrent.futures.ProcessPoolExecutor:
@@ -86,7 +91,7 @@ def _pool(jobs: int, start_method: str | None) -> concurrent.futures.ProcessPool
 def run_parallel(*, jobs: int, no_kernels: bool, prove, fuzz, scale: float, start_method: str | None = None) -> int:
     """Both phases on ``jobs`` worker processes.  ``prove(kernels_proved=..., spec_results_to=...)``:
     runs the proofs here and returns their exit status (a crash inside is its own failure),
-    given the kernel theorems' results as the workers finish them (``theorems.run_all``'s
+    given the kernel theorems' results once a worker has proved them (``theorems.run_all``'s
     ``proved``; None with ``no_kernels``), and giving the spec theorems' results to
     ``spec_results_to`` (the mutant replays' counterexamples, proved once); ``fuzz``: the fuzz
     command module (its checks, their report).
@@ -95,10 +100,7 @@ def run_parallel(*, jobs: int, no_kernels: bool, prove, fuzz, scale: float, star
     profile, checks, cost = fuzz.verify_plan()
     print(proofs_line(no_kernels), flush=True)
     with _pool(jobs, start_method) as pool:
-        steps = []
-        if not no_kernels:
-            from specbound.proofs.symexec import theorems
-            steps = [pool.submit(_kernel_task, kind, sp) for kind, _, sp in theorems.plan()]
+        kernels = None if no_kernels else pool.submit(_kernel_theorems)
         futures = {name: pool.submit(fuzz.verify_check, name, scale)
                    for name in sorted(checks, key=lambda n: _ORDER.get(n, _ORDER.get(cost.get(n), 9)))
                    if name != fuzz.REPLAYS}
@@ -106,7 +108,7 @@ def run_parallel(*, jobs: int, no_kernels: bool, prove, fuzz, scale: float, star
         def replays(results):   # the spec theorems are proved: their counterexamples, replayed
             futures[fuzz.REPLAYS] = pool.submit(fuzz.verify_check, fuzz.REPLAYS, scale,
                                                 fuzz.spec_counterexamples(results))
-        rc_prove = prove(kernels_proved=None if no_kernels else (step.result() for step in steps),
+        rc_prove = prove(kernels_proved=None if no_kernels else (step for step in kernels.result()),
                          spec_results_to=replays if fuzz.REPLAYS in checks else None)
         if fuzz.REPLAYS in checks and fuzz.REPLAYS not in futures:   # the proofs stopped first
             futures[fuzz.REPLAYS] = pool.submit(fuzz.verify_check, fuzz.REPLAYS, scale)

@@ -321,7 +321,7 @@ def run_all(full: bool = False, kinds=None, mutant_specs: int = MUTANT_SPECS,
     (:data:`.verifiers.VERIFIERS`) by default.  ``only``: just these theorem ids (of any
     covered specialization; ``full`` is then moot), proved as the full run proves them.
     ``proved``: ``(results, seconds)`` of each of :func:`plan`'s specializations in its order,
-    proved elsewhere by :func:`prove_planned` (the workers of a parallel verify); by default
+    proved elsewhere by :func:`prove_planned` (a parallel verify's worker); by default
     each is proved here."""
     out = []
     todo = plan(full, kinds, only)
