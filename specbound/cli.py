@@ -291,8 +291,10 @@ def cmd_verify(args) -> int:
     fuzz = _feature("specbound.fuzz.command")
     has_fuzz = fuzz is not None and hasattr(fuzz, "verify_step")
     if jobs > 1 and has_fuzz:
+        from specbound.proofs.symexec import theorems as kernel_theorems
         return verify.run_parallel(jobs=jobs, no_kernels=args.no_kernels, fuzz=fuzz, scale=fuzz.VERIFY_SCALE,
-                                   prove=functools.partial(prove_step, args.no_kernels, args.json))
+                                   prove=functools.partial(prove_step, args.no_kernels, args.json),
+                                   kernel_steps=kernel_theorems.proved_steps)
     print(verify.proofs_line(args.no_kernels), flush=True)
     rc_prove = prove_step(args.no_kernels, args.json, spec_results_to=fuzz.remember_spec_results if has_fuzz else None)
     print("\n" + verify.FUZZ, flush=True)

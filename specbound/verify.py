@@ -2,8 +2,8 @@
 fuzz check as separate tasks of one process pool, the spec theorems in this process meanwhile,
 their output printed in the order a one-core run prints it.
 
-The tasks are the calls the one-core run makes (the steps of the kernel theorems,
-``theorems.prove_planned``; one fuzz check at the verify budget, ``fuzz.command.verify_check``),
+The tasks are the calls the one-core run makes (the kernel theorems' steps,
+``theorems.proved_steps``; one fuzz check at the verify budget, ``fuzz.command.verify_check``),
 so both check the same things: the fuzz checks are derandomized by the ``ci`` profile, and the
 table's ``cases`` digests agree between the two (``tests/test_verify_parallel.py``).  What
 differs: each fuzz line is printed when its check has finished, and a worker that dies is a
@@ -23,7 +23,6 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import os
-import time
 
 from specbound.cli_common import verdict
 
@@ -61,24 +60,6 @@ _PRELOAD = ["specbound.fuzz.properties", "specbound.fuzz.stateful", "specbound.f
             "specbound.proofs.symexec.theorems"]
 
 
-def _kernel_theorems() -> list:
-    """Every step of the kernel theorems in a worker, in order: ``[(results, seconds)]`` as
-    ``theorems.run_all`` takes them.  One task, handed out first, so a fresh worker runs it:
-    Z3's search depends on the terms a process made before, so its unsat cores, witnesses and
-    counterexamples are then the same on every run (spread over the workers they were not)."""
-    from specbound.proofs.symexec import theorems
-
-    steps = []
-    for kind, _, sp in theorems.plan():
-        start = time.perf_counter()
-        results = theorems.prove_planned(kind, sp)
-        for r in results:
-            # the obligations' Z3 proofs stay here: they do not pickle, and the report reads none of them
-            r.__dict__.pop("outcomes", None)
-        steps.append((results, time.perf_counter() - start))
-    return steps
-
-
 def _pool(jobs: int, start_method: str | None) -> concurrent.futures.ProcessPoolExecutor:
     if start_method is None:
         start_method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
@@ -88,19 +69,24 @@ def _pool(jobs: int, start_method: str | None) -> concurrent.futures.ProcessPool
     return concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context)
 
 
-def run_parallel(*, jobs: int, no_kernels: bool, prove, fuzz, scale: float, start_method: str | None = None) -> int:
+def run_parallel(*, jobs: int, no_kernels: bool, prove, fuzz, scale: float, kernel_steps=None,
+                 start_method: str | None = None) -> int:
     """Both phases on ``jobs`` worker processes.  ``prove(kernels_proved=..., spec_results_to=...)``:
     runs the proofs here and returns their exit status (a crash inside is its own failure),
     given the kernel theorems' results once a worker has proved them (``theorems.run_all``'s
     ``proved``; None with ``no_kernels``), and giving the spec theorems' results to
     ``spec_results_to`` (the mutant replays' counterexamples, proved once); ``fuzz``: the fuzz
-    command module (its checks, their report).
+    command module (its checks, their report); ``kernel_steps``: a picklable callable, the
+    kernel theorems' task (``theorems.proved_steps``; unused with ``no_kernels``).
     ``start_method``: how workers start (default: a fork server, else spawn); the tests fork,
     from a single-threaded process, so that their plants reach the workers."""
     profile, checks, cost = fuzz.verify_plan()
     print(proofs_line(no_kernels), flush=True)
     with _pool(jobs, start_method) as pool:
-        kernels = None if no_kernels else pool.submit(_kernel_theorems)
+        # handed out first, so a fresh worker proves them: Z3's search depends on the terms a
+        # process made before, so the unsat cores, witnesses and counterexamples are then the
+        # same on every run (spread over the workers they were not)
+        kernels = None if no_kernels else pool.submit(kernel_steps)
         futures = {name: pool.submit(fuzz.verify_check, name, scale)
                    for name in sorted(checks, key=lambda n: _ORDER.get(n, _ORDER.get(cost.get(n), 9)))
                    if name != fuzz.REPLAYS}

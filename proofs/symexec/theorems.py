@@ -305,11 +305,29 @@ def plan(full: bool = False, kinds=None, only=None) -> list:
 
 def prove_planned(kind: str, sp, full: bool = False, mutant_specs: int = MUTANT_SPECS, only=None) -> list:
     """The theorems of one specialization of :func:`plan`, with the mutants :func:`run_all`
-    gives it: one step of ``run_all``, on its own so that a process pool can run the steps
-    side by side (``specbound verify``)."""
+    gives it: one step of ``run_all``."""
     specs = all_specs() if only else selected_specs(full)
     new = prove_kernel(kind, sp, mutants=carries_mutants(kind, sp, specs, mutant_specs))
     return [r for r in new if r.id in only] if only else new
+
+
+def steps(full: bool = False, kinds=None, mutant_specs: int = MUTANT_SPECS, only=None):
+    """:func:`plan`'s specializations proved in turn, each ``(results, seconds)`` as it is done."""
+    for kind, _, sp in plan(full, kinds, only):
+        start = time.perf_counter()
+        results = prove_planned(kind, sp, full, mutant_specs, only)
+        yield results, time.perf_counter() - start
+
+
+def proved_steps() -> list:
+    """Every step of the default run, ``[(results, seconds)]``: a parallel verify's worker task,
+    handed back to ``run_all(proved=...)``.  The obligations' Z3 proofs stay in the worker: they
+    do not pickle, and the report reads none of them."""
+    done = list(steps())
+    for results, _ in done:
+        for r in results:
+            r.__dict__.pop("outcomes", None)
+    return done
 
 
 def run_all(full: bool = False, kinds=None, mutant_specs: int = MUTANT_SPECS,
@@ -320,21 +338,14 @@ def run_all(full: bool = False, kinds=None, mutant_specs: int = MUTANT_SPECS,
     after each specialization (a full run takes minutes).  ``kinds``: the registered kernels
     (:data:`.verifiers.VERIFIERS`) by default.  ``only``: just these theorem ids (of any
     covered specialization; ``full`` is then moot), proved as the full run proves them.
-    ``proved``: ``(results, seconds)`` of each of :func:`plan`'s specializations in its order,
-    proved elsewhere by :func:`prove_planned` (a parallel verify's worker); by default
-    each is proved here."""
+    ``proved``: :func:`steps` of the same arguments run elsewhere (:func:`proved_steps` in a
+    parallel verify's worker); by default they are run here."""
     out = []
     todo = plan(full, kinds, only)
     if proved is None:
-        proved = (_timed(prove_planned, kind, sp, full, mutant_specs, only) for kind, _, sp in todo)
+        proved = steps(full, kinds, mutant_specs, only)
     for done, ((kind, _, sp), (new, seconds)) in enumerate(zip(todo, proved, strict=True), 1):
         out += new
         if progress is not None:
             progress(done, len(todo), kind, sp, new, out, seconds)
     return out
-
-
-def _timed(fn, *args) -> tuple:
-    start = time.perf_counter()
-    result = fn(*args)
-    return result, time.perf_counter() - start
