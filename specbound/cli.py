@@ -296,10 +296,11 @@ def cmd_verify(args) -> int:
                                    prove=functools.partial(prove_step, args.no_kernels, args.json),
                                    kernel_steps=kernel_theorems.proved_steps)
     print(verify.proofs_line(args.no_kernels), flush=True)
-    rc_prove = prove_step(args.no_kernels, args.json, spec_results_to=fuzz.remember_spec_results if has_fuzz else None)
+    spec_results: list = []   # the mutant replays take the counterexamples the proofs found
+    rc_prove = prove_step(args.no_kernels, args.json, spec_results_to=spec_results.append)
     print("\n" + verify.FUZZ, flush=True)
     if has_fuzz:
-        rc_fuzz = fuzz.verify_step(args)
+        rc_fuzz = fuzz.verify_step(args, spec_results=spec_results[0] if spec_results else None)
     else:   # an installation without the fuzz has not verified what verify promises
         print("FAILED fuzz: specbound.fuzz is not part of this installation; nothing was fuzzed", file=sys.stderr)
         rc_fuzz = 1

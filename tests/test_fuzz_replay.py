@@ -85,3 +85,4 @@ def test_verify_replays_the_proofs_counterexamples_without_proving_again(monkeyp
                         replay.MutantCheck(tid, m.id, cx, status="reproduced"))
     r = command.verify_check(command.REPLAYS, spec_counterexamples=rows)
     assert (r.failures, r.examples, r.message) == (0, 1, "") and seen == rows
+    assert replay._CACHE == {}, "a verify's counterexamples are its own, not every later caller's"

@@ -119,7 +119,6 @@ def test_the_replays_get_the_counterexamples_the_proofs_found(monkeypatch, capsy
     counterexamples (and prove nothing again)."""
     from types import SimpleNamespace as NS
 
-    from specbound.fuzz import replay
     found = [NS(id="KV-CAPACITY", mutants=[NS(id="MUT-27338-MISSING-TOPK", status="refuted", counterexample={"bs": 3})])]
 
     def proofs(args):
@@ -128,11 +127,10 @@ def test_the_replays_get_the_counterexamples_the_proofs_found(monkeypatch, capsy
 
     def run_check(check, profile, **kwargs):
         r = RunResult(check, examples=1)
-        given = [(tid, m.id, cx) for tid, m, cx in replay._CACHE.get("all", [])]
+        given = kwargs.get("spec_counterexamples")
         if check == fuzz_command.REPLAYS and given != [("KV-CAPACITY", "MUT-27338-MISSING-TOPK", {"bs": 3})]:
             r.failures, r.message = 1, f"the replays were given {given}"
         return r
-    monkeypatch.setattr(replay, "_CACHE", {})
     monkeypatch.setattr(fuzz_command, "run_check", run_check)
     monkeypatch.setattr(fuzz_command, "verify_plan", _plan([CHEAP[0], fuzz_command.REPLAYS]))
     monkeypatch.setattr(cli, "cmd_prove", proofs)
