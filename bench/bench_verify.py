@@ -12,13 +12,15 @@ Figures, ``--jobs 2`` on the project's 2-core machine shared with other jobs:
 
 * earlier (RUSAGE_CHILDREN, so the fork server's workers may be missing): one process 237.8 s
   CPU at load ~10; ``--jobs 2`` 220.6-241.2 s; 139 s wall on 2 idle cores from a fresh clone.
-* before / after the speed-ups below, the two run side by side (same load, 6-9), CPU of every
-  process: 165.3 s / 143.7 s (-13%); workers 81.7 + 80.0 s / 65.8 + 65.2 s, the parent 3.5 s /
-  10.1 s (it now proves the spec theorems), the fork server 2.5 s (the imports it hands on).  An
-  earlier pair at load 7-10: 192.9 s / 173.1 s.  Wall at that load (660 s / 603 s) says nothing;
-  on 2 idle cores not measured since.  Same output: the 15 fuzz checks' examples and ``cases``
-  digests, and every theorem's verdict, mutants, unsat core, witness and counterexample
-  (``rlimit`` of two kv theorems differs from run to run before and after alike).
+* before / after the speed-ups below, the two run side by side, CPU of every process: at load
+  2.5-6.5, 149.5 s / 135.6 s (-9%; workers 74.0 + 72.9 s / 62.2 + 61.2 s, the parent 2.5 s /
+  9.3 s: it now proves the spec theorems, the fork server 2.8 s: the imports it hands on); at
+  load 6-9, 165.3 s / 143.7 s (-13%).  Wall at those loads (385 s / 368 s) says nothing; on 2
+  idle cores not measured since.  Same output: every theorem's verdict, mutants, unsat core,
+  witness and counterexample (``rlimit`` of two kv theorems differs from run to run before and
+  after alike), the 15 fuzz checks' examples and ``cases`` digests, except that
+  tree.footprint.reference and tree.semantics.reference check other cases on some runs of the
+  unchanged code too (3 runs before: two digests each).
 * where it went (cProfile, one check at a time, before): the Triton interpreter re-patched
   ``triton.language`` (``inspect.getmembers``) on every launch and jit-helper call
   (``kernels._compat`` lists the builtins once: the state machine alone 29.2 -> 26.5 s, two
