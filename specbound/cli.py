@@ -99,6 +99,8 @@ def cmd_prove(args) -> int:
         count = len(spec_ids) if spec_ids else len(registry.BUILDERS)
         print(f"proving {count} spec theorem(s) ...", flush=True)
         results, seconds = _prove_spec(spec_ids, getattr(args, "jobs", None) or verify.usable_cores())
+        if spec_ids is None and getattr(args, "spec_results_to", None):
+            args.spec_results_to(results)   # verify's mutant replays take their counterexamples
     crashed = ""
     if getattr(args, "kernels", False):
         # Kernel theorems: the symbolic executor reads the kernel sources by path;
@@ -121,7 +123,8 @@ def cmd_prove(args) -> int:
                 partial = registry.to_json(spec_results + so_far, seconds + time.perf_counter() - start)
                 _write_json(args.json, {**partial, "partial": f"{done}/{total} specializations"})
         try:
-            results = results + kernel_theorems.run_all(full=args.all, progress=progress, only=kernel_ids or None)
+            results = results + kernel_theorems.run_all(full=args.all, progress=progress, only=kernel_ids or None,
+                                                        proved=getattr(args, "kernels_proved", None))
         except Exception as exc:   # e.g. a lemma refuted deep inside: still report every other theorem
             crashed = f"{type(exc).__name__}: {exc}"
         seconds += time.perf_counter() - start
@@ -292,12 +295,16 @@ def _feature(name: str):
         raise
 
 
-def prove_step(no_kernels: bool, json_path) -> int:
-    """Verify's proofs: every spec theorem and the kernel theorems of the default specializations;
-    a crash inside a proof is a failed verify (exit 1), never a usage error (exit 2)."""
+def prove_step(no_kernels: bool, json_path, kernels_proved=None, spec_results_to=None) -> int:
+    """Verify's proofs: every spec theorem and the kernel theorems of the default specializations
+    (``kernels_proved``: their results, proved by a parallel verify's worker; see
+    ``kernel_theorems.run_all``); ``spec_results_to(results)`` is given the spec theorems'
+    results once proved.  A crash inside a proof is a failed verify (exit 1), never a usage
+    error (exit 2)."""
     try:
         return cmd_prove(argparse.Namespace(only=None, json=json_path, kernels=not no_kernels, all=False, explain=None,
-                                            jobs=1))  # verify's own pool runs this step
+                                            kernels_proved=kernels_proved, spec_results_to=spec_results_to,
+                                            jobs=1))  # verify's pool is busy with the fuzz checks meanwhile
     except Exception as exc:
         print(f"FAILED prove: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
@@ -312,13 +319,16 @@ def cmd_verify(args) -> int:
     fuzz = _feature("specbound.fuzz.command")
     has_fuzz = fuzz is not None and hasattr(fuzz, "verify_step")
     if jobs > 1 and has_fuzz:
+        from specbound.proofs.symexec import theorems as kernel_theorems
         return verify.run_parallel(jobs=jobs, no_kernels=args.no_kernels, fuzz=fuzz, scale=fuzz.VERIFY_SCALE,
-                                   prove=functools.partial(prove_step, args.no_kernels, args.json))
+                                   prove=functools.partial(prove_step, args.no_kernels, args.json),
+                                   kernel_steps=kernel_theorems.proved_steps)
     print(verify.proofs_line(args.no_kernels), flush=True)
-    rc_prove = prove_step(args.no_kernels, args.json)
+    spec_results: list = []   # the mutant replays take the counterexamples the proofs found
+    rc_prove = prove_step(args.no_kernels, args.json, spec_results_to=spec_results.append)
     print("\n" + verify.FUZZ, flush=True)
     if has_fuzz:
-        rc_fuzz = fuzz.verify_step(args)
+        rc_fuzz = fuzz.verify_step(args, spec_results=spec_results[0] if spec_results else None)
     else:   # an installation without the fuzz has not verified what verify promises
         print("FAILED fuzz: specbound.fuzz is not part of this installation; nothing was fuzzed", file=sys.stderr)
         rc_fuzz = 1

@@ -232,7 +232,7 @@ def test_every_command_ends_with_one_verdict_line(capsys, monkeypatch, tmp_path)
     line = _last_line(capsys)
     assert VERDICT.match(line) and line.startswith("audit: INCOMPLETE ("), line
     monkeypatch.setattr(cli, "cmd_prove", lambda args: 0)
-    monkeypatch.setattr(fuzz_command, "verify_step", lambda args: 1)
+    monkeypatch.setattr(fuzz_command, "verify_step", lambda args, **kw: 1)
     assert cli.main(["verify", "--jobs", "1"]) == 1
     line = _last_line(capsys)
     assert VERDICT.match(line) and line.startswith("verify: FAILED ("), line
@@ -272,7 +272,7 @@ def test_verify_announces_each_phase_before_it_runs(capsys, monkeypatch):
         seen["kernels"] = capsys.readouterr().out
         return []
 
-    def fuzz_step(args):
+    def fuzz_step(args, spec_results=None):
         seen["fuzz"] = capsys.readouterr().out
         return 0
     from specbound.proofs.symexec import theorems as kernel_theorems

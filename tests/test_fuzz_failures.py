@@ -62,7 +62,7 @@ def test_a_crash_outside_the_check_is_a_failure_too(monkeypatch):
 def test_the_state_machine_still_runs_after_failed_properties_and_replays(monkeypatch):
     _planted(monkeypatch, "kv.semantics.triton", lambda case: (_ for _ in ()).throw(KeyError("planted")))
 
-    def replays_crash(select=None):
+    def replays_crash(select=None, given=None):
         raise SpecArgumentError("seq_lens_sum", "planted inside a replay")
     monkeypatch.setattr(replay, "replay_all", replays_crash)
     out = io.StringIO()
@@ -133,7 +133,7 @@ def test_verify_goes_on_to_the_fuzz_when_the_proofs_crash(monkeypatch, capsys):
         raise SpecArgumentError("n", "planted crash inside a proof")
     ran = []
     monkeypatch.setattr(cli, "cmd_prove", crash)
-    monkeypatch.setattr(command, "verify_step", lambda args: ran.append(1) or 0)
+    monkeypatch.setattr(command, "verify_step", lambda args, **kw: ran.append(1) or 0)
     assert cli.main(["verify", "--no-kernels", "--jobs", "1"]) == 1          # a failed verify, not a usage error (2)
     assert ran == [1] and "FAILED prove: SpecArgumentError: n: planted" in capsys.readouterr().err
 

@@ -59,3 +59,30 @@ def test_seed_000_batch_of_48_on_a_buffer_captured_at_8():
     r = replay.replay_one("VM-FULL-IN-BOUNDS", m, cx)
     assert r.status == "reproduced", r.line()
     assert "fallback" in r.spec_sizing
+
+
+def test_verify_replays_the_proofs_counterexamples_without_proving_again(monkeypatch):
+    """``specbound verify`` proves the spec theorems once: its replays take the proofs'
+    counterexamples (refuted sizing mutants only), never a second ``registry.run_all``."""
+    from types import SimpleNamespace as NS
+
+    from specbound.fuzz import command
+    from specbound.proofs import registry
+
+    def mutant(mid, status="refuted"):
+        return NS(id=mid, status=status, counterexample={"bs": 3})
+    results = [NS(id="KV-CAPACITY", mutants=[mutant("MUT-27338-MISSING-TOPK"), mutant("MUT-NO-DRAFT-ROOM", "survived")]),
+               NS(id="VM-WALK-BOUNDED-NOT-A-SIZING-THEOREM", mutants=[mutant("MUT-27338-MISSING-TOPK")])]
+    rows = command.spec_counterexamples(results)
+    assert rows == [("KV-CAPACITY", "MUT-27338-MISSING-TOPK", {"bs": 3})]
+
+    def proved_again():
+        raise AssertionError("the spec theorems were proved again")
+    seen = []
+    monkeypatch.setattr(replay, "_CACHE", {})
+    monkeypatch.setattr(registry, "run_all", proved_again)
+    monkeypatch.setattr(replay, "replay_one", lambda tid, m, cx: seen.append((tid, m.id, cx)) or
+                        replay.MutantCheck(tid, m.id, cx, status="reproduced"))
+    r = command.verify_check(command.REPLAYS, spec_counterexamples=rows)
+    assert (r.failures, r.examples, r.message) == (0, 1, "") and seen == rows
+    assert replay._CACHE == {}, "a verify's counterexamples are its own, not every later caller's"

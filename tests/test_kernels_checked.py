@@ -227,3 +227,33 @@ def test_conflicting_writes_are_per_launch_and_per_program():
         _poke[(1,)](x, 2, 4, BLOCK=4)  # overlaps the first launch at cells 2, 3
     assert session.conflicting_writes() is None
     assert session.written("_poke")["x_ptr"] == set(range(6))
+
+
+def _patched_names(patch_builtin, pkg) -> list:
+    from triton.runtime import interpreter as mod
+    scope = mod._LangPatchScope()
+    patch_builtin(pkg, mod.interpreter_builder, scope)
+    names = [name for _, name, _ in scope._changes]
+    scope.restore()
+    return names
+
+
+def test_the_listed_builtin_patch_patches_what_tritons_search_finds():
+    """kernels._compat lists each package's builtins once; it must patch exactly the
+    attributes Triton's own search patches, outside a launch and inside one (where the
+    launch has patched them already, so neither patches them again)."""
+    from triton.runtime import interpreter as mod
+    listed = mod._patch_builtin
+    if getattr(listed, "__wrapped__", None) is None:
+        pytest.skip("this Triton release's builtin patch is not listed (kernels._compat)")
+    packages = (tl, tl.tensor, tl.math, tl.core, tl.core.tensor_descriptor_base)
+    # (tl.core may be patched already: Triton's helper calls leave their patches in place)
+    assert _patched_names(listed, tl), "no builtin of triton.language found"
+    for pkg in packages:
+        assert _patched_names(listed, pkg) == _patched_names(listed.__wrapped__, pkg), pkg
+    outer = mod._patch_lang(_poke.fn)   # as a launch leaves them while its kernel runs
+    try:
+        for pkg in packages:
+            assert _patched_names(listed, pkg) == _patched_names(listed.__wrapped__, pkg), pkg
+    finally:
+        outer.restore()

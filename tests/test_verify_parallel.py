@@ -112,3 +112,28 @@ def test_jobs_is_a_positive_count(capsys):
     with pytest.raises(SystemExit) as stop:
         cli.main(["verify", "--jobs", "0"])
     assert stop.value.code == 2 and "--jobs must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_the_replays_get_the_counterexamples_the_proofs_found(monkeypatch, capsys):
+    """The spec theorems are proved once, here: the worker's mutant replays are handed their
+    counterexamples (and prove nothing again)."""
+    from types import SimpleNamespace as NS
+
+    found = [NS(id="KV-CAPACITY", mutants=[NS(id="MUT-27338-MISSING-TOPK", status="refuted", counterexample={"bs": 3})])]
+
+    def proofs(args):
+        args.spec_results_to(found)
+        return 0
+
+    def run_check(check, profile, **kwargs):
+        r = RunResult(check, examples=1)
+        given = kwargs.get("spec_counterexamples")
+        if check == fuzz_command.REPLAYS and given != [("KV-CAPACITY", "MUT-27338-MISSING-TOPK", {"bs": 3})]:
+            r.failures, r.message = 1, f"the replays were given {given}"
+        return r
+    monkeypatch.setattr(fuzz_command, "run_check", run_check)
+    monkeypatch.setattr(fuzz_command, "verify_plan", _plan([CHEAP[0], fuzz_command.REPLAYS]))
+    monkeypatch.setattr(cli, "cmd_prove", proofs)
+    rc = verify.run_parallel(jobs=2, no_kernels=True, fuzz=fuzz_command, scale=1.0,
+                             prove=functools.partial(cli.prove_step, True, None), start_method="fork")
+    assert rc == 0, capsys.readouterr().out

@@ -63,9 +63,32 @@ class Outcome:
 
 
 def applications(exprs, names) -> list:
-    """Applications of the registered functions occurring in ``exprs``."""
-    return [e for e in subterms(*exprs)
-            if z3.is_app(e) and e.decl().name() in names and e.decl().kind() == z3.Z3_OP_UNINTERPRETED]
+    """Applications of the registered functions occurring in ``exprs``, in the order of
+    :func:`subterms` over them all: it walks the last first, each to the end, so that order is
+    each term's own walk, the last term's first, without the applications already found."""
+    out, found = [], set()
+    for e in reversed(list(exprs)):
+        for app, name in _uninterpreted(e):
+            if name in names and app.get_id() not in found:
+                found.add(app.get_id())
+                out.append(app)
+    return out
+
+
+# term id -> (the term, its uninterpreted applications and their names in subterms' order): a run's
+# hypotheses are walked for every obligation and every mutant; the term is kept, so its id is never reused
+_UNINTERPRETED: dict = {}
+
+
+def _uninterpreted(e) -> tuple:
+    if not z3.is_expr(e):
+        return ()
+    hit = _UNINTERPRETED.get(e.get_id())
+    if hit is None:
+        apps = tuple((x, x.decl().name()) for x in subterms(e)
+                     if z3.is_app(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED)
+        hit = _UNINTERPRETED[e.get_id()] = (e, apps)
+    return hit[1]
 
 
 DEFINITION = "def/"  # label prefix of a definitional schema instance (run_state.RunState.define)

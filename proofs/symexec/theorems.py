@@ -290,15 +290,9 @@ def theorem_ids(full: bool = True) -> dict:
     return out
 
 
-def run_all(full: bool = False, kinds=None, mutant_specs: int = MUTANT_SPECS,
-            progress: Callable | None = None, only=None) -> list:
-    """Every kernel theorem of the selected specializations; mutants on the first
-    ``mutant_specs`` specializations of each kernel name (they are about the kernel source).
-    ``progress(done, total, kind, spec, new_results, results_so_far, seconds)`` is called
-    after each specialization (a full run takes minutes).  ``kinds``: the registered kernels
-    (:data:`.verifiers.VERIFIERS`) by default.  ``only``: just these theorem ids (of any
-    covered specialization; ``full`` is then moot), proved as the full run proves them."""
-    out = []
+def plan(full: bool = False, kinds=None, only=None) -> list:
+    """The specializations :func:`run_all` proves, in its order: ``(kind, index, spec)``
+    (``full``, ``kinds`` and ``only`` as there)."""
     specs = all_specs() if only else selected_specs(full)
     kinds = tuple(verifiers.BY_KIND) if kinds is None else kinds
     todo = [(kind, i, sp) for kind in kinds for i, sp in enumerate(specs[kind])]
@@ -306,12 +300,52 @@ def run_all(full: bool = False, kinds=None, mutant_specs: int = MUTANT_SPECS,
         wanted = theorem_ids(full=True)
         places = {wanted[t][:2] for t in only if t in wanted}
         todo = [(kind, i, sp) for kind, i, sp in todo if (kind, i) in places]
-    for done, (kind, i, sp) in enumerate(todo, 1):
+    return todo
+
+
+def prove_planned(kind: str, sp, full: bool = False, mutant_specs: int = MUTANT_SPECS, only=None) -> list:
+    """The theorems of one specialization of :func:`plan`, with the mutants :func:`run_all`
+    gives it: one step of ``run_all``."""
+    specs = all_specs() if only else selected_specs(full)
+    new = prove_kernel(kind, sp, mutants=carries_mutants(kind, sp, specs, mutant_specs))
+    return [r for r in new if r.id in only] if only else new
+
+
+def steps(full: bool = False, kinds=None, mutant_specs: int = MUTANT_SPECS, only=None):
+    """:func:`plan`'s specializations proved in turn, each ``(results, seconds)`` as it is done."""
+    for kind, _, sp in plan(full, kinds, only):
         start = time.perf_counter()
-        new = prove_kernel(kind, sp, mutants=carries_mutants(kind, sp, specs, mutant_specs))
-        if only:
-            new = [r for r in new if r.id in only]
+        results = prove_planned(kind, sp, full, mutant_specs, only)
+        yield results, time.perf_counter() - start
+
+
+def proved_steps() -> list:
+    """Every step of the default run, ``[(results, seconds)]``: a parallel verify's worker task,
+    handed back to ``run_all(proved=...)``.  The obligations' Z3 proofs stay in the worker: they
+    do not pickle, and the report reads none of them."""
+    done = list(steps())
+    for results, _ in done:
+        for r in results:
+            r.__dict__.pop("outcomes", None)
+    return done
+
+
+def run_all(full: bool = False, kinds=None, mutant_specs: int = MUTANT_SPECS,
+            progress: Callable | None = None, only=None, proved=None) -> list:
+    """Every kernel theorem of the selected specializations; mutants on the first
+    ``mutant_specs`` specializations of each kernel name (they are about the kernel source).
+    ``progress(done, total, kind, spec, new_results, results_so_far, seconds)`` is called
+    after each specialization (a full run takes minutes).  ``kinds``: the registered kernels
+    (:data:`.verifiers.VERIFIERS`) by default.  ``only``: just these theorem ids (of any
+    covered specialization; ``full`` is then moot), proved as the full run proves them.
+    ``proved``: :func:`steps` of the same arguments run elsewhere (:func:`proved_steps` in a
+    parallel verify's worker); by default they are run here."""
+    out = []
+    todo = plan(full, kinds, only)
+    if proved is None:
+        proved = steps(full, kinds, mutant_specs, only)
+    for done, ((kind, _, sp), (new, seconds)) in enumerate(zip(todo, proved, strict=True), 1):
         out += new
         if progress is not None:
-            progress(done, len(todo), kind, sp, new, out, time.perf_counter() - start)
+            progress(done, len(todo), kind, sp, new, out, seconds)
     return out

@@ -131,12 +131,12 @@ def _run_stateful(examples: int, seed: int | None, derandomize: bool):
     return res
 
 
-def _run_replays():
+def _run_replays(spec_counterexamples=None):
     from . import replay
     from .runner import RunResult
     start = time.perf_counter()
     res = RunResult(REPLAYS)
-    rows = replay.replay_all()
+    rows = replay.replay_all(given=spec_counterexamples)
     res.examples = len(rows)
     for r in rows:
         res.saw(r.line())
@@ -159,7 +159,8 @@ def _table(results) -> str:
 
 
 def fuzz(*, target="all", examples=None, minutes=None, seed=None, profile=None, only=None,
-         json_path=None, include_extras=True, scale: float = 1.0, database=None, out=None) -> int:
+         json_path=None, include_extras=True, scale: float = 1.0, database=None, out=None,
+         spec_counterexamples=None) -> int:
     out = out or sys.stdout   # looked up per call: whatever stdout is now (a capture, a redirect)
     from . import profiles
     from .runner import RunResult
@@ -186,7 +187,8 @@ def fuzz(*, target="all", examples=None, minutes=None, seed=None, profile=None, 
             print(progress(i + 1, total, round_no, results[p.name]), file=out, flush=True)
         if round_no == 0:
             for j, x in enumerate(extras):
-                results[x] = run_check(x, name, examples=examples, scale=scale, seed=seed, derandomize=derandomize)
+                results[x] = run_check(x, name, examples=examples, scale=scale, seed=seed, derandomize=derandomize,
+                                       spec_counterexamples=spec_counterexamples)
                 print(progress(len(props) + j + 1, total, round_no, results[x]), file=out, flush=True)
         round_no += 1
         if not deadline or time.perf_counter() > deadline:
@@ -203,10 +205,11 @@ def header(profile: str, target: str, *, examples=None, minutes=None, seed=None)
 
 
 def run_check(check: str, profile: str, *, examples=None, scale: float = 1.0, seed=None, derandomize=False,
-              round_no: int = 0, result=None):
+              round_no: int = 0, result=None, spec_counterexamples=None):
     """One check (a property, the mutant replays or the state machine) at ``examples`` or
     the ``profile``'s budget times ``scale``; a property's round ``round_no`` goes on in
-    ``result``.  A check that cannot even run (its strategy, its replays ...) is a failed
+    ``result``; the mutant replays replay ``spec_counterexamples`` when given (see
+    :func:`spec_counterexamples`), else prove the spec theorems for theirs.  A check that cannot even run (its strategy, its replays ...) is a failed
     result, never an exception.  (The extras run once, in round 0.)"""
     from . import profiles, properties
     from .runner import RunResult, run_property
@@ -214,7 +217,7 @@ def run_check(check: str, profile: str, *, examples=None, scale: float = 1.0, se
     start = time.perf_counter()
     try:
         if check == REPLAYS:
-            return _run_replays()
+            return _run_replays(spec_counterexamples)
         if check == STATEFUL:
             return _run_stateful(examples or profiles.budget("stateful", profile, scale=scale), seed, derandomize)
         p = properties.property_named(check)
@@ -363,11 +366,13 @@ def run(args) -> int:
                 scale=1.0 if args.scale is None else args.scale, database=args.database)
 
 
-def verify_step(args) -> int:
+def verify_step(args, spec_results=None) -> int:
     """The default fuzz budget of ``specbound verify``: the ci profile (deterministic) at 5x its
-    test budget, every property, the mutant replays and the state machine (one core; a
-    parallel verify runs the same checks through :func:`verify_check`)."""
-    return fuzz(target="all", profile="ci", scale=VERIFY_SCALE, json_path=getattr(args, "fuzz_json", None))
+    test budget, every property, the mutant replays (of ``spec_results``' counterexamples: the
+    proofs' spec theorems, when given) and the state machine (one core; a parallel verify runs
+    the same checks through :func:`verify_check`)."""
+    return fuzz(target="all", profile="ci", scale=VERIFY_SCALE, json_path=getattr(args, "fuzz_json", None),
+                spec_counterexamples=None if spec_results is None else spec_counterexamples(spec_results))
 
 
 def verify_plan() -> tuple[str, list[str], dict[str, str]]:
@@ -379,9 +384,18 @@ def verify_plan() -> tuple[str, list[str], dict[str, str]]:
     return profile, [p.name for p in props] + extras, {p.name: p.cost for p in props}
 
 
-def verify_check(check: str, scale: float = VERIFY_SCALE):
+def verify_check(check: str, scale: float = VERIFY_SCALE, spec_counterexamples=None):
     """One check of verify's fuzz phase, as :func:`verify_step` runs it (a task of a parallel
-    verify, in a worker process: the profile is loaded here)."""
+    verify, in a worker process: the profile is loaded here); the mutant replays take
+    ``spec_counterexamples`` (:func:`spec_counterexamples` of verify's proofs) when given,
+    instead of proving the spec theorems again."""
     from . import profiles
     profile = profiles.load_profile("ci")
-    return run_check(check, profile, scale=scale, derandomize=True)
+    return run_check(check, profile, scale=scale, derandomize=True, spec_counterexamples=spec_counterexamples)
+
+
+def spec_counterexamples(results) -> list:
+    """What the mutant replays need of the spec theorems' ``results`` (plain values, for a
+    worker process's :func:`verify_check`)."""
+    from . import replay
+    return replay.sizing_counterexamples(results)

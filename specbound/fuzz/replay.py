@@ -107,19 +107,24 @@ class MutantCheck:
 _CACHE: dict = {}
 
 
-def counterexamples() -> list[tuple[str, object, dict]]:
+def counterexamples(given=None) -> list[tuple[str, object, dict]]:
     """``(theorem id, Mutant, counterexample)`` for every refuted sizing mutant of
-    ``registry.run_all()`` (computed once per process)."""
-    if "all" not in _CACHE:
-        results, _ = registry.run_all()
-        mutants = {(th.id, m.id): m for th in registry.theorems() for m in th.mutants}
-        out = []
-        for r in results:
-            for m in r.mutants:
-                if (r.id, m.id) in SIZING_MUTANTS and m.status == "refuted":
-                    out.append((r.id, mutants[(r.id, m.id)], dict(m.counterexample)))
-        _CACHE["all"] = out
-    return _CACHE["all"]
+    ``registry.run_all()`` (computed once per process), or of ``given``: the
+    :func:`sizing_counterexamples` of a run that proved every spec theorem already (``specbound
+    verify``'s proofs), so that they are not proved again."""
+    if given is None:
+        if "all" not in _CACHE:
+            _CACHE["all"] = counterexamples(sizing_counterexamples(registry.run_all()[0]))
+        return _CACHE["all"]
+    mutants = {(th.id, m.id): m for th in registry.theorems() for m in th.mutants}
+    return [(tid, mutants[(tid, mid)], cx) for tid, mid, cx in given]
+
+
+def sizing_counterexamples(results) -> list[tuple[str, str, dict]]:
+    """``(theorem id, mutant id, counterexample)`` of every refuted sizing mutant among the
+    spec theorems' ``results`` (plain values: they cross to a worker process)."""
+    return [(r.id, m.id, dict(m.counterexample)) for r in results for m in r.mutants
+            if (r.id, m.id) in SIZING_MUTANTS and m.status == "refuted"]
 
 
 def realize_seq_lens(bs: int, b: int, seq_len_b: int, prefix_b: int, max_len: int) -> tuple[list[int], str]:
@@ -414,10 +419,11 @@ def replay_one(theorem_id: str, mutant, cx: dict) -> MutantCheck:
     return rp
 
 
-def replay_all(select: Callable[[str, str], bool] | None = None) -> list[MutantCheck]:
-    """Replay every sizing-mutant counterexample (optionally filtered by (theorem, mutant))."""
+def replay_all(select: Callable[[str, str], bool] | None = None, given=None) -> list[MutantCheck]:
+    """Replay every sizing-mutant counterexample (optionally filtered by (theorem, mutant));
+    ``given``: as :func:`counterexamples` takes it."""
     out = []
-    for theorem_id, mutant, cx in counterexamples():
+    for theorem_id, mutant, cx in counterexamples(given):
         if select is None or select(theorem_id, mutant.id):
             out.append(replay_one(theorem_id, mutant, cx))
     return out
