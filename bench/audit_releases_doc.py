@@ -28,9 +28,12 @@ EFFECT = {"overrun": "silent corruption: a kernel writes past the buffer",
 # What a family's buffer does past a condition it "holds only if": the effect of the family's
 # refuted rows in the saved reports; when no audited release has one, the status the audit gives
 # a refuted row of the family (buffer rows: a kernel's writes, specbound/audit/buffers.py;
-# consumers.py: page tables are read, custom masks copied; verify_kv.py: kv indices written).
+# consumers.py: page tables are read, custom masks copied; verify_kv.py: kv indices written;
+# page_table_build.py: page tables written; padded_verify.py: the mask gathered).
 REFUTED_BY_PREFIX = {"buffer.": "overrun", "consumer.page_table[": "overread", "consumer.custom_mask[": "crash",
-                     "consumer.verify_kv_indices[": "overrun"}
+                     "consumer.verify_kv_indices[": "overrun", "consumer.page_table_draft_decode[": "overread",
+                     "consumer.sparse_page_table[": "overread", "consumer.page_table_write[": "overrun",
+                     "consumer.padded_verify_mask[": "crash"}
 SITE = re.compile(r"@([\w./-]+\.py):(\d+)\]$")
 # A location inside a row's subject: " (file:line)", " (file:line (moved))", " at file:line".
 _AT_LINE = re.compile(r" \([\w./-]+\.(?:py|cuh):\d+(?: \(moved\))?\)| at [\w./-]+\.(?:py|cuh):\d+")
