@@ -103,7 +103,7 @@ def _run_stateful(examples: int, seed: int | None, derandomize: bool):
     from hypothesis.stateful import run_state_machine_as_test
 
     from . import stateful
-    from .runner import RunResult
+    from .runner import RunResult, no_local_constants
     res = RunResult(STATEFUL)
     traces = []
 
@@ -118,7 +118,8 @@ def _run_stateful(examples: int, seed: int | None, derandomize: bool):
         machine, opts["database"] = fixed_seed(seed)(Counted), None
     start = time.perf_counter()
     try:
-        run_state_machine_as_test(machine, settings=settings(**opts))
+        with no_local_constants():
+            run_state_machine_as_test(machine, settings=settings(**opts))
     except Exception as exc:   # any exception is the machine's failure: the run goes on
         from .runner import describe
         res.failures = 1

@@ -5,13 +5,15 @@ shrunk example last, so the last failing case seen is the minimal one).
 Every case checked is folded, in order, into :attr:`RunResult.cases_digest`: two runs
 with the same seed check the same cases exactly when their digests agree (what
 ``specbound fuzz --seed S`` promises), and the report says which cases a run saw
-without listing them."""
+without listing them.  A run's cases depend on its seed alone, not on what the process
+ran before (:func:`no_local_constants`)."""
 
 from __future__ import annotations
 
 import hashlib
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -62,6 +64,32 @@ class _Finished:
         raise RuntimeError("the cases of this result were checked in another process; its digest is final")
 
 
+@contextmanager
+def no_local_constants():
+    """Hypothesis draws, in a few percent of its draws, a constant from the source of the
+    "local" modules (outside site-packages) in ``sys.modules`` *when the case is drawn*:
+    which specbound modules a process had imported (another check run first by the same
+    ``verify`` worker, a lazy import inside a check) changed the cases of a seed.  Within
+    this block that pool is empty, so the cases are the seed's alone; the boundary values
+    it would bring are our explicit examples' job.  Hypothesis has no setting for this,
+    hence its internals: a Hypothesis that renamed them fails here, loudly."""
+    from hypothesis.internal.conjecture import providers
+    if not (hasattr(providers, "_get_local_constants") and hasattr(providers, "CONSTANTS_CACHE")):
+        import hypothesis
+        raise RuntimeError(f"hypothesis {hypothesis.__version__} has no providers._get_local_constants / "
+                           "CONSTANTS_CACHE: find how it now pools local constants and empty that pool "
+                           "here, or seeded runs depend on what the process imported before")
+    from hypothesis.internal.constants_ast import Constants
+    pooled = providers._get_local_constants
+    providers._get_local_constants = Constants     # an empty pool
+    providers.CONSTANTS_CACHE.cache.clear()        # it caches the permitted constants of each draw
+    try:
+        yield
+    finally:
+        providers._get_local_constants = pooled
+        providers.CONSTANTS_CACHE.cache.clear()
+
+
 def describe(exc: BaseException) -> str:
     """``Type: message`` of an exception, and where it was raised when it is not a
     property's own verdict (a raw IndexError deep in an implementation says where)."""
@@ -109,7 +137,8 @@ def run_property(name: str, check: Callable, strategy, *, max_examples: int, see
         res.seeds.append(seed)
     start = time.perf_counter()
     try:
-        test()
+        with no_local_constants():
+            test()
     except Exception as exc:  # the minimal example was replayed last
         res.failures += 1
         res.case = last_failure.get("case")
