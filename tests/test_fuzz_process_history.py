@@ -3,7 +3,9 @@
 Hypothesis draws, now and then, a constant found in the source of the "local" modules
 imported so far; a worker of ``specbound verify`` that ran another check first (and so
 imported more of specbound) drew other cases for the same check.  Here a module with a
-constant inside the drawn range is imported between two runs of the same seed."""
+constant inside the drawn range is imported between two runs of the same seed.  (The
+same-seed tests of test_fuzz_seed.py could not see it: their two runs follow the same
+imports, and draw two or three cases a property, rarely one of the pool's.)"""
 
 from __future__ import annotations
 
