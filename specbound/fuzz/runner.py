@@ -11,6 +11,7 @@ ran before (:func:`no_local_constants`)."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import time
 import traceback
 from contextlib import contextmanager
@@ -74,6 +75,9 @@ def no_local_constants():
     it would bring are our explicit examples' job.  Hypothesis has no setting for this,
     hence its internals: a Hypothesis that renamed them fails here, loudly."""
     from hypothesis.internal.conjecture import providers
+    if importlib.util.find_spec("hypothesis.internal.constants_ast") is None:
+        yield              # a Hypothesis from before it pooled the source's constants: nothing to empty
+        return
     if not (hasattr(providers, "_get_local_constants") and hasattr(providers, "CONSTANTS_CACHE")):
         import hypothesis
         raise RuntimeError(f"hypothesis {hypothesis.__version__} has no providers._get_local_constants / "
