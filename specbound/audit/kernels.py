@@ -106,6 +106,19 @@ class Finding:
 RACE_PREFIX = "two programs of one launch stored one cell"
 
 
+def record_replay(row: Row, finding: Finding | None, kernel: str, where: str, what: str) -> None:
+    """The replay of a row's counterexample on the engine's own ``kernel`` (e.g. "sglang's
+    X", defined at ``where``): an out-of-bounds access confirms the row (its message is the
+    evidence); anything else means the model and the kernel disagree, and the row is an error."""
+    row.method = "z3 + checked interpreter"
+    if finding is not None and finding.kind == OOB:
+        row.detail += f"; replayed: {kernel} ({where}) {what}: {finding.message}"
+        row.evidence = finding.message
+        return
+    row.detail += f"; the replay on {kernel} did not go out of bounds ({finding.message if finding else 'clean'})"
+    row.status = ERROR   # the model says it goes past the buffer, the kernel does not: the model is off
+
+
 def launch_finding(launch: Callable[[], object], session_out: list | None = None) -> Finding | None:
     """One launch of an engine's kernel, run and its faults classified by
     :func:`specbound.replay.checked_launch` (a crash is caught: it is a finding, not a

@@ -34,9 +34,9 @@ from specbound.proofs.model import n, page
 
 from specbound.audit import judge
 from specbound.audit.extract import Found, is_triton_jit
-from specbound.audit.kernels import Unavailable, bind_params, launch_finding, triton_env
+from specbound.audit.kernels import Unavailable, bind_params, launch_finding, record_replay, triton_env
 from specbound.audit.program import Program
-from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OOB, OVERREAD, OVERRUN, UNKNOWN, AuditReport, Row
+from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OVERREAD, OVERRUN, UNKNOWN, AuditReport, Row
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, Path, term_ids
 from . import bindings
@@ -360,11 +360,5 @@ class _Build:
             return
         f = launch_finding(lambda: build(**kwargs))
         row.replay = {**values, "width": w, "pages": pages, "cache_seqlens": length}
-        row.method = "z3 + checked interpreter"
-        if f is not None and f.kind == OOB:
-            row.detail += (f"; replayed: sglang's {self.build.name} ({self.build.where}) storing {pages} page(s) of "
-                           f"a {length}-token request into a {bs} x {w} table: {f.message}")
-            row.evidence = f.message
-            return
-        row.detail += f"; the replay on sglang's {self.build.name} did not go out of bounds ({f.message if f else 'clean'})"
-        row.status = ERROR   # the model says it stores past the table, the build does not: the model is off
+        record_replay(row, f, f"sglang's {self.build.name}", self.build.where,
+                      f"storing {pages} page(s) of a {length}-token request into a {bs} x {w} table")

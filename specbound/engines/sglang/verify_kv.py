@@ -21,11 +21,11 @@ import time
 
 from specbound.audit import judge
 from specbound.audit.extract import SourceIndex
-from specbound.audit.kernels import Aliases, Unavailable, bind, launch_finding, triton_env
+from specbound.audit.kernels import Aliases, Unavailable, bind, launch_finding, record_replay, triton_env
 from specbound.audit.program import Program
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Ended
-from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OOB, OVERRUN, UNKNOWN, AuditReport, Row
+from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OVERRUN, UNKNOWN, AuditReport, Row
 from .bindings import BINDINGS
 from .launch import KV_ALIASES
 from .consumers import attention_nodes, selves, traced_allocations
@@ -252,14 +252,7 @@ class _Kernel:
         kwargs, _ = bind(found, feed, ALIASES)
         f = launch_finding(lambda: kernel[(bs,)](**kwargs))
         row.replay = {**values, "seq_lens": seq, "buffer_numel": numel, "entries_written": int(indptr[-1])}
-        row.method = "z3 + checked interpreter"
-        if f is not None and f.kind == OOB:
-            row.detail += (f"; replayed: sglang's {KERNEL} ({found.where}) writing {int(indptr[-1])} entries into "
-                           f"{numel}: {f.message}")
-            row.evidence = f.message
-            return
-        row.detail += f"; the replay on sglang's {KERNEL} did not go out of bounds ({f.message if f else 'clean'})"
-        row.status = ERROR   # the model says it writes past the buffer, the kernel does not: the model is off
+        record_replay(row, f, f"sglang's {KERNEL}", found.where, f"writing {int(indptr[-1])} entries into {numel}")
 
 
 _FED = ("req_to_token", "req_pool_indices", "paged_kernel_lens", "kv_indptr", "kv_start_idx", "kv_indices",
