@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from specbound import kernels
 from specbound.fuzz import stateful
+from specbound.fuzz.runner import NO_SHRINK
 from specbound.kernels import OutOfBoundsAccess
 from specbound.pytest_plugin import fuzz_budget
 
@@ -50,5 +51,5 @@ def test_missing_topk_kv_row_is_found():
     with pytest.raises(OutOfBoundsAccess) as info:
         run_state_machine_as_test(machine, settings=settings(
             max_examples=200, stateful_step_count=6, derandomize=True, database=None,
-            suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.reuse, Phase.generate]))
+            suppress_health_check=list(HealthCheck), phases=NO_SHRINK))
     assert "kv_indices_ptr" in str(info.value)

@@ -22,6 +22,10 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import seed as fixed_seed
 
 
+# Hypothesis' phases without shrinking (nor explaining a shrunk case): the first failing case is the answer.
+NO_SHRINK = [phase for phase in Phase if phase not in (Phase.shrink, Phase.explain)]
+
+
 @dataclass
 class RunResult:
     name: str
@@ -131,7 +135,7 @@ def run_property(name: str, check: Callable, strategy, *, max_examples: int, see
                 database=settings.default.database if use_database and not derandomize else None,
                 suppress_health_check=list(HealthCheck), print_blob=False)
     if not shrink:
-        opts["phases"] = [phase for phase in Phase if phase not in (Phase.shrink, Phase.explain)]
+        opts["phases"] = NO_SHRINK
     test = given(strategy)(body)
     for case in reversed(list(examples)):   # @example order: the first listed runs first
         test = example(case)(test)
