@@ -120,7 +120,7 @@ def run_timing(deadline: float) -> list[dict]:
             kw = dict(topk=4, num_steps=5, page_size=page)
             kv, indptr = kernels.draft_decode_kv_indices(*kb, **kw)
             prefix = torch.tensor(spec.prefix_sums(seq)[:-1], device=dev)
-            blocks = kvmod.kv_blocks(bs, 4, 5, max(seq))
+            blocks = kvmod.kv_blocks(bs, 4, 5)
 
             def raw():
                 kvmod.draft_kv_kernel[(triton.cdiv(bs, blocks[0]),)](

@@ -118,11 +118,11 @@ from . import plan as launch_plans  # noqa: E402
 COMPILED = not interpreter_active()
 
 
-def kv_blocks(num_seqs: int, topk: int, num_steps: int, max_seq_len: int,
+def kv_blocks(num_seqs: int, topk: int, num_steps: int,
               tile_budget: int | None = None) -> tuple[int, int, int, int]:
     """(BLOCK_B, PAIRS, STEPS, BLOCK_C) this process launches for a batch
     (``launch_plans.kv_blocks`` in this process's mode)."""
-    return launch_plans.kv_blocks(num_seqs, topk, num_steps, max_seq_len, compiled=COMPILED,
+    return launch_plans.kv_blocks(num_seqs, topk, num_steps, compiled=COMPILED,
                                   tile_budget=tile_budget)
 
 
@@ -169,7 +169,7 @@ def launch_kv(req_pool_indices, req_to_token, seq_lens, kv_indices, kv_indptr, *
         return
     prefix = spec.prefix_sums(lens) if prefix is None else prefix
     p = torch.tensor(prefix[:-1], dtype=torch.int64, device=seq_lens.device)
-    block_b, pairs, steps, block_c = kv_blocks(num_seqs, topk, num_steps, max(lens), tile_budget)
+    block_b, pairs, steps, block_c = kv_blocks(num_seqs, topk, num_steps, tile_budget)
     if require_proved:
         launch_plans.require_proved(
             [("draft_kv_kernel", {"BLOCK_B": block_b, "PAIRS": pairs, "STEPS": steps, "BLOCK_C": block_c,

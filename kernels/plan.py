@@ -88,9 +88,12 @@ BUDGETS = {
     "tree": (2048, 8192),        # tree build: (request x node x node) tile
     "fill": (4096, 1 << 18),     # prefix fill: (request x row x column) tile
 }
-# Cap of BLOCK_C, the column lanes of a copy loop, (compiled, interpreted).
-BLOCK_C_CAPS = {"kv": (128, 1024), "fill": (256, 1024)}
-BLOCK_C_MIN = 16
+# BLOCK_C, the column lanes of a copy loop: one value per kernel, compiled or interpreted, so
+# the CPU runs exercise the very column loop a GPU runs.
+BLOCK_C = {"kv": 128, "fill": 256}
+# The most requests one program takes, in either mode: a power of two, the envelope's largest
+# batch rounded up.  One symbolic proof covers every BLOCK_B up to it (symbolic_block_b_values).
+BLOCK_B_MAX = 256
 
 
 def budget(kernel: str, compiled: bool) -> int:
@@ -103,37 +106,29 @@ def pow2(x: int) -> int:
     return 1 << max(0, int(x) - 1).bit_length()
 
 
-# Compiled, a specialization depends on neither the batch size nor the context: BLOCK_B is
-# not capped by the batch and BLOCK_C is the cap itself (masked lanes cost little on a GPU).
-# So the launches a GPU can make over the serving envelope are few enough to prove every one
-# (about 230, against some 2,200 when both followed the batch), and "proved" means "what runs".
-# Interpreted, a tile's cost is per element, so both still follow the batch (small tests stay
-# fast); interpreted launches are CPU test runs, checked access by access by the checked
-# interpreter where it matters, and their proved fraction is reported, not claimed whole.
+# Only BLOCK_B depends on the mode.  Compiled, it depends on neither the batch size nor the
+# context; interpreted, a tile's cost is per element, so it follows pow2(batch) (small tests
+# stay fast).  Every other constexpr is the same function of (topk, num_steps, n) in both
+# modes, so one proof with BLOCK_B symbolic (every power of two up to BLOCK_B_MAX) covers a
+# specialization's GPU launch and all its interpreted ones: "proved" means "what runs", on
+# either.
 
 
 def _block_b(budget_: int, tile: int, batch: int, compiled: bool) -> int:
-    """The largest power of two b with b * tile <= budget (at least 1); interpreted, capped
-    by pow2(batch)."""
+    """The largest power of two b with b * tile <= budget (at least 1, at most BLOCK_B_MAX);
+    interpreted, also capped by pow2(batch)."""
     fit = max(1, budget_ // tile)
-    widest = pow2(fit + 1) // 2   # the power of two just above fit, halved
+    widest = min(pow2(fit + 1) // 2, BLOCK_B_MAX)   # the power of two just above fit, halved
     return widest if compiled else min(widest, pow2(max(batch, 1)))
 
 
-def _block_c(kernel: str, max_seq_len: int, compiled: bool) -> int:
-    if compiled:
-        return BLOCK_C_CAPS[kernel][0]
-    return min(pow2(max(max_seq_len, BLOCK_C_MIN)), BLOCK_C_CAPS[kernel][1])
-
-
-def kv_blocks(num_seqs: int, topk: int, num_steps: int, max_seq_len: int, *, compiled: bool,
+def kv_blocks(num_seqs: int, topk: int, num_steps: int, *, compiled: bool,
               tile_budget: int | None = None) -> tuple[int, int, int, int]:
-    """(BLOCK_B, PAIRS, STEPS, BLOCK_C) of ``draft_kv_kernel`` for a batch.  It depends on
-    topk only through pow2(num_steps * topk); interpreted, on num_seqs only through
-    pow2(num_seqs) and on max_seq_len only through pow2(max(max_seq_len, 16)); compiled, on
-    neither."""
+    """(BLOCK_B, PAIRS, STEPS, BLOCK_C) of ``draft_kv_kernel`` for a batch.  PAIRS =
+    pow2(num_steps * topk), STEPS = pow2(num_steps), BLOCK_C fixed; BLOCK_B follows
+    pow2(num_seqs) when interpreted and nothing of the batch when compiled."""
     pairs, steps = pow2(num_steps * topk), pow2(num_steps)
-    block_c = _block_c("kv", max_seq_len, compiled)
+    block_c = BLOCK_C["kv"]
     block_b = _block_b(tile_budget or budget("kv", compiled), pairs * block_c, num_seqs, compiled)
     return block_b, pairs, steps, block_c
 
@@ -145,10 +140,9 @@ def tree_blocks(bs: int, n: int, *, compiled: bool, tile_budget: int | None = No
     return _block_b(tile_budget or budget("tree", compiled), nodes * nodes, bs, compiled), nodes
 
 
-def fill_blocks(bs: int, nodes: int, max_seq_len: int, *, compiled: bool,
-                tile_budget: int | None = None) -> tuple[int, int]:
+def fill_blocks(bs: int, nodes: int, *, compiled: bool, tile_budget: int | None = None) -> tuple[int, int]:
     """(BLOCK_B, BLOCK_C) of ``fill_prefix_kernel`` (``nodes``: the tree build's NODES)."""
-    block_c = _block_c("fill", max_seq_len, compiled)
+    block_c = BLOCK_C["fill"]
     return _block_b(tile_budget or budget("fill", compiled), nodes * block_c, bs, compiled), block_c
 
 
@@ -184,7 +178,8 @@ def specialization(kernel: str, constexprs: dict) -> tuple[str, str]:
 class Envelope:
     """The batches serving launches, inclusive ranges.  ``num_steps`` is also the draft tree's
     depth D; a tree's (topk, D, n) must satisfy ``spec.tree_shape_ok``, and BITPACKING holds
-    at most ``spec.BITPACK_MAX_DRAFT_TOKENS`` draft tokens.  ``page_size`` is part of the envelope but no chooser reads it.
+    at most ``spec.BITPACK_MAX_DRAFT_TOKENS`` draft tokens.  ``max_seq_len`` and ``page_size`` are
+    part of the envelope but no chooser reads them.
     The outputs' dtypes are the wrappers' (``spec.KV_DTYPES`` for kv_indices / kv_indptr, an
     int32 kv_indices only beside an int32 req_to_token; the tree's are fixed by its mode)."""
     batch: tuple = (1, 256)
@@ -199,11 +194,11 @@ ENVELOPE = Envelope()
 KERNELS = ("draft_kv_kernel", "build_tree_kernel", "fill_prefix_kernel")
 
 
-def pow2_buckets(lo: int, hi: int, floor: int = 1) -> list[int]:
-    """One representative per value of ``pow2(max(x, floor))`` over ``lo <= x <= hi``: that map
-    is monotone and takes exactly the powers of two from pow2(max(lo, floor)) to
-    pow2(max(hi, floor)), each attained at itself (or at lo for the first; at hi for the last)."""
-    first, last = pow2(max(lo, floor)), pow2(max(hi, floor))
+def pow2_buckets(lo: int, hi: int) -> list[int]:
+    """One representative per value of ``pow2(x)`` over ``lo <= x <= hi``: that map is
+    monotone and takes exactly the powers of two from pow2(lo) to pow2(hi), each attained at
+    itself (or at lo for the first; at hi for the last)."""
+    first, last = pow2(lo), pow2(hi)
     reps, p = [], first
     while p <= last:
         reps.append(min(max(p, lo), hi))
@@ -219,13 +214,13 @@ def envelope_specializations(kernel: str, *, compiled: bool, env: Envelope = ENV
     """Every specialization the block choosers pick for ``kernel`` over ``env``:
     ``{(name, label): {"constexprs": ..., "example": the first batch shape picking it}}``.
 
-    Exact, not sampled: each chooser reads the batch size and max_seq_len only through
-    ``pow2`` buckets (see the choosers), so one representative per bucket
-    (:func:`pow2_buckets`) reaches every value they return; topk, num_steps and n are
-    enumerated whole; BITPACKING only up to ``spec.BITPACK_MAX_DRAFT_TOKENS``.  The tests compare this against the choosers on every batch size."""
+    Exact, not sampled: each chooser reads the batch size only through ``pow2`` buckets (see
+    the choosers), so one representative per bucket (:func:`pow2_buckets`) reaches every value
+    they return; topk, num_steps and n are enumerated whole; BITPACKING only up to
+    ``spec.BITPACK_MAX_DRAFT_TOKENS``.  The tests compare this against the choosers on every
+    batch size."""
     out: dict = {}
     batches = pow2_buckets(*env.batch)
-    lens = pow2_buckets(*env.max_seq_len, floor=BLOCK_C_MIN)
     steps_range, topk_range = _range(env.num_steps), _range(env.topk)
 
     def add(constexprs, example):
@@ -235,12 +230,11 @@ def envelope_specializations(kernel: str, *, compiled: bool, env: Envelope = ENV
         for d in steps_range:
             for k in topk_range:
                 for bs in batches:
-                    for m in lens:
-                        bb, pairs, st, bc = kv_blocks(bs, k, d, m, compiled=compiled)
-                        for indices in spec.KV_DTYPES:
-                            for indptr in spec.KV_DTYPES:
-                                add({"BLOCK_B": bb, "PAIRS": pairs, "STEPS": st, "BLOCK_C": bc, "INDICES": indices,
-                                     "INDPTR": indptr}, {"batch": bs, "topk": k, "num_steps": d, "max_seq_len": m})
+                    bb, pairs, st, bc = kv_blocks(bs, k, d, compiled=compiled)
+                    for indices in spec.KV_DTYPES:
+                        for indptr in spec.KV_DTYPES:
+                            add({"BLOCK_B": bb, "PAIRS": pairs, "STEPS": st, "BLOCK_C": bc, "INDICES": indices,
+                                 "INDPTR": indptr}, {"batch": bs, "topk": k, "num_steps": d})
         return out
     if kernel not in KERNELS:
         specialization(kernel, {})   # names the unknown kernel
@@ -257,9 +251,8 @@ def envelope_specializations(kernel: str, *, compiled: bool, env: Envelope = ENV
                             add({"MODE": mode, "DEPTH": spec.walk_max_steps(d), "BLOCK_B": bb, "NODES": nodes},
                                 {**example, "mode": TREE_MODE_NAMES[mode]})
                     continue
-                for m in lens:   # the prefix fill (FULL_MASK)
-                    fb, fc = fill_blocks(bs, nodes, m, compiled=compiled)
-                    add({"BLOCK_B": fb, "NODES": nodes, "BLOCK_C": fc}, {**example, "max_seq_len": m})
+                fb, fc = fill_blocks(bs, nodes, compiled=compiled)   # the prefix fill (FULL_MASK)
+                add({"BLOCK_B": fb, "NODES": nodes, "BLOCK_C": fc}, example)
     return out
 
 
@@ -275,11 +268,18 @@ TYPICAL_CONFIGS = ((1, 3, 4), (4, 3, 16), (8, 5, 32))
 
 
 def proof_selection(kernel: str) -> dict:
-    """The envelope specializations ``specbound prove --kernels --all`` proves (as
-    :func:`envelope_specializations` returns them): every one a compiled (GPU) launch picks,
-    output dtypes mixed or not.  Interpreted launches outside it are listed by
-    :func:`envelope_coverage`."""
-    return envelope_cached(kernel, True)
+    """The specializations ``specbound prove --kernels --all`` proves for the envelope, as
+    :func:`envelope_specializations` returns them but with BLOCK_B symbolic (``None`` in
+    ``constexprs``; its label :func:`symbolic_block_b_label`): one per other constexprs of a
+    compiled or interpreted launch, each covering every BLOCK_B the choosers can pick
+    (:func:`covered_by_proof`), so together they cover the whole envelope in both modes."""
+    out: dict = {}
+    for compiled in (True, False):
+        for entry in envelope_cached(kernel, compiled).values():
+            c = {**entry["constexprs"], "BLOCK_B": None}
+            key = specialization(kernel, {**c, "BLOCK_B": symbolic_block_b_label()})
+            out.setdefault(key, {"constexprs": c, "example": entry["example"]})
+    return out
 
 
 # --- which specializations are proved --------------------------------------------------------------
@@ -324,8 +324,8 @@ def proved_specializations(path: str | None = None) -> frozenset:
 
 def symbolic_block_b_values() -> list[int]:
     """The BLOCK_B values one symbolic proof covers (its label's ``BLOCK_B=2^0..2^k``): every
-    power of two an interpreted launch of the envelope picks (capped by pow2 of the batch)."""
-    return [1 << i for i in range(pow2(ENVELOPE.batch[1]).bit_length())]
+    power of two up to :data:`BLOCK_B_MAX`, so every value a chooser can return."""
+    return [1 << i for i in range(BLOCK_B_MAX.bit_length())]
 
 
 def symbolic_block_b_label() -> str:

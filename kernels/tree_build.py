@@ -193,9 +193,9 @@ def tree_blocks(bs: int, n: int, tile_budget: int | None = None) -> tuple[int, i
     return launch_plans.tree_blocks(bs, n, compiled=COMPILED, tile_budget=tile_budget)
 
 
-def fill_blocks(bs: int, nodes: int, max_seq_len: int, tile_budget: int | None = None) -> tuple[int, int]:
+def fill_blocks(bs: int, nodes: int, tile_budget: int | None = None) -> tuple[int, int]:
     """(BLOCK_B, BLOCK_C) of the prefix fill this process launches (``launch_plans.fill_blocks``)."""
-    return launch_plans.fill_blocks(bs, nodes, max_seq_len, compiled=COMPILED, tile_budget=tile_budget)
+    return launch_plans.fill_blocks(bs, nodes, compiled=COMPILED, tile_budget=tile_budget)
 
 
 def build_tree(parent_list, selected_index, seq_lens, *, topk, depth, num_draft_tokens, mode,
@@ -252,7 +252,7 @@ def launch_tree(parent_list, selected_index, seq_lens, tree_mask, positions, ret
     p = torch.tensor(prefix[:-1], dtype=torch.int64, device=seq_lens.device)
     block_b, nodes = tree_blocks(bs, n, tile_budget)
     fill = mode is spec.TreeMaskMode.FULL_MASK and fill_prefix_mask
-    fill_b, fill_c = fill_blocks(bs, nodes, max(lens)) if fill else (None, None)
+    fill_b, fill_c = fill_blocks(bs, nodes) if fill else (None, None)
     if require_proved:   # both launches, before the first
         launches = [("build_tree_kernel", {"MODE": int(mode), "DEPTH": spec.walk_max_steps(depth), "BLOCK_B": block_b,
                                            "NODES": nodes})]

@@ -1,5 +1,5 @@
-"""Our kernels with BLOCK_B symbolic: one proof for every power of two an interpreted launch of
-the serving envelope picks (``tl.arange(0, BLOCK_B)`` a lane ``0 <= lane < BLOCK_B``, its
+"""Our kernels with BLOCK_B symbolic: one proof for every power of two a block chooser can pick
+(compiled or interpreted) (``tl.arange(0, BLOCK_B)`` a lane ``0 <= lane < BLOCK_B``, its
 min/max and fills modelled at every length), the range a premise the proofs use, planted
 faults refuted at the counterexample's BLOCK_B, and each symbolic spec covering exactly the
 concrete specializations of its other constexprs."""

@@ -1,11 +1,10 @@
 """The serving envelope (``kernels/plan.py``): its enumeration of the specializations the block
-choosers pick is exact (checked against the choosers on every batch size and a dense sample of
-context lengths), and every specialization the proofs are meant to cover is proved in
-``proofs/manifest.json``.  No torch: the plan module is read by path."""
+choosers pick is exact (checked against the choosers on every batch size), only BLOCK_B
+depends on the mode, and every specialization of the envelope, compiled or interpreted, is
+proved in ``proofs/manifest.json`` (through a proof with BLOCK_B symbolic).  No torch: the
+plan module is read by path."""
 
 from __future__ import annotations
-
-import random
 
 import pytest
 
@@ -17,64 +16,47 @@ ENV = plan.ENVELOPE
 MODES = (True, False)   # compiled, interpreted
 
 
-def _lens_sample():
-    """Every max_seq_len up to 140, each power of two up to 2^20 and its neighbours, and a
-    random draw: a bucket enumeration that skips or merges a bucket misses one of them."""
-    lo, hi = ENV.max_seq_len
-    out = set(range(lo, 141))
-    for i in range(hi.bit_length() + 1):
-        out.update(x for x in ((1 << i) - 1, 1 << i, (1 << i) + 1) if lo <= x <= hi)
-    rng = random.Random(0)
-    out.update(rng.randint(lo, hi) for _ in range(50))
-    return sorted(out)
+def _draft_trees(d):
+    """The n of the envelope some topk makes a valid tree of depth d."""
+    return [n for n in range(ENV.num_draft_tokens[0], ENV.num_draft_tokens[1] + 1)
+            if any(plan.spec.conjunction(plan.spec.tree_shape_ok(k, d, n)) for k in range(1, ENV.topk[1] + 1))]
+
+
+def _picked(kernel, compiled):
+    """Every specialization (as named) the choosers pick on every batch size, topk, num_steps
+    and n of the envelope (int64 / int32 outputs for the kv kernel)."""
+    out = set()
+    batches = range(ENV.batch[0], ENV.batch[1] + 1)
+    for d in range(ENV.num_steps[0], ENV.num_steps[1] + 1):
+        if kernel == "draft_kv_kernel":
+            for k in range(ENV.topk[0], ENV.topk[1] + 1):
+                for bs in batches:
+                    bb, pairs, st, bc = plan.kv_blocks(bs, k, d, compiled=compiled)
+                    out.add(plan.specialization(kernel, {"BLOCK_B": bb, "PAIRS": pairs, "STEPS": st, "BLOCK_C": bc,
+                                                         "INDICES": "int64", "INDPTR": "int32"}))
+            continue
+        for n in _draft_trees(d):
+            for bs in batches:
+                bb, nodes = plan.tree_blocks(bs, n, compiled=compiled)
+                if kernel == "build_tree_kernel":
+                    out.update(plan.specialization(kernel, {"MODE": mode, "DEPTH": d, "BLOCK_B": bb, "NODES": nodes})
+                               for mode in (0, 1, 2) if mode != 2 or n <= 32)
+                else:
+                    fb, fc = plan.fill_blocks(bs, nodes, compiled=compiled)
+                    out.add(plan.specialization(kernel, {"BLOCK_B": fb, "NODES": nodes, "BLOCK_C": fc}))
+    return out
 
 
 def _brute(kernel, compiled, enumerate_=None):
-    """Chooser outputs over every batch size (at contexts on both sides of every BLOCK_C step)
-    and over the dense sample of contexts (at each batch bucket), for every topk, num_steps and
-    n of the envelope, that the enumeration lacks."""
+    """What the choosers pick on the whole envelope that the enumeration lacks."""
     enumerate_ = enumerate_ or plan.envelope_specializations
-    listed = set(enumerate_(kernel, compiled=compiled))
-    batch_reps = plan.pow2_buckets(*ENV.batch)
-    points = [(bs, m) for bs in range(ENV.batch[0], ENV.batch[1] + 1) for m in (0, 16, 17, 33, 65, 129, 257, 1025, 1 << 20)]
-    points += [(bs, m) for bs in batch_reps for m in _lens_sample()]
-    missing = set()
-    steps = range(ENV.num_steps[0], ENV.num_steps[1] + 1)
-    if kernel == "draft_kv_kernel":
-        for d in steps:
-            for k in range(ENV.topk[0], ENV.topk[1] + 1):
-                for bs, m in points:
-                    bb, pairs, st, bc = plan.kv_blocks(bs, k, d, m, compiled=compiled)
-                    key = plan.specialization(kernel, {"BLOCK_B": bb, "PAIRS": pairs, "STEPS": st,
-                                                       "BLOCK_C": bc, "INDICES": "int64", "INDPTR": "int32"})
-                    if key not in listed:
-                        missing.add(key)
-        return missing
-    for d in steps:
-        ns = [n for n in range(ENV.num_draft_tokens[0], ENV.num_draft_tokens[1] + 1)
-              if any(plan.spec.conjunction(plan.spec.tree_shape_ok(k, d, n)) for k in range(1, ENV.topk[1] + 1))]
-        if kernel == "build_tree_kernel":
-            for n in ns:
-                for bs in range(ENV.batch[0], ENV.batch[1] + 1):
-                    bb, nodes = plan.tree_blocks(bs, n, compiled=compiled)
-                    missing.update(key for mode in (0, 1, 2) if mode != 2 or n <= 32
-                                   for key in [plan.specialization(kernel, {"MODE": mode, "DEPTH": d, "BLOCK_B": bb,
-                                                                            "NODES": nodes})] if key not in listed)
-            continue
-        # the prefix fill sees n only through the tree build's NODES
-        for nodes in {plan.tree_blocks(1, n, compiled=compiled)[1] for n in ns}:
-            for bs, m in points:
-                fb, fc = plan.fill_blocks(bs, nodes, m, compiled=compiled)
-                key = plan.specialization(kernel, {"BLOCK_B": fb, "NODES": nodes, "BLOCK_C": fc})
-                if key not in listed:
-                    missing.add(key)
-    return missing
+    return _picked(kernel, compiled) - set(enumerate_(kernel, compiled=compiled))
 
 
 @pytest.mark.parametrize("compiled", MODES)
 @pytest.mark.parametrize("kernel", plan.KERNELS)
 def test_bucket_enumeration_is_exact(kernel, compiled):
-    """Every specialization the choosers pick on the sampled envelope is enumerated, and every
+    """Every specialization the choosers pick on the envelope is enumerated, and every
     enumerated one is picked by its own example batch (inside the envelope)."""
     assert _brute(kernel, compiled) == set()
     for key, entry in plan.envelope_specializations(kernel, compiled=compiled).items():
@@ -84,12 +66,12 @@ def test_bucket_enumeration_is_exact(kernel, compiled):
 
 
 def test_a_skipped_bucket_is_caught():
-    """Planted: the enumeration forgets the last context bucket (1M tokens: BLOCK_C 1024
-    interpreted) or the largest batch bucket; the brute force names what it misses."""
+    """Planted: the enumeration forgets the largest batch bucket; the brute force names what it
+    misses."""
     real = plan.pow2_buckets
 
-    def drop_last(lo, hi, floor=1):
-        return real(lo, hi, floor)[:-1]
+    def drop_last(lo, hi):
+        return real(lo, hi)[:-1]
     try:
         plan.pow2_buckets = drop_last
         assert _brute("draft_kv_kernel", False, plan.envelope_specializations)
@@ -119,7 +101,7 @@ def test_pow2_is_the_least_power_of_two_at_least_x(pow2):
 
 def test_pow2_buckets_take_each_value_once():
     assert plan.pow2_buckets(1, 256) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
-    assert plan.pow2_buckets(0, 100, floor=16) == [16, 32, 64, 100]
+    assert plan.pow2_buckets(1, 100) == [1, 2, 4, 8, 16, 32, 64, 100]
     assert plan.pow2_buckets(3, 3) == [3]
 
 
@@ -149,42 +131,82 @@ def test_the_proof_selection_is_in_all_specs():
         assert set(plan.proof_selection(kernel)) <= named, kernel
 
 
-def test_the_manifest_proves_the_selection():
-    """Every specialization the proofs are meant to cover is proved in proofs/manifest.json:
-    the whole compiled (GPU) envelope, of every kernel."""
+def test_the_manifest_proves_the_whole_envelope():
+    """Every specialization of the envelope, compiled (GPU) or interpreted, is proved in
+    proofs/manifest.json: proof_selection's symbolic proofs are recorded, and cover all."""
     proved = plan.proved_specializations(plan.manifest_path())
     for kernel in plan.KERNELS:
         assert set(plan.proof_selection(kernel)) - proved == set(), kernel
-        assert set(plan.envelope_specializations(kernel, compiled=True)) <= proved, kernel
+    rows = plan.envelope_coverage(proved)
+    assert len(rows) == 2 * len(plan.KERNELS)
+    assert [(r["kernel"], r["compiled"], r["unproved"]) for r in rows if r["unproved"]] == []
 
 
-def test_a_compiled_launch_depends_on_neither_batch_nor_context():
-    """What keeps the GPU envelope small enough to prove whole: compiled, the choosers read
-    topk, num_steps and n only (a chooser that followed the batch again would multiply it)."""
-    for bs in (1, 3, 64, 256):
-        for m in (0, 17, 4096, 1 << 20):
-            assert plan.kv_blocks(bs, 4, 3, m, compiled=True) == plan.kv_blocks(1, 4, 3, 0, compiled=True)
-            assert plan.fill_blocks(bs, 16, m, compiled=True) == plan.fill_blocks(1, 16, 0, compiled=True)
+def _only_block_b_follows_the_mode():
+    """Launches (over batches in and beyond the envelope, default and huge tile budgets) whose
+    BLOCK_B no symbolic proof covers, or whose other constexprs differ between the modes."""
+    wrong = []
+    for bs in (1, 2, 3, 64, 200, 256, 257, 5000):
+        for k, d in ((1, 1), (4, 3), (8, 8)):
+            for budget in (None, 1 << 30):
+                for compiled in MODES:
+                    tree = plan.tree_blocks(bs, k * d, compiled=compiled, tile_budget=budget)
+                    for got in (plan.kv_blocks(bs, k, d, compiled=compiled, tile_budget=budget), tree,
+                                plan.fill_blocks(bs, tree[1], compiled=compiled, tile_budget=budget)):
+                        if got[0] not in plan.symbolic_block_b_values():
+                            wrong.append(("BLOCK_B", bs, k, d, budget, compiled, got))
+            others = [(plan.kv_blocks(bs, k, d, compiled=c)[1:], plan.tree_blocks(bs, k * d, compiled=c)[1:],
+                       plan.fill_blocks(bs, 8, compiled=c)[1:]) for c in MODES]
+            if others[0] != others[1]:
+                wrong.append(("mode", bs, k, d, others))
+    return wrong
+
+
+def test_only_block_b_follows_the_mode_and_every_block_b_is_covered(monkeypatch):
+    """What lets one proof per specialization cover both modes: every constexpr but BLOCK_B is
+    the same compiled and interpreted, and every BLOCK_B any chooser returns is a power of two
+    up to BLOCK_B_MAX.  Planted: a BLOCK_B chooser without the cap (a 1-node tree at the
+    compiled budget takes 2048 requests) is caught."""
+    assert _only_block_b_follows_the_mode() == []
+    for bs in (1, 3, 64, 256):   # compiled, nothing of the batch is read
+        assert plan.kv_blocks(bs, 4, 3, compiled=True) == plan.kv_blocks(1, 4, 3, compiled=True)
         assert plan.tree_blocks(bs, 16, compiled=True) == plan.tree_blocks(1, 16, compiled=True)
-    # interpreted, they still follow the batch (small tests stay fast)
+    # interpreted, BLOCK_B still follows the batch (small tests stay fast)
     assert plan.tree_blocks(1, 16, compiled=False) != plan.tree_blocks(256, 16, compiled=False)
+
+    def uncapped(budget_, tile, batch, compiled):
+        widest = plan.pow2(max(1, budget_ // tile) + 1) // 2
+        return widest if compiled else min(widest, plan.pow2(max(batch, 1)))
+    monkeypatch.setattr(plan, "_block_b", uncapped)
+    assert ("BLOCK_B", 1, 1, 1, None, True, (2048, 1)) in _only_block_b_follows_the_mode()
+
+
+def _without_symbolic(manifest: dict, kernel: str) -> dict:
+    """``manifest`` without the proofs of ``kernel``'s proof_selection (its symbolic ones)."""
+    gone = set(plan.proof_selection(kernel))
+    return {**manifest, "kernel_theorems": {tid: e for tid, e in manifest["kernel_theorems"].items()
+                                            if (e["kernel"], e["specialization"]) not in gone}}
 
 
 def test_coverage_counts_the_unproved(tmp_path):
-    """envelope_coverage reports what a manifest leaves out: one removed proof is one fewer."""
+    """envelope_coverage reports what a manifest leaves out: one removed symbolic proof is one
+    GPU specialization fewer and every interpreted one it covered."""
     import json
 
     manifest = json.loads(open(plan.manifest_path(), encoding="utf-8").read())
-    full = plan.envelope_coverage(plan.proved_specializations(plan.manifest_path()))
-    name, label = next(iter(plan.envelope_specializations("fill_prefix_kernel", compiled=True)))
+    full = plan.envelope_coverage(plan.proved_in(manifest))
+    key, entry = next(iter(plan.proof_selection("fill_prefix_kernel").items()))
     manifest["kernel_theorems"] = {tid: e for tid, e in manifest["kernel_theorems"].items()
-                                   if (e["kernel"], e["specialization"]) != (name, label)}
-    path = tmp_path / "manifest.json"
-    path.write_text(json.dumps(manifest))
-    less = plan.envelope_coverage(plan.proved_specializations(str(path)))
-    row = lambda cov: next(r for r in cov if r["kernel"] == "fill_prefix_kernel" and r["compiled"])
-    assert row(less)["proved"] == row(full)["proved"] - 1
-    assert (name, label) in row(less)["unproved"]
+                                   if (e["kernel"], e["specialization"]) != key}
+    less = plan.envelope_coverage(plan.proved_in(manifest))
+    symbolic = fill_prefix.FillSpec(**entry["constexprs"])
+    for compiled in MODES:
+        row = lambda cov: next(r for r in cov if r["kernel"] == "fill_prefix_kernel" and r["compiled"] == compiled)
+        covered = [k for k, e in plan.envelope_cached("fill_prefix_kernel", compiled).items()
+                   if symbolic.covers(fill_prefix.FillSpec(**e["constexprs"]))]
+        assert covered and len(covered) == (1 if compiled else len(covered))
+        assert row(less)["proved"] == row(full)["proved"] - len(covered)
+        assert set(covered) <= set(row(less)["unproved"])
 
 
 def test_sglang_envelope_names_what_sglang_launches():
@@ -249,7 +271,7 @@ def test_a_symbolic_block_b_proof_covers_its_interpreted_launches(tmp_path, monk
     ``FillSpec.covers`` says), and nothing else; the same for ``proved_specialization``."""
     import json
 
-    manifest = json.loads(open(plan.manifest_path(), encoding="utf-8").read())
+    manifest = _without_symbolic(json.loads(open(plan.manifest_path(), encoding="utf-8").read()), "fill_prefix_kernel")
     interpreted = plan.envelope_cached("fill_prefix_kernel", False)
     proved = plan.proved_in(manifest)
     target = next(e["constexprs"] for key, e in interpreted.items() if key not in proved)

@@ -119,7 +119,7 @@ def test_kv_width_without_topk_factor_is_reported(checked):
     kv = backing[: steps * bad_width].view(steps, bad_width)
     indptr = torch.zeros(steps, 2 * k + 1, dtype=torch.int32)
     prefix = torch.tensor(spec.prefix_sums(seq)[:-1])
-    block_b, pairs, st, block_c = kv_blocks(2, k, steps, max(seq))
+    block_b, pairs, st, block_c = kv_blocks(2, k, steps)
     with pytest.raises(OutOfBoundsAccess) as info:
         draft_kv_kernel[(triton.cdiv(2, block_b),)](
             batch.req_pool_indices, batch.req_to_token, batch.seq_lens, prefix, kv, indptr,

@@ -14,12 +14,14 @@ from specbound import kernels, reference, spec  # before triton: it may set TRIT
 from specbound.kernels import draft_kv, plan, tree_build
 from specbound.reference.samples import random_kv_batch, random_tree_batch
 
-# Both batches pick the same specializations compiled and interpreted (their tiles are far
-# below either budget), and those are proved: the kernels' first verifier specializations.
+# The launches of two-request batches: every constexpr but BLOCK_B is the same compiled and
+# interpreted (BLOCK_B 2 interpreted, the budget's compiled), and each is proved through the
+# proof with BLOCK_B symbolic that covers it.
 KV = dict(topk=2, num_steps=4)
-KV_CONSTEXPRS = {"BLOCK_B": 2, "PAIRS": 8, "STEPS": 4, "BLOCK_C": 16, "INDICES": "int64", "INDPTR": "int64"}
+KV_CONSTEXPRS = {"BLOCK_B": draft_kv.kv_blocks(2, 2, 4)[0], "PAIRS": 8, "STEPS": 4, "BLOCK_C": 128,
+                 "INDICES": "int64", "INDPTR": "int64"}
 TREE = dict(topk=4, depth=3, num_draft_tokens=8, mode=spec.TreeMaskMode.FULL_MASK)
-FILL_CONSTEXPRS = {"BLOCK_B": 2, "NODES": 8, "BLOCK_C": 16}
+FILL_CONSTEXPRS = {"BLOCK_B": tree_build.fill_blocks(2, 8)[0], "NODES": 8, "BLOCK_C": 256}
 
 
 def _kv_batch():
@@ -33,13 +35,15 @@ def _tree_batch():
 
 @pytest.fixture
 def without(tmp_path, monkeypatch):
-    """``without(kernel, constexprs)``: the manifest with that specialization's theorems
-    removed becomes the one the wrappers read."""
+    """``without(kernel, constexprs)``: the manifest without the theorems of that specialization
+    and of the symbolic-BLOCK_B one covering it becomes the one the wrappers read."""
     def remove(kernel, constexprs):
         manifest = json.loads(open(plan.manifest_path(), encoding="utf-8").read())
-        key = plan.specialization(kernel, constexprs)
-        kept = {tid: e for tid, e in manifest["kernel_theorems"].items() if (e["kernel"], e["specialization"]) != key}
-        assert len(kept) < len(manifest["kernel_theorems"]), key
+        keys = {plan.specialization(kernel, constexprs),
+                plan.specialization(kernel, {**constexprs, "BLOCK_B": plan.symbolic_block_b_label()})}
+        kept = {tid: e for tid, e in manifest["kernel_theorems"].items()
+                if (e["kernel"], e["specialization"]) not in keys}
+        assert len(kept) < len(manifest["kernel_theorems"]), keys
         manifest["kernel_theorems"] = kept
         path = tmp_path / "manifest.json"
         path.write_text(json.dumps(manifest))
@@ -50,11 +54,11 @@ def without(tmp_path, monkeypatch):
 def test_the_wrappers_pick_with_the_plan_choosers():
     compiled = not kernels.INTERPRETED
     assert draft_kv.COMPILED == tree_build.COMPILED == compiled
-    for bs, k, d, m in ((1, 1, 1, 0), (3, 4, 3, 1000), (200, 8, 5, 70), (256, 2, 8, 1 << 20)):
-        assert draft_kv.kv_blocks(bs, k, d, m) == plan.kv_blocks(bs, k, d, m, compiled=compiled)
+    for bs, k, d in ((1, 1, 1), (3, 4, 3), (200, 8, 5), (256, 2, 8)):
+        assert draft_kv.kv_blocks(bs, k, d) == plan.kv_blocks(bs, k, d, compiled=compiled)
         assert tree_build.tree_blocks(bs, d * k) == plan.tree_blocks(bs, d * k, compiled=compiled)
-        assert tree_build.fill_blocks(bs, 8, m) == plan.fill_blocks(bs, 8, m, compiled=compiled)
-    assert draft_kv.kv_blocks(2, KV["topk"], KV["num_steps"], 14)[:4] == tuple(
+        assert tree_build.fill_blocks(bs, 8) == plan.fill_blocks(bs, 8, compiled=compiled)
+    assert draft_kv.kv_blocks(2, KV["topk"], KV["num_steps"]) == tuple(
         KV_CONSTEXPRS[c] for c in ("BLOCK_B", "PAIRS", "STEPS", "BLOCK_C"))
 
 
@@ -78,7 +82,7 @@ def test_an_unproved_kv_launch_is_refused_before_any_write(without):
     batch = _kv_batch()
     out = reference.draft_decode_kv_indices(*batch, **KV)[0].shape
     kv_indices = torch.full(out, -7, dtype=torch.int64)
-    with pytest.raises(kernels.UnprovedSpecialization, match=r"draft_kv_kernel .*KV\[BLOCK_B=2,PAIRS=8") as info:
+    with pytest.raises(kernels.UnprovedSpecialization, match=r"draft_kv_kernel .*KV\[BLOCK_B=\d+,PAIRS=8") as info:
         kernels.draft_decode_kv_indices(*batch, **KV, kv_indices=kv_indices, require_proved=True)
     assert "require_proved=True" in str(info.value) and "num_seqs=2" in str(info.value)
     assert (kv_indices == -7).all()
@@ -93,7 +97,7 @@ def test_an_unproved_prefix_fill_refuses_the_tree_build_too(without):
     tb = _tree_batch()
     n = TREE["num_draft_tokens"]
     positions = torch.full((2 * n,), -7, dtype=torch.int64)
-    with pytest.raises(kernels.UnprovedSpecialization, match=r"fill_prefix_kernel .*FILL-PREFIX\[BLOCK_B=2,NODES=8"):
+    with pytest.raises(kernels.UnprovedSpecialization, match=r"fill_prefix_kernel .*FILL-PREFIX\[BLOCK_B=\d+,NODES=8"):
         kernels.build_tree(*tb, **TREE, positions=positions, require_proved=True)
     assert (positions == -7).all()
     # QLEN_ONLY launches no prefix fill, and its tree build is proved

@@ -312,7 +312,7 @@ def _launch_kv_raw(kernel, batch, kv, indptr):
     pool, r2t, seq = batch
     lens = seq.tolist()
     prefix = torch.tensor(spec.prefix_sums(lens)[:-1])
-    block_b, pairs, st, block_c = draft_kv.kv_blocks(len(lens), K, STEPS, max(lens))
+    block_b, pairs, st, block_c = draft_kv.kv_blocks(len(lens), K, STEPS)
     kernel[(triton.cdiv(len(lens), block_b),)](
         pool, r2t, seq, prefix, kv, indptr, len(lens), K, STEPS, 1, kv.shape[1], indptr.shape[1],
         r2t.stride(0), r2t.stride(1), BLOCK_B=block_b, PAIRS=pairs, STEPS=st, BLOCK_C=block_c)

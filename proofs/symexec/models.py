@@ -32,7 +32,7 @@ def launch_plans():
     return torch_free_module("plan")
 
 
-# --- BLOCK_B symbolic: one proof for every power of two an interpreted launch picks ------------------
+# --- BLOCK_B symbolic: one proof for every power of two a block chooser can pick ---------------------
 # A spec whose BLOCK_B is None stands for every value of plan.symbolic_block_b_values (its label
 # says BLOCK_B=2^0..2^k): tl.arange(0, BLOCK_B) is a lane 0 <= lane < BLOCK_B in the executor.
 
@@ -370,7 +370,7 @@ class KernelVerifier:
     run: Callable              # (spec, *, transform=None, host=None) -> Run: the symbolic launch
     properties: tuple          # the properties proved (keys of theorems.PROPERTIES)
     default_specs: tuple       # the representative subset (its first carries the mutants)
-    all_specs: Callable        # () -> [spec]: every covered one (incl. plan.proof_selection)
+    all_specs: Callable        # () -> [spec]: every covered one (incl. plan.proof_selection's, BLOCK_B symbolic)
     limits: dict               # report name -> (lo, hi): the box a counterexample is replayed in
     replay: Callable           # (spec, concrete counterexample, plant, host) -> replay.Replay
     footprint: Callable        # run -> [Obligation]: soundness and coverage of every store

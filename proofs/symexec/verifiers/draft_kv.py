@@ -60,7 +60,7 @@ class KvSpec:
 
 def all_specs() -> list:
     """Each power-of-two lane bound up to 1024, both dtypes of the outputs, several tile sizes;
-    then the serving envelope's launches the proofs cover (``plan.proof_selection``)."""
+    then the serving envelope's launches with BLOCK_B symbolic (``plan.proof_selection``)."""
     out = []
     for pairs in (1 << i for i in range(11)):
         steps = min(pairs, 8)

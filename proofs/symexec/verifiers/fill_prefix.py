@@ -53,7 +53,8 @@ class FillSpec:
 
 def all_specs() -> list:
     """Several tile sizes, up to 1024 node lanes and 1024 columns; then the serving envelope's
-    launches the proofs cover (``plan.proof_selection``: every compiled one)."""
+    launches with BLOCK_B symbolic (``plan.proof_selection``: each covers its GPU launch and
+    every interpreted one)."""
     out = [FillSpec(bb, nodes, bc) for bb, nodes, bc in
            ((1, 1, 16), (2, 8, 16), (4, 16, 256), (1, 1024, 1024), (8, 64, 128))]
     chosen = [FillSpec(**e["constexprs"]) for e in launch_plans().proof_selection(KERNEL[1]).values()]

@@ -72,7 +72,7 @@ class TreeSpec:
 def all_specs() -> list:
     """Every power-of-two node lane bound up to 1024 in both unpacked layouts, every
     BITPACKING item width, DEPTH 1..8, 16 and 32; then the serving envelope's launches the
-    proofs cover (``plan.proof_selection``)."""
+    proofs cover, with BLOCK_B symbolic (``plan.proof_selection``)."""
     out = []
     for nodes in (1 << i for i in range(11)):
         for mode in (0, 1):
