@@ -246,6 +246,43 @@ def ct_verify_kv_indices_write() -> Theorem:
     )
 
 
+DELTA = z3.Int("delta")
+
+
+def ct_direct_kv_indices_write() -> Theorem:
+    def claim(d):
+        return d.direct_kv_indices_written(bs, DELTA, P(bs)) <= d.verify_kv_indices_numel(max_bs, C, n)
+
+    def hyps(d):
+        h = {**tree_params(), **labelled(spec.max_bs_ok(max_bs)), **labelled(spec.batch_size_ok(bs)),
+             "captured_batch_fits": bs <= max_bs, "page_size_positive": page >= 1,
+             # a backend passes the committed lengths, or widens them by the draft tokens
+             "delta_at_most_draft": z3.And(0 <= DELTA, DELTA <= n)}
+        h.update(per_request(seq_len_conds))
+        return h
+    return Theorem(
+        id="CT-DIRECT-KV-INDICES-WRITE", family=FAMILY,
+        statement=("bs <= max_bs, every seq_len[b] <= C and 0 <= delta <= n => the kv-index stream a backend's own "
+                   "target-verify launch writes (lengths seq_len[b] + delta, kv_indptr[bs] = S + bs*delta) fits "
+                   "verify_kv_indices_numel(max_bs, C, n)"),
+        hyps=hyps, claim=claim,
+        report=lambda: {"bs": bs, "max_bs": max_bs, "n": n, "C": C, "page_size": page, "delta": DELTA, "S": P(bs)},
+        lemmas=lambda: [core.instantiate(lemmas.prefix_bound(), bs),
+                        core.instantiate(lemmas.mul_le_mono(), DELTA, n, bs),
+                        core.instantiate(lemmas.mul_le_mono(), bs, max_bs, C + n)],
+        mutants=(
+            Mutant("MUT-DIRECT-KV-INDICES-NO-DRAFT-SLACK",
+                   "graph kv_indices of max_bs * C entries, without the draft slack (sglang's aiter buffer before "
+                   "'Reserve draft slack: MLA target_verify writes seq_len + num_draft_tokens per row')",
+                   overrides={"verify_kv_indices_numel": lambda mb, c, nn: mb * c}),
+            Mutant("MUT-DIRECT-KV-INDICES-PER-PAGE",
+                   "graph kv_indices of max_bs * ceil((C + n) / page_size) entries, one per page while the kernel "
+                   "writes one per token (the per-page allocation aiter's comment says under-allocates)",
+                   overrides={"verify_kv_indices_numel": lambda mb, c, nn: mb * spec.cdiv(c + nn, page)}),
+        ),
+    )
+
+
 def ct_padded_draft_extend_prefix() -> Theorem:
     def claim(d):
         got = d.padded_draft_extend_prefix_len(fill, n)
@@ -311,5 +348,5 @@ def ct_padded_verify_mask_extract() -> Theorem:
 
 
 THEOREMS = (ct_page_table_read, ct_page_table_offset_verify_read, ct_page_table_draft_extend_read, ct_expand_scatter_write, ct_custom_mask_read,
-            ct_verify_kv_indices_write, ct_padded_draft_extend_prefix, ct_padded_verify_mask_extract,
+            ct_verify_kv_indices_write, ct_direct_kv_indices_write, ct_padded_draft_extend_prefix, ct_padded_verify_mask_extract,
             ct_page_table_draft_decode_offset_read, ct_sparse_page_table_read, ct_page_table_build_write)

@@ -16,6 +16,7 @@ from specbound.proofs import registry
 def results():
     got, _ = registry.run_all(["CT-PAGE-TABLE-VERIFY-READ", "CT-PAGE-TABLE-OFFSET-VERIFY-READ", "CT-PAGE-TABLE-DRAFT-EXTEND-READ",
                                "CT-EXPAND-SCATTER-WRITE", "CT-CUSTOM-MASK-READ", "CT-VERIFY-KV-INDICES-WRITE",
+                               "CT-DIRECT-KV-INDICES-WRITE",
                                "CT-PADDED-DRAFT-EXTEND-PREFIX", "CT-PADDED-VERIFY-MASK-EXTRACT",
                                "CT-PAGE-TABLE-DRAFT-DECODE-OFFSET-READ", "CT-SPARSE-PAGE-TABLE-READ",
                                "CT-PAGE-TABLE-BUILD-WRITE"])
@@ -116,6 +117,17 @@ def test_context_only_verify_kv_indices_is_written_past():
     end = spec.verify_kv_indices_written(x["bs"], x["n"], x["S"])
     assert end > x["max_bs"] * x["C"]
     assert end <= spec.verify_kv_indices_numel(x["max_bs"], x["C"], x["n"])
+
+
+def test_direct_kv_indices_without_draft_slack_or_per_page_is_written_past():
+    for mutant, size in (("MUT-DIRECT-KV-INDICES-NO-DRAFT-SLACK", lambda x: x["max_bs"] * x["C"]),
+                         ("MUT-DIRECT-KV-INDICES-PER-PAGE",
+                          lambda x: x["max_bs"] * spec.cdiv(x["C"] + x["n"], x["page_size"]))):
+        x = _mutant("CT-DIRECT-KV-INDICES-WRITE", mutant)
+        assert 0 <= x["S"] <= x["bs"] * x["C"] and x["bs"] <= x["max_bs"] and 0 <= x["delta"] <= x["n"]
+        end = spec.direct_kv_indices_written(x["bs"], x["delta"], x["S"])
+        assert end > size(x), (mutant, x)
+        assert end <= spec.verify_kv_indices_numel(x["max_bs"], x["C"], x["n"])
 
 
 def test_unclamped_padded_prefix_is_negative():

@@ -264,9 +264,7 @@ def verify_kv_indices_start(num_draft_tokens, b, prefix_b):
     ``cuda_graph_kv_indices``) instead of allocating ``S + bs*n`` entries.
     """
     n = check_int("num_draft_tokens", num_draft_tokens, minimum=1)
-    i = check_int("b", b, minimum=0)
-    p = check_int("prefix_b", prefix_b, minimum=0)
-    return p + i * n
+    return direct_kv_indices_written(b, n, prefix_b)
 
 
 def verify_kv_indices_written(bs, num_draft_tokens, seq_lens_sum):
@@ -274,6 +272,32 @@ def verify_kv_indices_written(bs, num_draft_tokens, seq_lens_sum):
     (:func:`verify_kv_indices_start` at ``b = bs``)."""
     total = check_int("seq_lens_sum", seq_lens_sum, minimum=0)
     return verify_kv_indices_start(num_draft_tokens, check_int("bs", bs, minimum=0), total)
+
+
+def direct_kv_indices_written(bs, delta, seq_lens_sum):
+    """Entries a backend's own launch of the kv-index kernel writes for a target-verify batch
+    whose lengths it widens by ``delta`` (``n``; 0 where it passes the committed lengths as they
+    are): ``kv_indptr[bs] = S + bs*delta`` (the kernel is launched with ``kv_indptr`` the prefix
+    sums of those lengths).
+
+    Read from sglang 0.5.23: ``AiterAttnBackend`` (``srt/layers/attention/aiter_backend.py``)
+    launches ``create_flashinfer_kv_indices_triton[(bs, num_token_blocks)]`` itself.  Graph
+    replay (``_apply_cuda_graph_metadata``, :3165): ``kv_lens = seq_lens +
+    self.num_draft_tokens`` for MLA (:3142-3147; ``seq_lens`` as they are under DCP without the
+    asm verify kernel, and without MLA, :3148), ``kv_indptr[1:bs+1] = cumsum(kv_lens)`` (:3150),
+    into ``self.cuda_graph_kv_indices`` (:3151, allocated at :2827).  Eager
+    (``init_forward_metadata``, :2325): ``kv_lens = seq_lens + draft_num`` and ``kv_lens_sum =
+    seq_lens_sum + draft_num * bs`` in one branch, both unwidened in the other (:2303-2308), into
+    ``self._get_kv_indices_scratch(kv_lens_sum)`` (:2320, a grow-only scratch returning exactly
+    ``required_tokens`` entries, :1296-1307).  Aiter's non-MLA eager verify (:2490) and
+    ``WaveAttnBackend`` (``wave_backend.py:274, 461``) pass ``seq_lens`` (``delta = 0``).  The
+    kernel's program ``b`` stores ``kv_indices[kv_indptr[b] + i]`` for every ``i < lens[b]``
+    (``kernels/ops/attention/kv_indices.py``): bounded by the lengths, never by the buffer.
+    """
+    d = check_int("delta", delta, minimum=0)
+    i = check_int("bs", bs, minimum=0)
+    s = check_int("seq_lens_sum", seq_lens_sum, minimum=0)
+    return s + i * d
 
 
 def verify_kv_indices_numel(max_bs, max_context_len, num_draft_tokens):

@@ -164,3 +164,11 @@ def test_verify_kv_indices_contract_on_ints():
         spec.verify_kv_indices_start(0, 1, 1)
     with pytest.raises(spec.SpecArgumentError, match="max_bs"):
         spec.verify_kv_indices_numel(0, 16, 4)
+
+
+def test_direct_kv_indices_contract_on_ints():
+    """A backend's own verify launch: seq_len + delta entries per request (delta = n or 0)."""
+    assert spec.direct_kv_indices_written(2, 4, 30) == spec.verify_kv_indices_written(2, 4, 30) == 38
+    assert spec.direct_kv_indices_written(2, 0, 30) == 30      # the committed lengths as they are
+    with pytest.raises(spec.SpecArgumentError, match="delta"):
+        spec.direct_kv_indices_written(2, -1, 30)

@@ -91,6 +91,20 @@ def dominating_statements(func_node, lineno: int) -> list:
     return out
 
 
+def site_rows(report: AuditReport, kind: str, owner: str, where: str, check: str, make) -> None:
+    """The rows ``make()`` gives for one site, timed together; the audit's own failure there is
+    an error row (``consumer.<kind>[<owner>@<where>]``), never a traceback."""
+    t0 = time.perf_counter()
+    try:
+        rows = make()
+    except Exception as e:  # noqa: BLE001 - the audit's own failure is an error row
+        rows = [Row(f"consumer.{kind}[{owner}@{where}]", f"{owner} ({where})", check, "z3", ERROR,
+                    f"the consumer check failed: {type(e).__name__}: {e}")]
+    for row in rows:
+        row.seconds = time.perf_counter() - t0
+        report.add(row)
+
+
 def _resolve(tracer: Tracer, expr, frame, path: Path) -> list:
     tracer.steps = 0
     return tracer.resolve(expr, frame, path)

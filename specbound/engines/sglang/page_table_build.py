@@ -25,7 +25,6 @@ is whole blocks.  In target verify ``cache_seqlens = seq_len + n`` (ragged verif
 from __future__ import annotations
 
 import ast
-import time
 
 import z3
 
@@ -40,7 +39,7 @@ from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OVERREAD, OVER
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, Path, term_ids
 from . import bindings
-from .consumers import PAGE_TABLE_REPORTED, call_argument, dominating_statements, judge_page_table, selves
+from .consumers import PAGE_TABLE_REPORTED, call_argument, dominating_statements, judge_page_table, selves, site_rows
 
 BUILD_PARAMS = ("req_to_token", "cache_seqlens", "page_table", "page_size")
 TABLE = "page_table"
@@ -61,18 +60,10 @@ def check_page_table_builds(program: Program, report: AuditReport, replay: bool 
         for fn, call, obj, field, lengths in _sites(program, build):
             where = f"{fn.rel}:{call.lineno}"
             for self_val in selves(program, fn):
-                t0 = time.perf_counter()
                 owner = self_val.cls.name if self_val is not None else fn.qual
-                try:
-                    rows = _rows(program, fn, self_val, owner, where, call, obj, field, build, block, runner,
-                                 _delta(fn, lengths))
-                except Exception as e:  # noqa: BLE001 - the audit's own failure is an error row
-                    rows = [Row(f"consumer.page_table_write[{owner}@{where}]", f"{owner} ({where})",
-                                "the page-table build's stores stay in the row", "z3", ERROR,
-                                f"the consumer check failed: {type(e).__name__}: {e}")]
-                for row in rows:
-                    row.seconds = time.perf_counter() - t0
-                    report.add(row)
+                site_rows(report, "page_table_write", owner, where, "the page-table build's stores stay in the row",
+                          lambda: _rows(program, fn, self_val, owner, where, call, obj, field, build, block, runner,
+                                        _delta(fn, lengths)))
 
 
 def _builds(program: Program) -> list[tuple[Found, ast.FunctionDef]]:
