@@ -300,6 +300,25 @@ def direct_kv_indices_written(bs, delta, seq_lens_sum):
     return s + i * d
 
 
+def plan_copy_kv_indices_len(bs, num_draft_tokens, seq_lens_sum):
+    """Entries a CUDA-graph prefill wrapper's sync-free plan copies into its
+    ``paged_kv_indices_buf`` in target verify: the verify kv-index stream,
+    ``verify_kv_indices_written(bs, n, S) = S + bs*n``.
+
+    Read from sglang 0.5.23: ``fast_prefill_plan`` (``srt/layers/attention/flashinfer_backend.py:180``)
+    runs ``self._paged_kv_indices_buf[: len(paged_kv_indices)].copy_(paged_kv_indices)``
+    (:258); ``FlashInferAttnBackend`` installs it as the target-verify graph wrappers'
+    ``begin_forward`` (DFlash verify, :886; EAGLE verify with topk = 1 under
+    ``SGLANG_OPT_FLASHINFER_VERIFY_HOST_PLAN``, :902), whose ``paged_kv_indices_buf`` is
+    ``self.cuda_graph_kv_indices[i]`` (:1198), ``max_num_tokens * max_context_len`` entries
+    (:1107; target verify: ``max_num_tokens = max_bs * n``).  The stream handed to the plan is the
+    verify input's (``generate_attn_arg_prefill``: ``seq_len + n`` entries per request).  A
+    stream longer than the buffer is no silent write: the slice ``[:k]`` is clipped to the
+    buffer and ``copy_`` refuses the size mismatch (a RuntimeError; the scheduler dies).
+    """
+    return verify_kv_indices_written(bs, num_draft_tokens, seq_lens_sum)
+
+
 def verify_kv_indices_numel(max_bs, max_context_len, num_draft_tokens):
     """The spec's size of a graph buffer that receives a target-verify kv-index stream:
     ``max_bs * (C + n)`` (every request at the context plus its draft tokens)."""

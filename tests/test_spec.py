@@ -172,3 +172,11 @@ def test_direct_kv_indices_contract_on_ints():
     assert spec.direct_kv_indices_written(2, 0, 30) == 30      # the committed lengths as they are
     with pytest.raises(spec.SpecArgumentError, match="delta"):
         spec.direct_kv_indices_written(2, -1, 30)
+
+
+def test_plan_copy_contract_on_ints():
+    """The plan copies the verify stream: S + bs*n entries, into max_num_tokens*C = max_bs*n*C."""
+    assert spec.plan_copy_kv_indices_len(2, 4, 30) == 38
+    assert spec.plan_copy_kv_indices_len(2, 1, 2 * 8) > 2 * 1 * 8    # a one-token tree at the context
+    with pytest.raises(spec.SpecArgumentError, match="num_draft_tokens"):
+        spec.plan_copy_kv_indices_len(2, 0, 30)

@@ -425,15 +425,27 @@ def _replay_copy(row: Row, a: Alloc, mode, values: dict) -> None:
     for d in dims:
         numel *= d
     cells = judge.evaluate(judge.custom_mask_need(mode), values)
-    buf, src = torch.zeros(numel, dtype=torch.uint8), torch.ones(cells, dtype=torch.uint8)
     row.replay = {"buffer_numel": numel, "mask_numel": cells, **values}
+
+    def assign(buf, src):
+        buf[: src.shape[0]] = src
+    replay_slice_copy(row, numel, cells, torch.uint8, assign, f"buf[:{cells}] = mask into {numel} cells",
+                      f"buffer {numel} >= mask {cells} cells")
+
+
+def replay_slice_copy(row: Row, numel: int, count: int, dtype, copy, done: str, quiet: str) -> None:
+    """``copy(buf, src)`` with torch on the CPU, a buffer of ``numel`` entries and a source of
+    ``count``: its RuntimeError is the evidence (``done`` says what ran); no error where the
+    model says it raises is the audit's own error (``quiet`` says why it fit)."""
+    import torch
+
+    buf, src = torch.zeros(numel, dtype=dtype), torch.ones(count, dtype=dtype)
     row.method = "z3 + torch"
     try:
-        buf[: src.shape[0]] = src
+        copy(buf, src)
     except RuntimeError as e:
-        row.detail += f"; replayed with torch: buf[:{cells}] = mask into {numel} cells raises RuntimeError: " \
-                      f"{str(e).splitlines()[0]}"
+        row.detail += f"; replayed with torch: {done} raises RuntimeError: {str(e).splitlines()[0]}"
         return
-    row.detail += f"; the torch replay did not raise (buffer {numel} >= mask {cells} cells)"
+    row.detail += f"; the torch replay did not raise ({quiet})"
     if row.status == CRASH:
         row.status = ERROR   # the model says it raises, torch does not: the audit's own model is off

@@ -37,7 +37,7 @@ from specbound.proofs.model import bs, n
 from specbound.audit import judge
 from specbound.audit.program import Program
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OVERRUN, UNKNOWN, AuditReport, Row
-from specbound.audit.trace_values import Alloc, Ended, Num, Path, term_ids
+from specbound.audit.trace_values import Alloc, Ended, Items, Num, Path, term_ids
 from . import bindings
 from .consumers import attention_nodes, call_argument, selves, site_rows, traced_allocations
 from .page_table_build import _bare_seq_lens
@@ -82,28 +82,33 @@ def _launches(program: Program) -> list:
     return out
 
 
-def _verify_test(test, in_else: bool) -> bool:
-    """``if <x>.is_target_verify():`` (body) or ``if not <x>.is_target_verify():`` (else)."""
+def verify_test(test, in_else: bool) -> bool:
+    """The branch runs only in target verify: the body of ``if <x>.is_target_verify()`` (or of an
+    ``and`` one of whose terms it is), the ``else`` of ``if not <x>.is_target_verify()``."""
     negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    if not negated and not in_else and isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(verify_test(v, False) for v in test.values)
     call = test.operand if negated else test
     return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
         and call.func.attr == "is_target_verify" and negated == in_else
 
 
-def _only_in_verify(func_node, line: int) -> bool:
-    body = func_node.body
-    while True:
+def enclosing(func_node, line: int) -> list:
+    """(statement, the field of its block holding line ``line``) of every compound statement
+    around that line, outermost first."""
+    out, body = [], func_node.body
+    while body:
         stmt = next((s for s in body if s.lineno <= line <= s.end_lineno), None)
         if stmt is None:
-            return False
-        if isinstance(stmt, ast.If):
-            in_else = not (stmt.body[0].lineno <= line <= stmt.body[-1].end_lineno)
-            if _verify_test(stmt.test, in_else):
-                return True
-        inner = _block_holding(stmt, line)
-        if inner is None:
-            return False
-        body = inner
+            break
+        body, field = _block_holding(stmt, line)
+        if body is not None:
+            out.append((stmt, field))
+    return out
+
+
+def _only_in_verify(func_node, line: int) -> bool:
+    return any(isinstance(s, ast.If) and verify_test(s.test, field != "body") for s, field in enclosing(func_node, line))
 
 
 def _block_holding(stmt, line: int):
@@ -111,11 +116,11 @@ def _block_holding(stmt, line: int):
         inner = getattr(stmt, field, None)
         if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt) \
                 and inner[0].lineno <= line <= inner[-1].end_lineno:
-            return inner
+            return inner, field
     for h in getattr(stmt, "handlers", []):
         if h.body and h.body[0].lineno <= line <= h.body[-1].end_lineno:
-            return h.body
-    return None
+            return h.body, "handler"
+    return None, None
 
 
 def _positions(program: Program) -> tuple:
@@ -192,7 +197,7 @@ def _envs(func_node, line: int, tracked: set) -> list:
         before = [s for s in body if s.end_lineno < line]
         envs = _run(before, tracked, envs)
         holding = next((s for s in body if s.lineno <= line <= s.end_lineno), None)
-        body = _block_holding(holding, line) if holding is not None else None
+        body = _block_holding(holding, line)[0] if holding is not None else None
     return envs
 
 
@@ -218,12 +223,14 @@ def inline(expr, env: dict, depth: int = 0):
 
 class _DirectTracer(_VerifyTracer):
     """Reads ``<x>.draft_token_num`` (the verify input's draft tokens) as ``n``, ``a or b`` on
-    numbers as its value, and never follows a parameter to its callers: what the launch needs is
+    numbers as its value, ``[x.clone() for _ in ...]`` as copies of ``x``, and never follows a parameter to its callers: what the launch needs is
     in its backend, and a walk of the whole package's call sites costs more than the audit."""
 
     def _resolve(self, e, frame, path, receiver):
         if isinstance(e, ast.Attribute) and e.attr == "draft_token_num" and not receiver:
             return [(Num(n), path)]
+        if isinstance(e, ast.ListComp) and not _uses_targets(e):
+            return [(Items(((e.elt, frame),)), path)]   # every element the same value (a copy of one buffer)
         if isinstance(e, ast.BoolOp) and isinstance(e.op, ast.Or) and len(e.values) == 2:
             out = []
             for a, p in self.resolve(e.values[0], frame, path):
@@ -238,6 +245,11 @@ class _DirectTracer(_VerifyTracer):
         if frame.args is None and name not in self.bindings.parameters and name != WRITER_PARAMS[0]:
             return [(Ended(f"`{name}` of {frame.func.qual}: its callers are not followed", frame.func.where), path)]
         return super()._param(name, frame, path, receiver)
+
+
+def _uses_targets(comp: ast.ListComp) -> bool:
+    targets = {x.id for g in comp.generators for x in ast.walk(g.target) if isinstance(x, ast.Name)}
+    return any(isinstance(x, ast.Name) and x.id in targets for x in ast.walk(comp.elt))
 
 
 def _numbers(tracer, expr, frame) -> list:
