@@ -380,7 +380,7 @@ def _buffers(program, fn, self_val, owner, where, tracer, frame, buf, indptr, dv
         return out
     if _stream_sized(buf, indptr):
         written = spec.direct_kv_indices_written(bs, dv.term, judge.S)
-        return [(Alloc(ast.unparse(buf.func), (written,), where, ast.unparse(buf), owner, fn.qual,
+        return [(Alloc(ast.unparse(buf.func), (written,), f"{fn.rel}:{buf.lineno}", ast.unparse(buf), owner, fn.qual,
                        holder="kv_indices"), Path(), "a buffer of kv_indptr[-1] entries")]
     found = traced_allocations(program, fn, self_val, buf, where, _DirectTracer)
     if found:
