@@ -166,6 +166,35 @@ def ct_page_table_build_write() -> Theorem:
     )
 
 
+LONGEST = z3.Int("max_seq_len_k")
+
+
+def ct_page_table_fill_write() -> Theorem:
+    def claim(d):
+        clamp = d.page_table_columns_read(LONGEST, 0, page)
+        return d.fill_columns_stored(seq_len(b), n, page, clamp) <= d.verify_page_table_width(C, n, page)
+
+    def hyps(d):
+        # the clamp is the batch's longest KV length this pass: at least this request's, at most a
+        # request at the context with its draft tokens
+        return {**_request(), "longest_covers_request": LONGEST >= seq_len(b) + n, "longest_in_context": LONGEST <= C + n}
+    return Theorem(
+        id="CT-PAGE-TABLE-FILL-WRITE", family=FAMILY,
+        statement=("every seq_len[b] <= C => a fused page-table fill clamped by the batch's longest KV length "
+                   "(max_seq_pages = ceil(max_seq_len_k / page_size), max_seq_len_k <= C + n) stores a target-verify "
+                   "request's pages (cache_seqlens = seq_len[b] + n) within a row of "
+                   "verify_page_table_width(C, n, page_size)"),
+        hyps=hyps, claim=claim, at=(b,),
+        report=lambda: {**_page_table_report(), "max_seq_len_k": LONGEST},
+        mutants=(
+            Mutant("MUT-PAGE-TABLE-FILL-CONTEXT-ONLY",
+                   "row of ceil(C / page_size) pages, without the draft tokens (sglang 0.5.23's XPU graph "
+                   "decode_cuda_graph_metadata['page_table'], filled with the runtime clamp: the fill writes past it)",
+                   overrides={"verify_page_table_width": lambda c, nn, p: spec.cdiv(c, p)}),
+        ),
+    )
+
+
 def ct_sparse_page_table_read() -> Theorem:
     def claim(d):
         return d.sparse_page_table_columns_read(seq_len(b), n) <= d.req_to_token_row_width(C, n)
@@ -373,4 +402,4 @@ def ct_padded_verify_mask_extract() -> Theorem:
 
 THEOREMS = (ct_page_table_read, ct_page_table_offset_verify_read, ct_page_table_draft_extend_read, ct_expand_scatter_write, ct_custom_mask_read,
             ct_verify_kv_indices_write, ct_direct_kv_indices_write, ct_plan_copy_kv_indices, ct_padded_draft_extend_prefix, ct_padded_verify_mask_extract,
-            ct_page_table_draft_decode_offset_read, ct_sparse_page_table_read, ct_page_table_build_write)
+            ct_page_table_draft_decode_offset_read, ct_page_table_fill_write, ct_sparse_page_table_read, ct_page_table_build_write)

@@ -17,6 +17,7 @@ def results():
     got, _ = registry.run_all(["CT-PAGE-TABLE-VERIFY-READ", "CT-PAGE-TABLE-OFFSET-VERIFY-READ", "CT-PAGE-TABLE-DRAFT-EXTEND-READ",
                                "CT-EXPAND-SCATTER-WRITE", "CT-CUSTOM-MASK-READ", "CT-VERIFY-KV-INDICES-WRITE",
                                "CT-DIRECT-KV-INDICES-WRITE", "CT-PLAN-COPY-KV-INDICES",
+                               "CT-PAGE-TABLE-FILL-WRITE",
                                "CT-PADDED-DRAFT-EXTEND-PREFIX", "CT-PADDED-VERIFY-MASK-EXTRACT",
                                "CT-PAGE-TABLE-DRAFT-DECODE-OFFSET-READ", "CT-SPARSE-PAGE-TABLE-READ",
                                "CT-PAGE-TABLE-BUILD-WRITE"])
@@ -138,6 +139,15 @@ def test_plan_copy_into_tokens_times_context_overflows_only_without_two_tokens_o
     # S + bs*n <= bs*(C + n) <= max_bs*n*C once (n - 1)(C - 1) >= 1: a one-token tree or a one-token context
     assert x["n"] == 1 or x["C"] == 1
     assert copied <= spec.verify_kv_indices_numel(x["max_bs"], x["C"], x["n"])
+
+
+def test_fill_clamped_by_the_batch_maximum_writes_past_a_context_only_row():
+    x = _mutant("CT-PAGE-TABLE-FILL-WRITE", "MUT-PAGE-TABLE-FILL-CONTEXT-ONLY")
+    assert 0 <= x["seq_len[b]"] <= x["C"] and x["seq_len[b]"] + x["n"] <= x["max_seq_len_k"] <= x["C"] + x["n"]
+    clamp = spec.cdiv(x["max_seq_len_k"], x["page_size"])
+    stored = spec.fill_columns_stored(x["seq_len[b]"], x["n"], x["page_size"], clamp)
+    assert stored > spec.cdiv(x["C"], x["page_size"])
+    assert stored <= spec.verify_page_table_width(x["C"], x["n"], x["page_size"])
 
 
 def test_unclamped_padded_prefix_is_negative():

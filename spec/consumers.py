@@ -113,6 +113,28 @@ def page_table_build_columns_stored(seq_len, delta, page_size, width, pages_per_
     return smin(page_table_columns_read(seq_len, delta, page_size), cdiv(w, b) * b)
 
 
+def fill_columns_stored(seq_len, delta, page_size, max_seq_pages):
+    """Columns of its row a fused page-table fill stores for one request told ``cache_seqlens =
+    seq_len + delta``: ``min(page_table_columns_read(seq_len, delta, P), max_seq_pages)``.  The
+    clamp is the only bound: the stores stay in a row ``w`` wide exactly when ``max_seq_pages <=
+    w`` or the request's pages do.
+
+    Read from sglang 0.5.23: ``_fused_decode_metadata_kernel``
+    (``kernels/ops/attention/metadata.py:195``, launched by ``normal_decode_set_metadata``, :505)
+    stores page ``j`` at ``page_table + b * stride_0 + j * stride_1`` for every ``j <
+    min(cdiv(seq_len + SEQ_LEN_DELTA, PAGE_SIZE), max_seq_pages)`` (the store mask, lines
+    244-272), never comparing ``j`` with the row's width.  FlashAttention passes the table's own
+    width as the clamp; ``XPUAttentionBackend._set_decode_page_metadata``
+    (``srt/layers/attention/xpu_backend.py:1867``) passes ``ceil(metadata.max_seq_len_k / P)``
+    with ``max_seq_len_k = max(seq_lens) + kv_len_offset`` (:1770; ``kv_len_offset`` the same
+    ``delta``, ``num_tokens_per_req`` in target verify and ``speculative_step_id + 1`` in draft
+    decode, :1681-1692): the batch's longest request, at least this one's pages, into its graph
+    table ``max_bs x ceil(C / P)`` (:1633-1644).
+    """
+    c = check_int("max_seq_pages", max_seq_pages, minimum=0)
+    return smin(page_table_columns_read(seq_len, delta, page_size), c)
+
+
 def sparse_page_table_columns_read(seq_len, num_draft_tokens):
     """Columns of its token-granular (``page_size = 1``) page-table row a sparse (DSA) attention
     or indexer reads for one request in target verify or draft extend: ``seq_len + n``.

@@ -180,3 +180,12 @@ def test_plan_copy_contract_on_ints():
     assert spec.plan_copy_kv_indices_len(2, 1, 2 * 8) > 2 * 1 * 8    # a one-token tree at the context
     with pytest.raises(spec.SpecArgumentError, match="num_draft_tokens"):
         spec.plan_copy_kv_indices_len(2, 0, 30)
+
+
+def test_fill_columns_stored_contract_on_ints():
+    """A fused fill stores the request's pages up to its clamp, whatever the row's width."""
+    assert spec.fill_columns_stored(4093, 4, 1, 4097) == 4097        # XPU: the batch's longest request
+    assert spec.fill_columns_stored(4093, 4, 1, 4096) == 4096        # FlashAttention: the table's width
+    assert spec.fill_columns_stored(30, 2, 16, 8) == 2
+    with pytest.raises(spec.SpecArgumentError, match="max_seq_pages"):
+        spec.fill_columns_stored(1, 1, 1, -1)

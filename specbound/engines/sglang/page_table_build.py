@@ -224,18 +224,7 @@ def _rows(program, fn, self_val, owner, where, call, obj, field, build, block, r
     subject = f"{owner} ({where}) -> {build.name} ({build.where}) -> stores cdiv(cache_seqlens, page_size) pages"
     check = (f"the pages the build stores per row (spec.page_table_build_columns_stored, cache_seqlens = seq_len + "
              f"{'n' if z3.is_expr(delta) else delta}) stay in the table's row")
-    tracer = Tracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
-    found = {}
-    values = _field_values(program, fn, self_val, obj, field, call.lineno)
-    if not values and field is not None:   # no assignment of the field: the tracer's own reading
-        values = [(ast.Attribute(value=obj, attr=field, ctx=ast.Load(), lineno=call.lineno, col_offset=0), fn)]
-    named = f"{ast.unparse(obj)}.{field}" if field else None
-    for expr, holder_fn in values:
-        expr, holder_fn, label = _dict_entry(program, self_val, expr, holder_fn)
-        tracer.steps = 0
-        for v, p in tracer.resolve(expr, tracer.top_frame(holder_fn, self_val), Path(trail=(where,))):
-            key = (v.site, v.view, term_ids(list(v.dims))) if isinstance(v, Alloc) else repr(v)
-            found.setdefault(key, (v, p, label or named))
+    found = traced_tables(program, fn, self_val, obj, field, call.lineno, where)
     allocs = [(v, p, label) for v, p, label in found.values() if isinstance(v, Alloc) and len(v.dims) == 2
               and isinstance(v.dims[-1], (int, z3.ArithRef))]
     if not allocs:
@@ -243,6 +232,25 @@ def _rows(program, fn, self_val, owner, where, call, obj, field, build, block, r
         return [Row(f"consumer.page_table_write[{owner}@{where}]", subject, check, "ast", UNKNOWN,
                     f"`{ast.unparse(obj)}{'.' + field if field else ''}` was not traced to a 2-D allocation: {why}")]
     return [_judged(owner, where, subject, check, a, p, block, runner, delta, label) for a, p, label in allocs]
+
+
+def traced_tables(program, fn, self_val, obj, field, line: int, where: str) -> dict:
+    """What ``<obj>.<field>`` (or ``obj`` itself when ``field`` is None) at line ``line`` of ``fn``
+    holds, followed through the record field (:func:`_field_values`) and a graph dict's entry, then
+    by the tracer: a key per value -> (value, path, the table's name for a row or None)."""
+    tracer = Tracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
+    found = {}
+    values = _field_values(program, fn, self_val, obj, field, line)
+    if not values and field is not None:   # no assignment of the field: the tracer's own reading
+        values = [(ast.Attribute(value=obj, attr=field, ctx=ast.Load(), lineno=line, col_offset=0), fn)]
+    named = f"{ast.unparse(obj)}.{field}" if field else None
+    for expr, holder_fn in values:
+        expr, holder_fn, label = _dict_entry(program, self_val, expr, holder_fn)
+        tracer.steps = 0
+        for v, p in tracer.resolve(expr, tracer.top_frame(holder_fn, self_val), Path(trail=(where,))):
+            key = (v.site, v.view, term_ids(list(v.dims))) if isinstance(v, Alloc) else repr(v)
+            found.setdefault(key, (v, p, label or named))
+    return found
 
 
 def _bare_seq_lens(e) -> bool:
