@@ -166,6 +166,35 @@ def ct_page_table_build_write() -> Theorem:
     )
 
 
+LONGEST = z3.Int("max_seq_len_k")
+
+
+def ct_page_table_fill_write() -> Theorem:
+    def claim(d):
+        clamp = d.page_table_columns_read(LONGEST, 0, page)
+        return d.fill_columns_stored(seq_len(b), n, page, clamp) <= d.verify_page_table_width(C, n, page)
+
+    def hyps(d):
+        # the clamp is the batch's longest KV length this pass: at least this request's, at most a
+        # request at the context with its draft tokens
+        return {**_request(), "longest_covers_request": LONGEST >= seq_len(b) + n, "longest_in_context": LONGEST <= C + n}
+    return Theorem(
+        id="CT-PAGE-TABLE-FILL-WRITE", family=FAMILY,
+        statement=("every seq_len[b] <= C => a fused page-table fill clamped by the batch's longest KV length "
+                   "(max_seq_pages = ceil(max_seq_len_k / page_size), max_seq_len_k <= C + n) stores a target-verify "
+                   "request's pages (cache_seqlens = seq_len[b] + n) within a row of "
+                   "verify_page_table_width(C, n, page_size)"),
+        hyps=hyps, claim=claim, at=(b,),
+        report=lambda: {**_page_table_report(), "max_seq_len_k": LONGEST},
+        mutants=(
+            Mutant("MUT-PAGE-TABLE-FILL-CONTEXT-ONLY",
+                   "row of ceil(C / page_size) pages, without the draft tokens (sglang 0.5.23's XPU graph "
+                   "decode_cuda_graph_metadata['page_table'], filled with the runtime clamp: the fill writes past it)",
+                   overrides={"verify_page_table_width": lambda c, nn, p: spec.cdiv(c, p)}),
+        ),
+    )
+
+
 def ct_sparse_page_table_read() -> Theorem:
     def claim(d):
         return d.sparse_page_table_columns_read(seq_len(b), n) <= d.req_to_token_row_width(C, n)
@@ -219,28 +248,89 @@ def ct_custom_mask_read() -> Theorem:
     )
 
 
+def _verify_stream() -> dict:
+    """A target-verify batch replayed in a graph captured at ``max_bs``: the hypotheses of every
+    theorem about a kv-index stream written or copied into a graph buffer."""
+    h = {**tree_params(), **labelled(spec.max_bs_ok(max_bs)), **labelled(spec.batch_size_ok(bs)),
+         "captured_batch_fits": bs <= max_bs}
+    h.update(per_request(seq_len_conds))
+    return h
+
+
+def _verify_stream_lemmas() -> list:
+    return [core.instantiate(lemmas.prefix_bound(), bs), core.instantiate(lemmas.mul_le_mono(), bs, max_bs, C + n)]
+
+
 def ct_verify_kv_indices_write() -> Theorem:
     def claim(d):
         end = d.verify_kv_indices_written(bs, n, P(bs))
         return end <= d.verify_kv_indices_numel(max_bs, C, n)
 
-    def hyps(d):
-        h = {**tree_params(), **labelled(spec.max_bs_ok(max_bs)), **labelled(spec.batch_size_ok(bs)),
-             "captured_batch_fits": bs <= max_bs}
-        h.update(per_request(seq_len_conds))
-        return h
     return Theorem(
         id="CT-VERIFY-KV-INDICES-WRITE", family=FAMILY,
         statement=("bs <= max_bs and every seq_len[b] <= C => the target-verify kv-index stream (seq_len[b] + n "
                    "entries per request, kv_indptr[bs] = S + bs*n) fits verify_kv_indices_numel(max_bs, C, n)"),
-        hyps=hyps, claim=claim,
-        report=lambda: {"bs": bs, "max_bs": max_bs, "n": n, "C": C, "S": P(bs)},
-        lemmas=lambda: [core.instantiate(lemmas.prefix_bound(), bs),
-                        core.instantiate(lemmas.mul_le_mono(), bs, max_bs, C + n)],
+        hyps=lambda d: _verify_stream(), claim=claim,
+        report=lambda: {"bs": bs, "max_bs": max_bs, "n": n, "C": C, "S": P(bs)}, lemmas=_verify_stream_lemmas,
         mutants=(
             Mutant("MUT-VERIFY-KV-INDICES-CONTEXT-ONLY",
                    "graph kv_indices of max_bs * C entries, without the draft tokens (sglang 0.5.23's FlashInfer "
                    "MLA cuda_graph_kv_indices, handed to the DFlash verify input as kv_indices_buf)",
+                   overrides={"verify_kv_indices_numel": lambda mb, c, nn: mb * c}),
+        ),
+    )
+
+
+DELTA = z3.Int("delta")
+
+
+def ct_direct_kv_indices_write() -> Theorem:
+    def claim(d):
+        return d.direct_kv_indices_written(bs, DELTA, P(bs)) <= d.verify_kv_indices_numel(max_bs, C, n)
+
+    def hyps(d):
+        # a backend passes the committed lengths, or widens them by the draft tokens
+        return {**_verify_stream(), "page_size_positive": page >= 1,
+                "delta_at_most_draft": z3.And(0 <= DELTA, DELTA <= n)}
+    return Theorem(
+        id="CT-DIRECT-KV-INDICES-WRITE", family=FAMILY,
+        statement=("bs <= max_bs, every seq_len[b] <= C and 0 <= delta <= n => the kv-index stream a backend's own "
+                   "target-verify launch writes (lengths seq_len[b] + delta, kv_indptr[bs] = S + bs*delta) fits "
+                   "verify_kv_indices_numel(max_bs, C, n)"),
+        hyps=hyps, claim=claim,
+        report=lambda: {"bs": bs, "max_bs": max_bs, "n": n, "C": C, "page_size": page, "delta": DELTA, "S": P(bs)},
+        lemmas=lambda: [*_verify_stream_lemmas(), core.instantiate(lemmas.mul_le_mono(), DELTA, n, bs)],
+        mutants=(
+            Mutant("MUT-DIRECT-KV-INDICES-NO-DRAFT-SLACK",
+                   "graph kv_indices of max_bs * C entries, without the draft slack (sglang's aiter buffer before "
+                   "'Reserve draft slack: MLA target_verify writes seq_len + num_draft_tokens per row')",
+                   overrides={"verify_kv_indices_numel": lambda mb, c, nn: mb * c}),
+            Mutant("MUT-DIRECT-KV-INDICES-PER-PAGE",
+                   "graph kv_indices of max_bs * ceil((C + n) / page_size) entries, one per page while the kernel "
+                   "writes one per token (the per-page allocation aiter's comment says under-allocates)",
+                   overrides={"verify_kv_indices_numel": lambda mb, c, nn: mb * spec.cdiv(c + nn, page)}),
+        ),
+    )
+
+
+def ct_plan_copy_kv_indices() -> Theorem:
+    def claim(d):
+        return d.plan_copy_kv_indices_len(bs, n, P(bs)) <= d.verify_kv_indices_numel(max_bs, C, n)
+
+    return Theorem(
+        id="CT-PLAN-COPY-KV-INDICES", family=FAMILY,
+        statement=("bs <= max_bs and every seq_len[b] <= C => the verify kv-index stream a CUDA-graph prefill "
+                   "wrapper's plan copies into its paged_kv_indices_buf (S + bs*n entries) fits "
+                   "verify_kv_indices_numel(max_bs, C, n)"),
+        hyps=lambda d: _verify_stream(), claim=claim,
+        report=lambda: {"bs": bs, "max_bs": max_bs, "n": n, "C": C, "S": P(bs)}, lemmas=_verify_stream_lemmas,
+        mutants=(
+            Mutant("MUT-PLAN-COPY-TOKENS-TIMES-CONTEXT",
+                   "paged_kv_indices_buf of max_num_tokens * C = max_bs*n*C entries (sglang 0.5.23's FlashInfer "
+                   "cuda_graph_kv_indices): short by bs entries for a one-token tree (n = 1) at the context",
+                   overrides={"verify_kv_indices_numel": lambda mb, c, nn: mb * nn * c}),
+            Mutant("MUT-PLAN-COPY-BS-TIMES-CONTEXT",
+                   "paged_kv_indices_buf of max_bs * C entries (the decode graph's size, no draft tokens)",
                    overrides={"verify_kv_indices_numel": lambda mb, c, nn: mb * c}),
         ),
     )
@@ -311,5 +401,5 @@ def ct_padded_verify_mask_extract() -> Theorem:
 
 
 THEOREMS = (ct_page_table_read, ct_page_table_offset_verify_read, ct_page_table_draft_extend_read, ct_expand_scatter_write, ct_custom_mask_read,
-            ct_verify_kv_indices_write, ct_padded_draft_extend_prefix, ct_padded_verify_mask_extract,
-            ct_page_table_draft_decode_offset_read, ct_sparse_page_table_read, ct_page_table_build_write)
+            ct_verify_kv_indices_write, ct_direct_kv_indices_write, ct_plan_copy_kv_indices, ct_padded_draft_extend_prefix, ct_padded_verify_mask_extract,
+            ct_page_table_draft_decode_offset_read, ct_page_table_fill_write, ct_sparse_page_table_read, ct_page_table_build_write)

@@ -16,6 +16,8 @@ from specbound.proofs import registry
 def results():
     got, _ = registry.run_all(["CT-PAGE-TABLE-VERIFY-READ", "CT-PAGE-TABLE-OFFSET-VERIFY-READ", "CT-PAGE-TABLE-DRAFT-EXTEND-READ",
                                "CT-EXPAND-SCATTER-WRITE", "CT-CUSTOM-MASK-READ", "CT-VERIFY-KV-INDICES-WRITE",
+                               "CT-DIRECT-KV-INDICES-WRITE", "CT-PLAN-COPY-KV-INDICES",
+                               "CT-PAGE-TABLE-FILL-WRITE",
                                "CT-PADDED-DRAFT-EXTEND-PREFIX", "CT-PADDED-VERIFY-MASK-EXTRACT",
                                "CT-PAGE-TABLE-DRAFT-DECODE-OFFSET-READ", "CT-SPARSE-PAGE-TABLE-READ",
                                "CT-PAGE-TABLE-BUILD-WRITE"])
@@ -116,6 +118,36 @@ def test_context_only_verify_kv_indices_is_written_past():
     end = spec.verify_kv_indices_written(x["bs"], x["n"], x["S"])
     assert end > x["max_bs"] * x["C"]
     assert end <= spec.verify_kv_indices_numel(x["max_bs"], x["C"], x["n"])
+
+
+def test_direct_kv_indices_without_draft_slack_or_per_page_is_written_past():
+    for mutant, size in (("MUT-DIRECT-KV-INDICES-NO-DRAFT-SLACK", lambda x: x["max_bs"] * x["C"]),
+                         ("MUT-DIRECT-KV-INDICES-PER-PAGE",
+                          lambda x: x["max_bs"] * spec.cdiv(x["C"] + x["n"], x["page_size"]))):
+        x = _mutant("CT-DIRECT-KV-INDICES-WRITE", mutant)
+        assert 0 <= x["S"] <= x["bs"] * x["C"] and x["bs"] <= x["max_bs"] and 0 <= x["delta"] <= x["n"]
+        end = spec.direct_kv_indices_written(x["bs"], x["delta"], x["S"])
+        assert end > size(x), (mutant, x)
+        assert end <= spec.verify_kv_indices_numel(x["max_bs"], x["C"], x["n"])
+
+
+def test_plan_copy_into_tokens_times_context_overflows_only_without_two_tokens_of_context_and_tree():
+    x = _mutant("CT-PLAN-COPY-KV-INDICES", "MUT-PLAN-COPY-TOKENS-TIMES-CONTEXT")
+    assert 0 <= x["S"] <= x["bs"] * x["C"] and x["bs"] <= x["max_bs"]
+    copied = spec.plan_copy_kv_indices_len(x["bs"], x["n"], x["S"])
+    assert copied > x["max_bs"] * x["n"] * x["C"]
+    # S + bs*n <= bs*(C + n) <= max_bs*n*C once (n - 1)(C - 1) >= 1: a one-token tree or a one-token context
+    assert x["n"] == 1 or x["C"] == 1
+    assert copied <= spec.verify_kv_indices_numel(x["max_bs"], x["C"], x["n"])
+
+
+def test_fill_clamped_by_the_batch_maximum_writes_past_a_context_only_row():
+    x = _mutant("CT-PAGE-TABLE-FILL-WRITE", "MUT-PAGE-TABLE-FILL-CONTEXT-ONLY")
+    assert 0 <= x["seq_len[b]"] <= x["C"] and x["seq_len[b]"] + x["n"] <= x["max_seq_len_k"] <= x["C"] + x["n"]
+    clamp = spec.cdiv(x["max_seq_len_k"], x["page_size"])
+    stored = spec.fill_columns_stored(x["seq_len[b]"], x["n"], x["page_size"], clamp)
+    assert stored > spec.cdiv(x["C"], x["page_size"])
+    assert stored <= spec.verify_page_table_width(x["C"], x["n"], x["page_size"])
 
 
 def test_unclamped_padded_prefix_is_negative():

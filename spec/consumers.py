@@ -113,6 +113,28 @@ def page_table_build_columns_stored(seq_len, delta, page_size, width, pages_per_
     return smin(page_table_columns_read(seq_len, delta, page_size), cdiv(w, b) * b)
 
 
+def fill_columns_stored(seq_len, delta, page_size, max_seq_pages):
+    """Columns of its row a fused page-table fill stores for one request told ``cache_seqlens =
+    seq_len + delta``: ``min(page_table_columns_read(seq_len, delta, P), max_seq_pages)``.  The
+    clamp is the only bound: the stores stay in a row ``w`` wide exactly when ``max_seq_pages <=
+    w`` or the request's pages do.
+
+    Read from sglang 0.5.23: ``_fused_decode_metadata_kernel``
+    (``kernels/ops/attention/metadata.py:195``, launched by ``normal_decode_set_metadata``, :505)
+    stores page ``j`` at ``page_table + b * stride_0 + j * stride_1`` for every ``j <
+    min(cdiv(seq_len + SEQ_LEN_DELTA, PAGE_SIZE), max_seq_pages)`` (the store mask, lines
+    244-272), never comparing ``j`` with the row's width.  FlashAttention passes the table's own
+    width as the clamp; ``XPUAttentionBackend._set_decode_page_metadata``
+    (``srt/layers/attention/xpu_backend.py:1867``) passes ``ceil(metadata.max_seq_len_k / P)``
+    with ``max_seq_len_k = max(seq_lens) + kv_len_offset`` (:1770; ``kv_len_offset`` the same
+    ``delta``, ``num_tokens_per_req`` in target verify and ``speculative_step_id + 1`` in draft
+    decode, :1681-1692): the batch's longest request, at least this one's pages, into its graph
+    table ``max_bs x ceil(C / P)`` (:1633-1644).
+    """
+    c = check_int("max_seq_pages", max_seq_pages, minimum=0)
+    return smin(page_table_columns_read(seq_len, delta, page_size), c)
+
+
 def sparse_page_table_columns_read(seq_len, num_draft_tokens):
     """Columns of its token-granular (``page_size = 1``) page-table row a sparse (DSA) attention
     or indexer reads for one request in target verify or draft extend: ``seq_len + n``.
@@ -264,9 +286,7 @@ def verify_kv_indices_start(num_draft_tokens, b, prefix_b):
     ``cuda_graph_kv_indices``) instead of allocating ``S + bs*n`` entries.
     """
     n = check_int("num_draft_tokens", num_draft_tokens, minimum=1)
-    i = check_int("b", b, minimum=0)
-    p = check_int("prefix_b", prefix_b, minimum=0)
-    return p + i * n
+    return direct_kv_indices_written(b, n, prefix_b)
 
 
 def verify_kv_indices_written(bs, num_draft_tokens, seq_lens_sum):
@@ -274,6 +294,51 @@ def verify_kv_indices_written(bs, num_draft_tokens, seq_lens_sum):
     (:func:`verify_kv_indices_start` at ``b = bs``)."""
     total = check_int("seq_lens_sum", seq_lens_sum, minimum=0)
     return verify_kv_indices_start(num_draft_tokens, check_int("bs", bs, minimum=0), total)
+
+
+def direct_kv_indices_written(bs, delta, seq_lens_sum):
+    """Entries a backend's own launch of the kv-index kernel writes for a target-verify batch
+    whose lengths it widens by ``delta`` (``n``; 0 where it passes the committed lengths as they
+    are): ``kv_indptr[bs] = S + bs*delta`` (the kernel is launched with ``kv_indptr`` the prefix
+    sums of those lengths).
+
+    Read from sglang 0.5.23: ``AiterAttnBackend`` (``srt/layers/attention/aiter_backend.py``)
+    launches ``create_flashinfer_kv_indices_triton[(bs, num_token_blocks)]`` itself.  Graph
+    replay (``_apply_cuda_graph_metadata``, :3165): ``kv_lens = seq_lens +
+    self.num_draft_tokens`` for MLA (:3142-3147; ``seq_lens`` as they are under DCP without the
+    asm verify kernel, and without MLA, :3148), ``kv_indptr[1:bs+1] = cumsum(kv_lens)`` (:3150),
+    into ``self.cuda_graph_kv_indices`` (:3151, allocated at :2827).  Eager
+    (``init_forward_metadata``, :2325): ``kv_lens = seq_lens + draft_num`` and ``kv_lens_sum =
+    seq_lens_sum + draft_num * bs`` in one branch, both unwidened in the other (:2303-2308), into
+    ``self._get_kv_indices_scratch(kv_lens_sum)`` (:2320, a grow-only scratch returning exactly
+    ``required_tokens`` entries, :1296-1307).  Aiter's non-MLA eager verify (:2490) and
+    ``WaveAttnBackend`` (``wave_backend.py:274, 461``) pass ``seq_lens`` (``delta = 0``).  The
+    kernel's program ``b`` stores ``kv_indices[kv_indptr[b] + i]`` for every ``i < lens[b]``
+    (``kernels/ops/attention/kv_indices.py``): bounded by the lengths, never by the buffer.
+    """
+    d = check_int("delta", delta, minimum=0)
+    i = check_int("bs", bs, minimum=0)
+    s = check_int("seq_lens_sum", seq_lens_sum, minimum=0)
+    return s + i * d
+
+
+def plan_copy_kv_indices_len(bs, num_draft_tokens, seq_lens_sum):
+    """Entries a CUDA-graph prefill wrapper's sync-free plan copies into its
+    ``paged_kv_indices_buf`` in target verify: the verify kv-index stream,
+    ``verify_kv_indices_written(bs, n, S) = S + bs*n``.
+
+    Read from sglang 0.5.23: ``fast_prefill_plan`` (``srt/layers/attention/flashinfer_backend.py:180``)
+    runs ``self._paged_kv_indices_buf[: len(paged_kv_indices)].copy_(paged_kv_indices)``
+    (:258); ``FlashInferAttnBackend`` installs it as the target-verify graph wrappers'
+    ``begin_forward`` (DFlash verify, :886; EAGLE verify with topk = 1 under
+    ``SGLANG_OPT_FLASHINFER_VERIFY_HOST_PLAN``, :902), whose ``paged_kv_indices_buf`` is
+    ``self.cuda_graph_kv_indices[i]`` (:1198), ``max_num_tokens * max_context_len`` entries
+    (:1107; target verify: ``max_num_tokens = max_bs * n``).  The stream handed to the plan is the
+    verify input's (``generate_attn_arg_prefill``: ``seq_len + n`` entries per request).  A
+    stream longer than the buffer is no silent write: the slice ``[:k]`` is clipped to the
+    buffer and ``copy_`` refuses the size mismatch (a RuntimeError; the scheduler dies).
+    """
+    return verify_kv_indices_written(bs, num_draft_tokens, seq_lens_sum)
 
 
 def verify_kv_indices_numel(max_bs, max_context_len, num_draft_tokens):

@@ -164,3 +164,28 @@ def test_verify_kv_indices_contract_on_ints():
         spec.verify_kv_indices_start(0, 1, 1)
     with pytest.raises(spec.SpecArgumentError, match="max_bs"):
         spec.verify_kv_indices_numel(0, 16, 4)
+
+
+def test_direct_kv_indices_contract_on_ints():
+    """A backend's own verify launch: seq_len + delta entries per request (delta = n or 0)."""
+    assert spec.direct_kv_indices_written(2, 4, 30) == spec.verify_kv_indices_written(2, 4, 30) == 38
+    assert spec.direct_kv_indices_written(2, 0, 30) == 30      # the committed lengths as they are
+    with pytest.raises(spec.SpecArgumentError, match="delta"):
+        spec.direct_kv_indices_written(2, -1, 30)
+
+
+def test_plan_copy_contract_on_ints():
+    """The plan copies the verify stream: S + bs*n entries, into max_num_tokens*C = max_bs*n*C."""
+    assert spec.plan_copy_kv_indices_len(2, 4, 30) == 38
+    assert spec.plan_copy_kv_indices_len(2, 1, 2 * 8) > 2 * 1 * 8    # a one-token tree at the context
+    with pytest.raises(spec.SpecArgumentError, match="num_draft_tokens"):
+        spec.plan_copy_kv_indices_len(2, 0, 30)
+
+
+def test_fill_columns_stored_contract_on_ints():
+    """A fused fill stores the request's pages up to its clamp, whatever the row's width."""
+    assert spec.fill_columns_stored(4093, 4, 1, 4097) == 4097        # XPU: the batch's longest request
+    assert spec.fill_columns_stored(4093, 4, 1, 4096) == 4096        # FlashAttention: the table's width
+    assert spec.fill_columns_stored(30, 2, 16, 8) == 2
+    with pytest.raises(spec.SpecArgumentError, match="max_seq_pages"):
+        spec.fill_columns_stored(1, 1, 1, -1)

@@ -51,6 +51,9 @@ REPORTED_BY_KIND = {"draft_kv_indices": ("bs", "max_bs", "topk", "num_steps", "m
 # target-verify kv-index stream written into a backend's graph kv_indices buffer.
 REPORTED_BY_KIND["custom_mask_copy"] = REPORTED_BY_KIND["tree_mask"]
 REPORTED_BY_KIND["verify_kv_indices"] = REPORTED_BY_KIND["tree_mask"]
+# A backend's own launch of the kv-index kernel (lengths widened by a delta); its graph buffers
+# are sized in pages.
+REPORTED_BY_KIND["direct_kv_indices"] = (*REPORTED_BY_KIND["tree_mask"], "page_size")
 
 
 @dataclass
@@ -99,6 +102,11 @@ def verify_kv_goal(numel):
     return numel >= need, f"{z3.simplify(need)} (kv_indptr[bs], spec.verify_kv_indices_written)"
 
 
+def direct_kv_goal(numel, delta):
+    need = spec.direct_kv_indices_written(bs, delta, S)
+    return numel >= need, f"{z3.simplify(need)} (kv_indptr[bs], spec.direct_kv_indices_written)"
+
+
 def contract(kind: str, mode=None) -> tuple[dict, list]:
     """The stated preconditions (hypotheses) and the lemma instances they give."""
     hyps = {**labelled(spec.max_bs_ok(max_bs)), **labelled(spec.batch_size_ok(bs)), **labelled(spec.context_ok(C)),
@@ -111,6 +119,8 @@ def contract(kind: str, mode=None) -> tuple[dict, list]:
         hyps.update(labelled(spec.tree_shape_ok(K, D, n)))
         if mode is spec.TreeMaskMode.QLEN_ONLY_BITPACKING:
             hyps.update(labelled(spec.bitpack_ok(n)))
+        if kind == "direct_kv_indices":
+            hyps["page_size_positive"] = page >= 1
     for lemma in lemmas:
         # A core whose proofs are sequents cites a lemma only under its own hypotheses (the
         # per-request conditions it was proved from): they are preconditions here too.
@@ -122,9 +132,11 @@ def _extent_text(dims) -> str:
     return " x ".join(str(z3.simplify(d)) if isinstance(d, z3.ExprRef) else str(d) for d in dims)
 
 
-def judge(kind: str, dims, conds, *, bindings: Bindings, stride=None, mode=None, name="buffer") -> Judgement:
+def judge(kind: str, dims, conds, *, bindings: Bindings, stride=None, mode=None, delta=None,
+          name="buffer") -> Judgement:
     """One allocation (its ``dims``, found under path ``conds``) against the kernel ``kind``;
-    the engine's ``bindings`` say what it relies on unchecked (``extra_conditions``)."""
+    the engine's ``bindings`` say what it relies on unchecked (``extra_conditions``);
+    ``delta``: the draft tokens a direct kv-index launch adds to each length."""
     numel = 1
     for d in dims:
         numel = numel * d
@@ -134,6 +146,8 @@ def judge(kind: str, dims, conds, *, bindings: Bindings, stride=None, mode=None,
         goal, required = custom_mask_goal(numel, mode)
     elif kind == "verify_kv_indices":
         goal, required = verify_kv_goal(numel)
+    elif kind == "direct_kv_indices":
+        goal, required = direct_kv_goal(numel, delta)
     else:
         goal, required = mask_goal(numel, mode)
     size = _extent_text(dims)

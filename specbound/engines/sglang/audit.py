@@ -35,6 +35,9 @@ from .sparse_page_table import check_sparse_page_tables
 from .padded_rows import check_padded_rows
 from .padded_verify import check_padded_verify
 from .verify_kv import check_verify_kv
+from .direct_kv import check_direct_kv
+from .plan_copy import check_plan_copies
+from .fill_write import check_fill_writes
 from .helpers import SPEC_UTILS_FILE
 
 # The stages of a parallel run, grouped by process: the helper, buffer and consumer stages
@@ -204,6 +207,9 @@ def _consumers(index, rep, program, replay):
     check_padded_rows(program, rep)
     check_padded_verify(program, rep)
     check_verify_kv(program, rep, replay=replay)
+    check_direct_kv(program, rep, replay=replay)
+    check_plan_copies(program, rep, replay=replay)
+    check_fill_writes(program, rep, replay=replay)
     check_page_table_builds(program, rep, replay=replay)
 
 

@@ -71,7 +71,9 @@ BINDINGS = Bindings(
     extra_conditions={"tree_mask": _MASK_DRAFT_ROOM, "draft_kv_indices": (),
                       # a verify mask copied into a backend's custom-mask buffer; the target-verify
                       # kv-index stream written into a backend's graph kv_indices buffer
-                      "custom_mask_copy": _MASK_DRAFT_ROOM, "verify_kv_indices": _MASK_DRAFT_ROOM},
+                      "custom_mask_copy": _MASK_DRAFT_ROOM, "verify_kv_indices": _MASK_DRAFT_ROOM,
+                      # a backend's own launch of the kv-index kernel in target verify
+                      "direct_kv_indices": _MASK_DRAFT_ROOM},
 )
 
 

@@ -91,6 +91,20 @@ def dominating_statements(func_node, lineno: int) -> list:
     return out
 
 
+def site_rows(report: AuditReport, kind: str, owner: str, where: str, check: str, make) -> None:
+    """The rows ``make()`` gives for one site, timed together; the audit's own failure there is
+    an error row (``consumer.<kind>[<owner>@<where>]``), never a traceback."""
+    t0 = time.perf_counter()
+    try:
+        rows = make()
+    except Exception as e:  # noqa: BLE001 - the audit's own failure is an error row
+        rows = [Row(f"consumer.{kind}[{owner}@{where}]", f"{owner} ({where})", check, "z3", ERROR,
+                    f"the consumer check failed: {type(e).__name__}: {e}")]
+    for row in rows:
+        row.seconds = time.perf_counter() - t0
+        report.add(row)
+
+
 def _resolve(tracer: Tracer, expr, frame, path: Path) -> list:
     tracer.steps = 0
     return tracer.resolve(expr, frame, path)
@@ -411,15 +425,27 @@ def _replay_copy(row: Row, a: Alloc, mode, values: dict) -> None:
     for d in dims:
         numel *= d
     cells = judge.evaluate(judge.custom_mask_need(mode), values)
-    buf, src = torch.zeros(numel, dtype=torch.uint8), torch.ones(cells, dtype=torch.uint8)
     row.replay = {"buffer_numel": numel, "mask_numel": cells, **values}
+
+    def assign(buf, src):
+        buf[: src.shape[0]] = src
+    replay_slice_copy(row, numel, cells, torch.uint8, assign, f"buf[:{cells}] = mask into {numel} cells",
+                      f"buffer {numel} >= mask {cells} cells")
+
+
+def replay_slice_copy(row: Row, numel: int, count: int, dtype, copy, done: str, quiet: str) -> None:
+    """``copy(buf, src)`` with torch on the CPU, a buffer of ``numel`` entries and a source of
+    ``count``: its RuntimeError is the evidence (``done`` says what ran); no error where the
+    model says it raises is the audit's own error (``quiet`` says why it fit)."""
+    import torch
+
+    buf, src = torch.zeros(numel, dtype=dtype), torch.ones(count, dtype=dtype)
     row.method = "z3 + torch"
     try:
-        buf[: src.shape[0]] = src
+        copy(buf, src)
     except RuntimeError as e:
-        row.detail += f"; replayed with torch: buf[:{cells}] = mask into {numel} cells raises RuntimeError: " \
-                      f"{str(e).splitlines()[0]}"
+        row.detail += f"; replayed with torch: {done} raises RuntimeError: {str(e).splitlines()[0]}"
         return
-    row.detail += f"; the torch replay did not raise (buffer {numel} >= mask {cells} cells)"
+    row.detail += f"; the torch replay did not raise ({quiet})"
     if row.status == CRASH:
         row.status = ERROR   # the model says it raises, torch does not: the audit's own model is off

@@ -25,7 +25,6 @@ is whole blocks.  In target verify ``cache_seqlens = seq_len + n`` (ragged verif
 from __future__ import annotations
 
 import ast
-import time
 
 import z3
 
@@ -40,7 +39,7 @@ from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OVERREAD, OVER
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, Path, term_ids
 from . import bindings
-from .consumers import PAGE_TABLE_REPORTED, call_argument, dominating_statements, judge_page_table, selves
+from .consumers import PAGE_TABLE_REPORTED, call_argument, dominating_statements, judge_page_table, selves, site_rows
 
 BUILD_PARAMS = ("req_to_token", "cache_seqlens", "page_table", "page_size")
 TABLE = "page_table"
@@ -61,18 +60,10 @@ def check_page_table_builds(program: Program, report: AuditReport, replay: bool 
         for fn, call, obj, field, lengths in _sites(program, build):
             where = f"{fn.rel}:{call.lineno}"
             for self_val in selves(program, fn):
-                t0 = time.perf_counter()
                 owner = self_val.cls.name if self_val is not None else fn.qual
-                try:
-                    rows = _rows(program, fn, self_val, owner, where, call, obj, field, build, block, runner,
-                                 _delta(fn, lengths))
-                except Exception as e:  # noqa: BLE001 - the audit's own failure is an error row
-                    rows = [Row(f"consumer.page_table_write[{owner}@{where}]", f"{owner} ({where})",
-                                "the page-table build's stores stay in the row", "z3", ERROR,
-                                f"the consumer check failed: {type(e).__name__}: {e}")]
-                for row in rows:
-                    row.seconds = time.perf_counter() - t0
-                    report.add(row)
+                site_rows(report, "page_table_write", owner, where, "the page-table build's stores stay in the row",
+                          lambda: _rows(program, fn, self_val, owner, where, call, obj, field, build, block, runner,
+                                        _delta(fn, lengths)))
 
 
 def _builds(program: Program) -> list[tuple[Found, ast.FunctionDef]]:
@@ -233,18 +224,7 @@ def _rows(program, fn, self_val, owner, where, call, obj, field, build, block, r
     subject = f"{owner} ({where}) -> {build.name} ({build.where}) -> stores cdiv(cache_seqlens, page_size) pages"
     check = (f"the pages the build stores per row (spec.page_table_build_columns_stored, cache_seqlens = seq_len + "
              f"{'n' if z3.is_expr(delta) else delta}) stay in the table's row")
-    tracer = Tracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
-    found = {}
-    values = _field_values(program, fn, self_val, obj, field, call.lineno)
-    if not values and field is not None:   # no assignment of the field: the tracer's own reading
-        values = [(ast.Attribute(value=obj, attr=field, ctx=ast.Load(), lineno=call.lineno, col_offset=0), fn)]
-    named = f"{ast.unparse(obj)}.{field}" if field else None
-    for expr, holder_fn in values:
-        expr, holder_fn, label = _dict_entry(program, self_val, expr, holder_fn)
-        tracer.steps = 0
-        for v, p in tracer.resolve(expr, tracer.top_frame(holder_fn, self_val), Path(trail=(where,))):
-            key = (v.site, v.view, term_ids(list(v.dims))) if isinstance(v, Alloc) else repr(v)
-            found.setdefault(key, (v, p, label or named))
+    found = traced_tables(program, fn, self_val, obj, field, call.lineno, where)
     allocs = [(v, p, label) for v, p, label in found.values() if isinstance(v, Alloc) and len(v.dims) == 2
               and isinstance(v.dims[-1], (int, z3.ArithRef))]
     if not allocs:
@@ -252,6 +232,25 @@ def _rows(program, fn, self_val, owner, where, call, obj, field, build, block, r
         return [Row(f"consumer.page_table_write[{owner}@{where}]", subject, check, "ast", UNKNOWN,
                     f"`{ast.unparse(obj)}{'.' + field if field else ''}` was not traced to a 2-D allocation: {why}")]
     return [_judged(owner, where, subject, check, a, p, block, runner, delta, label) for a, p, label in allocs]
+
+
+def traced_tables(program, fn, self_val, obj, field, line: int, where: str) -> dict:
+    """What ``<obj>.<field>`` (or ``obj`` itself when ``field`` is None) at line ``line`` of ``fn``
+    holds, followed through the record field (:func:`_field_values`) and a graph dict's entry, then
+    by the tracer: a key per value -> (value, path, the table's name for a row or None)."""
+    tracer = Tracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
+    found = {}
+    values = _field_values(program, fn, self_val, obj, field, line)
+    if not values and field is not None:   # no assignment of the field: the tracer's own reading
+        values = [(ast.Attribute(value=obj, attr=field, ctx=ast.Load(), lineno=line, col_offset=0), fn)]
+    named = f"{ast.unparse(obj)}.{field}" if field else None
+    for expr, holder_fn in values:
+        expr, holder_fn, label = _dict_entry(program, self_val, expr, holder_fn)
+        tracer.steps = 0
+        for v, p in tracer.resolve(expr, tracer.top_frame(holder_fn, self_val), Path(trail=(where,))):
+            key = (v.site, v.view, term_ids(list(v.dims))) if isinstance(v, Alloc) else repr(v)
+            found.setdefault(key, (v, p, label or named))
+    return found
 
 
 def _bare_seq_lens(e) -> bool:

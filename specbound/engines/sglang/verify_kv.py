@@ -226,10 +226,10 @@ class _Kernel:
                 self.why = f"cannot define {KERNEL}: {type(e).__name__}: {e}"
         return self.loaded
 
-    def replay(self, row: Row, a, values: dict) -> None:
+    def replay(self, row: Row, a, values: dict, delta=None) -> None:
         """The counterexample's batch (each ``seq_len <= C``, summing to ``S``) written the way
-        the verify writer does: lengths ``seq_len + n``, ``kv_indptr`` their prefix sums, into a
-        buffer of the allocation's size."""
+        the verify writer does: lengths ``seq_len + n`` (``+ delta`` when given: a backend's own
+        launch), ``kv_indptr`` their prefix sums, into a buffer of the allocation's size."""
         import torch
 
         loaded = self._load()
@@ -239,7 +239,7 @@ class _Kernel:
             row.detail += f"; no replay: {self.why or 'the counterexample is not concrete'}"
             return
         found, kernel = loaded
-        n, bs = values["num_draft_tokens"], len(seq)
+        n, bs = values["num_draft_tokens"] if delta is None else delta, len(seq)
         lens = torch.tensor([s + n for s in seq], dtype=torch.int32)
         indptr = torch.zeros(bs + 1, dtype=torch.int32)
         indptr[1:] = torch.cumsum(lens, 0)
