@@ -29,11 +29,14 @@ EFFECT = {"overrun": "silent corruption: a kernel writes past the buffer",
 # refuted rows in the saved reports; when no audited release has one, the status the audit gives
 # a refuted row of the family (buffer rows: a kernel's writes, specbound/audit/buffers.py;
 # consumers.py: page tables are read, custom masks copied; verify_kv.py: kv indices written;
-# page_table_build.py: page tables written; padded_verify.py: the mask gathered).
+# page_table_build.py: page tables written; padded_verify.py: the mask gathered; direct_kv.py: kv
+# indices written by a backend's own launch; plan_copy.py: the kv-index stream copied;
+# fill_write.py: a page table written by a fill clamped to the batch, not the width).
 REFUTED_BY_PREFIX = {"buffer.": "overrun", "consumer.page_table[": "overread", "consumer.custom_mask[": "crash",
                      "consumer.verify_kv_indices[": "overrun", "consumer.page_table_draft_decode[": "overread",
                      "consumer.sparse_page_table[": "overread", "consumer.page_table_write[": "overrun",
-                     "consumer.padded_verify_mask[": "crash"}
+                     "consumer.padded_verify_mask[": "crash", "consumer.direct_kv_indices[": "overrun",
+                     "consumer.plan_copy[": "crash", "consumer.page_table_fill_write[": "overrun"}
 SITE = re.compile(r"@([\w./-]+\.py):(\d+)\]$")
 # A location inside a row's subject: " (file:line)", " (file:line (moved))", " at file:line".
 _AT_LINE = re.compile(r" \([\w./-]+\.(?:py|cuh):\d+(?: \(moved\))?\)| at [\w./-]+\.(?:py|cuh):\d+")
