@@ -270,3 +270,26 @@ def test_a_symbolic_block_b_proof_covers_its_interpreted_launches(tmp_path, monk
     assert not plan.proved_specialization("fill_prefix_kernel", {**target, "BLOCK_B": 3})   # not a covered value
     wider = 2 * plan.symbolic_block_b_values()[-1]
     assert not plan.proved_specialization("fill_prefix_kernel", {**target, "BLOCK_B": wider})
+
+
+def test_the_envelope_tree_proof_counts_only_for_its_two_properties():
+    """The tree proof symbolic in K, D, n (IN-BOUNDS and NO-WRAP only) fills the row of its
+    own and never the row of launches with all five properties proved; a failed property of it
+    takes its mode's launches out of that row, but those a per-(K, D, n) proof covers."""
+    from specbound import manifest as manifest_mod
+    from specbound.engines.sglang import envelope
+
+    manifest = manifest_mod.load()
+    rows = {(r["kernel"], r["scope"]): r for r in envelope.coverage(manifest)}
+    overrun = rows[envelope.OVERRUN_ROW, "envelope"]
+    assert overrun["proved"] == overrun["total"] == rows["SGLANG-TREE", "envelope"]["total"]
+    per_spec = {e["specialization"] for e in manifest["sglang_theorems"].values()
+                if e["kernel"].startswith("SGLANG-TREE-") and ".." not in e["specialization"].split(",")[0]}
+    assert rows["SGLANG-TREE", "envelope"]["proved"] == envelope.tree_launches(per_spec) < overrun["total"]
+    tid = next(t for t, e in manifest["sglang_theorems"].items() if e["kernel"] == "SGLANG-TREE-QLEN"
+               and e["specialization"].startswith("K=1..") and e["property"] == "NO-WRAP")
+    manifest["sglang_theorems"][tid] = {**manifest["sglang_theorems"][tid], "verdict": "failed"}
+    less = {(r["kernel"], r["scope"]): r for r in envelope.coverage(manifest)}
+    qlen_per_spec = envelope.tree_launches({s for s in per_spec if "mode=QLEN" in s})
+    assert less[envelope.OVERRUN_ROW, "envelope"]["proved"] == overrun["total"] // 2 + qlen_per_spec
+    assert less["SGLANG-TREE", "envelope"] == rows["SGLANG-TREE", "envelope"]
