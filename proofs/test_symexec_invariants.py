@@ -47,6 +47,15 @@ def counter(out, vals, steps: tl.constexpr):
         tl.store(out + count, 1)
         if tl.load(vals + j) != 0:
             count += 1
+
+
+@triton.jit
+def counted(out, vals, steps: tl.constexpr):
+    count = 0
+    for j in range(steps):
+        if tl.load(vals + j) != 0:
+            count += 1
+    tl.store(out + count, 1)
 '''
 
 N = z3.Int("n")
@@ -57,8 +66,8 @@ def _run(tmp_path, name, summarise=True):
     src = tmp_path / "k.py"
     src.write_text(KERNELS)
     tensors = {"out": TensorModel("out", N, INT64, written=True), "vals": TensorModel("vals", N, INT64)}
-    size = "steps" if name == "counter" else "n"
-    scalars = {} if name == "counter" else {"key": V(z3.Int("key"), (), INT64)}
+    size = "steps" if name.startswith("count") else "n"
+    scalars = {} if name.startswith("count") else {"key": V(z3.Int("key"), (), INT64)}
     ex = Executor(str(src), name, constexprs={size: V(N, (), INT32)}, scalars=scalars, tensors=tensors,
                   grid=[z3.IntVal(1)], summarise_loops=summarise, oracle=make_oracle(PRECONDITIONS, {}, []))
     return ex.run()
@@ -121,3 +130,11 @@ def test_a_counter_bounded_by_the_iteration(tmp_path):
     store = next(a for a in res.accesses if a.kind == "store")
     assert _provable(store, _in_bounds(store))
     assert not _provable(store, store.off.e < N - 1)
+
+
+def test_after_the_loop_the_counter_is_bounded_by_the_trip_count(tmp_path):
+    """After ``range(steps)``, ``count <= 0 + k`` holds at ``k = steps`` (the trip count): the
+    store at ``out + count`` stays inside ``steps + 1`` cells, and can reach the last one."""
+    store = _run(tmp_path, "counted").accesses[-1]
+    assert _provable(store, _in_bounds(store, N + 1))
+    assert not _provable(store, store.off.e < N)

@@ -1,6 +1,7 @@
 """sglang's Triton tree build proved for the whole serving envelope at once (K, D, n Z3 terms,
 its loops summarised by checked invariants: :mod:`specbound.engines.sglang.tree_symbolic`):
-IN-BOUNDS and NO-WRAP proved and witnessed per mask mode, and each shown to fail on bugs
+IN-BOUNDS, NO-WRAP, RACE-FREE and WALK-BOUNDED proved and witnessed per mask mode, and each
+shown to fail on bugs
 planted in a copy of sglang's kernel source (the counterexample's shape then refuted as a
 concrete specialization and replayed on the edited kernel under the checked interpreter)."""
 
@@ -24,9 +25,10 @@ def tree_path(sglang_root):
 
 
 @pytest.mark.parametrize("mode", sorted(tree_model.MODE_NAMES), ids=tree_model.MODE_NAMES.get)
-def test_overrun_properties_proved_for_the_envelope(tree_path, mode):
-    """Both properties proved with a closed witness, resting on the envelope's ranges, the tree
-    shape and the checked loop invariants (cited), not on anything unproved."""
+def test_properties_proved_for_the_envelope(tree_path, mode):
+    """IN-BOUNDS, NO-WRAP, RACE-FREE and WALK-BOUNDED proved with a closed witness, resting on
+    the envelope's ranges, the tree shape and the checked loop invariants (cited), not on
+    anything unproved; FOOTPRINT is not claimed."""
     results = tree_symbolic.prove(tree_symbolic.EnvelopeSpec(mode), tree_path)
     assert [r.id.split("[")[0] for r in results] == [f"KERNEL-SGLANG-TREE-{tree_model.MODE_NAMES[mode]}-{p}"
                                                      for p in tree_symbolic.PROPERTIES]
@@ -36,6 +38,7 @@ def test_overrun_properties_proved_for_the_envelope(tree_path, mode):
         assert r.witness["witnessed"] == r.witness["obligations"] > 0 and r.witness["dead"] == 0
         assert {"topk", "depth", "n"} <= set(r.witness)   # the closed witness names its tree shape
         assert any(c.startswith("loop-invariant-step@") for c in r.lemmas_cited)
+    assert "FOOTPRINT" not in tree_symbolic.PROPERTIES
     in_bounds = results[0]
     assert {"draft_tokens_fit_scores", "well_formed_tree", "draft_token_num_in_envelope"} <= set(
         in_bounds.preconditions)
@@ -46,34 +49,46 @@ def _planted(tmp_path, path, old, new):
     return planted_copy(path, old, new, tmp_path / "spec_tree.py")
 
 
-# (old, new, mode, property, the tensor or kind the replay reports)
+# (old, new, mode, property, the replay's verdicts, what its detail names)
+OOB = ("oob",)
 PLANTS = {
     "parent search past the row": ("for pp in range(draft_token_num - 1):", "for pp in range(draft_token_num):",
-                                   1, "IN-BOUNDS", "selected_index"),
+                                   1, "IN-BOUNDS", OOB, "selected_index"),
     "walk search past the row": ("for cp in range(draft_token_num - 1):", "for cp in range(draft_token_num):",
-                                 0, "IN-BOUNDS", "selected_index"),
+                                 0, "IN-BOUNDS", OOB, "selected_index"),
     "mask row tail one late": ("tl.store(tree_mask_ptr + token_tree_idx + i, 0)",
-                               "tl.store(tree_mask_ptr + token_tree_idx + i + 1, 0)", 1, "IN-BOUNDS", "tree_mask"),
+                               "tl.store(tree_mask_ptr + token_tree_idx + i + 1, 0)", 1, "IN-BOUNDS", OOB, "tree_mask"),
     "FULL rows one late": ("seq_tree_idx + (seq_len + draft_token_num) * draft_tokenx + seq_len + 1",
                            "seq_tree_idx + (seq_len + draft_token_num) * draft_tokenx + seq_len + 2",
-                           0, "IN-BOUNDS", "tree_mask"),
+                           0, "IN-BOUNDS", OOB, "tree_mask"),
     "reverse loop from n": ("for i in range(draft_token_num - 1, 0, -1):", "for i in range(draft_token_num, 0, -1):",
-                            0, "IN-BOUNDS", "retrive_index"),
-    "walk position one past": ("cur_position = cp\n", "cur_position = cp + 1\n", 1, "IN-BOUNDS", "selected_index"),
-    "parent link one past": ("parent_position = pp + 1\n", "parent_position = pp + 2\n", 1, "IN-BOUNDS",
+                            0, "IN-BOUNDS", OOB, "retrive_index"),
+    "walk position one past": ("cur_position = cp\n", "cur_position = cp + 1\n", 1, "IN-BOUNDS", OOB, "selected_index"),
+    "parent link one past": ("parent_position = pp + 1\n", "parent_position = pp + 2\n", 1, "IN-BOUNDS", OOB,
                              "retrive_next_token"),
+    # the per-(K, D, n) theorems' race and walk edits (test_symexec_sglang_mutants)
+    "FULL request base b*n": ("tl.cast(draft_token_num * draft_token_num * batch_idx, seq_len.dtype)",
+                              "tl.cast(draft_token_num * batch_idx, seq_len.dtype)", 0, "RACE-FREE",
+                              ("race", "output"), "tree_mask"),
+    "QLEN request base b*n*(n-1)": ("draft_token_num * draft_token_num * batch_idx\n                + draft_token_num",
+                                    "draft_token_num * (draft_token_num - 1) * batch_idx\n                + draft_token_num",
+                                    1, "RACE-FREE", ("race", "output"), "tree_mask"),
+    "walk of depth + 1 steps": ("for _ in range(depth):", "for _ in range(depth + 1):", 0, "WALK-BOUNDED",
+                                ("output",), "positions"),
+    "positions one past": ("position + seq_len,\n", "position + seq_len + 1,\n", 1, "WALK-BOUNDED",
+                           ("output",), "positions"),
 }
 
 
 @pytest.mark.parametrize("name", sorted(PLANTS))
 def test_planted_edit_refutes_the_envelope_proof(tree_path, tmp_path, name):
-    old, new, mode, prop, tensor = PLANTS[name]
+    old, new, mode, prop, verdicts, named = PLANTS[name]
     copy = _planted(tmp_path, tree_path, old, new)
     found = tree_symbolic.refute(tree_symbolic.EnvelopeSpec(mode), copy, props=(prop,))
     assert found is not None, f"{name}: the envelope proof still holds"
     ob_id, values, ref = found
     assert values["n"] <= tree_symbolic.REPLAY_BOX["n"]
-    assert ref.status == "refuted" and ref.verdict == "oob" and tensor in ref.detail, (ob_id, values, ref.detail)
+    assert ref.status == "refuted" and ref.verdict in verdicts and named in ref.detail, (ob_id, values, ref.detail)
 
 
 def test_planted_wrap_refutes_the_envelope_proof(tree_path, tmp_path):

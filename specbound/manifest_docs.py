@@ -92,7 +92,7 @@ def sglang_envelope_figures(manifest: dict) -> dict:
 
     out = {}
     for r in envelope.coverage(manifest):
-        kind = {"SGLANG-DRAFT-KV": "kv", envelope.OVERRUN_ROW: "tree-overrun"}.get(r["kernel"], "tree")
+        kind = r.get("figure") or ("kv" if r["kernel"] == "SGLANG-DRAFT-KV" else "tree")
         key = f"sglang-{kind}-{r['scope'].split()[0]}"
         out.update({f"{key}-total": f"{r['total']:,}", f"{key}-proved": f"{r['proved']:,}",
                     f"{key}-percent": _percent(r["proved"], r["total"])})

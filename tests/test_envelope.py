@@ -272,10 +272,10 @@ def test_a_symbolic_block_b_proof_covers_its_interpreted_launches(tmp_path, monk
     assert not plan.proved_specialization("fill_prefix_kernel", {**target, "BLOCK_B": wider})
 
 
-def test_the_envelope_tree_proof_counts_only_for_its_two_properties():
-    """The tree proof symbolic in K, D, n (IN-BOUNDS and NO-WRAP only) fills the row of its
+def test_the_envelope_tree_proof_counts_only_for_its_own_properties():
+    """The tree proof symbolic in K, D, n (all properties but FOOTPRINT) fills the rows of its
     own and never the row of launches with all five properties proved; a failed property of it
-    takes its mode's launches out of that row, but those a per-(K, D, n) proof covers."""
+    takes its mode's launches out of the rows that need it, but those a per-(K, D, n) proof covers."""
     from specbound import manifest as manifest_mod
     from specbound.engines.sglang import envelope
 
@@ -292,4 +292,13 @@ def test_the_envelope_tree_proof_counts_only_for_its_two_properties():
     less = {(r["kernel"], r["scope"]): r for r in envelope.coverage(manifest)}
     qlen_per_spec = envelope.tree_launches({s for s in per_spec if "mode=QLEN" in s})
     assert less[envelope.OVERRUN_ROW, "envelope"]["proved"] == overrun["total"] // 2 + qlen_per_spec
+    but_footprint = envelope.partial_row("tree-but-footprint")
+    assert rows[but_footprint, "envelope"]["proved"] == overrun["total"]
+    assert less[but_footprint, "envelope"]["proved"] == overrun["total"] // 2 + qlen_per_spec
     assert less["SGLANG-TREE", "envelope"] == rows["SGLANG-TREE", "envelope"]
+    walk = next(t for t, e in manifest["sglang_theorems"].items() if e["kernel"] == "SGLANG-TREE-FULL"
+                and e["specialization"].startswith("K=1..") and e["property"] == "WALK-BOUNDED")
+    manifest["sglang_theorems"][walk] = {**manifest["sglang_theorems"][walk], "verdict": "failed"}
+    fewer = {(r["kernel"], r["scope"]): r for r in envelope.coverage(manifest)}
+    assert fewer[envelope.OVERRUN_ROW, "envelope"] == less[envelope.OVERRUN_ROW, "envelope"]   # not its property
+    assert fewer[but_footprint, "envelope"]["proved"] == envelope.tree_launches(per_spec)

@@ -317,7 +317,15 @@ def symbolic_loop(ex, st, env, start, stop, step):
     for name in abstract:
         env[name] = havoc(ex, x0_abstract[name], name, line)
     if summarised:
-        invariants.after_loop(ex, env, summarised, cands, dts, line)
+        invariants.after_loop(ex, env, summarised, cands, dts, line, _trips(start_e, stop_e, step))
+
+
+def _trips(start, stop, step):
+    """How many iterations ``range(start, stop, step)`` runs, for a constant step (else None)."""
+    if isinstance(step, bool) or not isinstance(step, int) or step == 0:
+        return None
+    span, s = (start - stop, -step) if step < 0 else (stop - start, step)
+    return z3.If(span > 0, (span + s - 1) / s, 0)
 
 
 def havoc(ex, x, name, line):

@@ -169,12 +169,14 @@ def _houdini(ex, env, names, k, dts, cands, run_body, line):
         cands = {n: [c for c in cs if (n, c[0]) not in failed] for n, cs in cands.items()}
 
 
-def after_loop(ex, env, names, cands, dts, line):
+def after_loop(ex, env, names, cands, dts, line, trips=None):
     """Each summarised variable after the loop: a fresh value of its dtype satisfying its
-    ``k``-free invariants (they hold before the first iteration and after every one)."""
+    ``k``-free invariants (they hold before the first iteration and after every one) and, when
+    the trip count ``trips`` is known, the others at ``k = trips`` (initiation when the loop
+    does not run, else consecution of its last iteration ``k = trips - 1``)."""
     for n in names:
         v = _fresh(ex, n, dts[n], line)
         for text, f, rel, _p in cands[n]:
-            if not rel:
-                ex.path_cond.append((f"invariant_after@{line}:{n}:{text}#{v}", f(v, None)))
+            if not rel or trips is not None:
+                ex.path_cond.append((f"invariant_after@{line}:{n}:{text}#{v}", f(v, trips)))
         env[n] = _value(v, dts[n])

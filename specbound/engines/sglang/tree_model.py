@@ -198,7 +198,9 @@ def _row_base(run, a, b):
     sp = run.spec
     if a.tensor.name == "tree_mask":
         t = a.env.get("draft_tokenx")
-        if not isinstance(t, int):
+        if isinstance(t, V) and t.shape == ():   # a symbolic node loop (tree_symbolic): its index term
+            t = t.e
+        elif not isinstance(t, int):
             raise Unsupported("footprint map: tree_mask store outside the constexpr node loop (draft_tokenx)", a.line)
         mode = spec.TreeMaskMode(sp.mode)
         return t, spec.mask_tree_cell(mode, b, t, 0, sp.n, seq_len(b), P(b))

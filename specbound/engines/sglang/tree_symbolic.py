@@ -13,10 +13,13 @@ reverse loop reads back of ``retrive_next_token`` taken as any int64 (earlier it
 stores are not replayed).  The envelope's ranges of K, D, n and ``spec.tree_shape_ok`` are
 stated preconditions, the batch size is symbolic as in :mod:`.tree_model`.
 
-Only the overrun properties are claimed here: IN-BOUNDS and NO-WRAP hold whatever the
-summarised values are, within their proved intervals.  RACE-FREE, FOOTPRINT and WALK-BOUNDED
-name the node loop's constants (their maps in :mod:`.tree_model` read ``draft_tokenx`` as an
-int), so they stay per specialization.
+Claimed here: IN-BOUNDS, NO-WRAP, RACE-FREE (every store and read-back in the program's own
+request row, rows of different requests disjoint) and WALK-BOUNDED (``position <= D`` after
+the walk: its invariant ``position <= k`` taken at the trip count ``k = D``).  Not FOOTPRINT:
+its completeness half enumerates the n x n spec cells, each matched with an unconditional store
+of the unrolled kernel; with symbolic loops it would need each spec cell shown stored by some
+iteration (a quantified coverage obligation), which is not built.  So no launch is fully
+proved by these theorems (envelope.coverage counts them in rows of their own).
 """
 
 from __future__ import annotations
@@ -37,8 +40,8 @@ from specbound.proofs.symexec.theorems import obligations as generic
 from specbound.engines.sglang import tree_model
 
 KERNEL, SOURCE = tree_model.KERNEL, tree_model.SOURCE
-# The overrun properties: what the symbolic proof claims for every specialization.
-PROPERTIES = ("IN-BOUNDS", "NO-WRAP")
+# What the symbolic proof claims for every specialization: all of tree_model's but FOOTPRINT.
+PROPERTIES = tuple(p for p in tree_model.PROPERTIES if p != "FOOTPRINT")
 K, D, N = z3.Ints("topk depth draft_token_num")
 
 
@@ -92,8 +95,9 @@ def specs() -> list:
 def obligations(run, prop: str) -> list:
     if prop not in PROPERTIES:
         raise ValueError(f"{prop}: the envelope proof claims only {PROPERTIES}")
-    return generic(run, prop, bounds=_bounds, races=tree_model.race_obligations,
-                   values=tree_model.walk_obligations, footprints=tree_model.footprint_obligations)
+    # footprints=None: FOOTPRINT is not claimed (generic refuses it); the race and walk maps
+    # read the node loop's index as a term
+    return generic(run, prop, bounds=_bounds, races=tree_model.race_obligations, values=tree_model.walk_obligations)
 
 
 def _bounds(run) -> list:
@@ -124,7 +128,7 @@ def _excluded(run, ob, case) -> bool:
 
 
 def prove(sp: EnvelopeSpec, path: str, host: tree_model.Host | None = None, progress=None) -> list:
-    """IN-BOUNDS and NO-WRAP of sglang's tree kernel at ``path`` for every (K, D, n) of the
+    """The :data:`PROPERTIES` of sglang's tree kernel at ``path`` for every (K, D, n) of the
     envelope at ``sp.mode``."""
     return prove_run(tree_model.run_kernel(sp, path, host), obligations, PROPERTIES, progress)
 
