@@ -1,7 +1,7 @@
 """sglang's Triton tree build proved for the whole serving envelope at once (K, D, n Z3 terms,
 its loops summarised by checked invariants: :mod:`specbound.engines.sglang.tree_symbolic`):
-IN-BOUNDS, NO-WRAP, RACE-FREE and WALK-BOUNDED proved and witnessed per mask mode, and each
-shown to fail on bugs
+all five properties (IN-BOUNDS, NO-WRAP, RACE-FREE, FOOTPRINT, WALK-BOUNDED) proved and witnessed
+per mask mode, and each shown to fail on bugs
 planted in a copy of sglang's kernel source (the counterexample's shape then refuted as a
 concrete specialization and replayed on the edited kernel under the checked interpreter)."""
 
@@ -26,9 +26,9 @@ def tree_path(sglang_root):
 
 @pytest.mark.parametrize("mode", sorted(tree_model.MODE_NAMES), ids=tree_model.MODE_NAMES.get)
 def test_properties_proved_for_the_envelope(tree_path, mode):
-    """IN-BOUNDS, NO-WRAP, RACE-FREE and WALK-BOUNDED proved with a closed witness, resting on
-    the envelope's ranges, the tree shape and the checked loop invariants (cited), not on
-    anything unproved; FOOTPRINT is not claimed."""
+    """Every property of the per-(K, D, n) proofs proved with a closed witness, resting on the
+    envelope's ranges, the tree shape and the checked loop invariants (cited), not on anything
+    unproved."""
     results = tree_symbolic.prove(tree_symbolic.EnvelopeSpec(mode), tree_path)
     assert [r.id.split("[")[0] for r in results] == [f"KERNEL-SGLANG-TREE-{tree_model.MODE_NAMES[mode]}-{p}"
                                                      for p in tree_symbolic.PROPERTIES]
@@ -38,7 +38,7 @@ def test_properties_proved_for_the_envelope(tree_path, mode):
         assert r.witness["witnessed"] == r.witness["obligations"] > 0 and r.witness["dead"] == 0
         assert {"topk", "depth", "n"} <= set(r.witness)   # the closed witness names its tree shape
         assert any(c.startswith("loop-invariant-step@") for c in r.lemmas_cited)
-    assert "FOOTPRINT" not in tree_symbolic.PROPERTIES
+    assert tree_symbolic.PROPERTIES == tree_model.PROPERTIES
     in_bounds = results[0]
     assert {"draft_tokens_fit_scores", "well_formed_tree", "draft_token_num_in_envelope"} <= set(
         in_bounds.preconditions)
@@ -77,6 +77,14 @@ PLANTS = {
                                 ("output",), "positions"),
     "positions one past": ("position + seq_len,\n", "position + seq_len + 1,\n", 1, "WALK-BOUNDED",
                            ("output",), "positions"),
+    # FOOTPRINT: a wrong value (every store in bounds and its own), and a column never written
+    # (only the coverage obligation sees it)
+    "retrive_index of the neighbour": ("current_token_idx = retrieve_index_offset + i\n",
+                                       "current_token_idx = retrieve_index_offset + i - 1\n", 0, "FOOTPRINT",
+                                       ("output",), "retrive_index"),
+    "row tail one column short": ("for i in range(draft_token_num - 1):\n            tl.store(tree_mask_ptr",
+                                  "for i in range(draft_token_num - 2):\n            tl.store(tree_mask_ptr",
+                                  1, "FOOTPRINT", ("output",), "tree_mask"),
 }
 
 

@@ -28,7 +28,8 @@ import specbound.proofs
 
 PATH = Path(specbound.proofs.__file__).resolve().parent / "manifest.json"
 SGLANG_SOURCE = ("sglang 0.5.23, every specialization of `specbound audit sglang --symbolic-all` "
-                 "(recorded in docs/kernel-proofs.md, 'sglang's own kernels'); pytest re-proves the "
+                 "and the tree's two envelope proofs (`bench/bench_sglang_symexec.py --all --record --kernel "
+                 "tree-envelope`) (recorded in docs/kernel-proofs.md, 'sglang's own kernels'); pytest re-proves the "
                  "default one per kernel against these entries")
 
 

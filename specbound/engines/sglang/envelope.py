@@ -114,11 +114,9 @@ def _union_size(intervals) -> int:
     return total
 
 
-# Tree launches with some of the properties proved (the symbolic tree proofs of tree_symbolic
-# claim all but FOOTPRINT): rows of their own, never counted as fully proved.  Figure key ->
-# the properties the row requires.
-PARTIAL = {"tree-overrun": ("IN-BOUNDS", "NO-WRAP"),
-           "tree-but-footprint": tuple(p for p in TREE_PROPERTIES if p != "FOOTPRINT")}
+# Tree launches with some of the properties proved: rows of their own, never counted as fully
+# proved.  Figure key -> the properties the row requires.
+PARTIAL = {"tree-overrun": ("IN-BOUNDS", "NO-WRAP")}
 
 
 def partial_row(figure: str) -> str:

@@ -13,13 +13,13 @@ reverse loop reads back of ``retrive_next_token`` taken as any int64 (earlier it
 stores are not replayed).  The envelope's ranges of K, D, n and ``spec.tree_shape_ok`` are
 stated preconditions, the batch size is symbolic as in :mod:`.tree_model`.
 
-Claimed here: IN-BOUNDS, NO-WRAP, RACE-FREE (every store and read-back in the program's own
-request row, rows of different requests disjoint) and WALK-BOUNDED (``position <= D`` after
-the walk: its invariant ``position <= k`` taken at the trip count ``k = D``).  Not FOOTPRINT:
-its completeness half enumerates the n x n spec cells, each matched with an unconditional store
-of the unrolled kernel; with symbolic loops it would need each spec cell shown stored by some
-iteration (a quantified coverage obligation), which is not built.  So no launch is fully
-proved by these theorems (envelope.coverage counts them in rows of their own).
+Every property of :mod:`.tree_model` is claimed: IN-BOUNDS, NO-WRAP, RACE-FREE (every store
+and read-back in the program's own request row, rows of different requests disjoint),
+FOOTPRINT (every store's cell a spec cell of its own row, ``retrive_index`` its own cell as
+the value; and every spec cell of ``tree_mask``, ``positions``, ``retrive_index`` stored for
+every request: for an arbitrary cell, some store runs at loop indices chosen from the cell,
+:func:`coverage_obligations`) and WALK-BOUNDED (``position <= D`` after the walk: its
+invariant ``position <= k`` taken at the trip count ``k = D``).
 """
 
 from __future__ import annotations
@@ -30,8 +30,10 @@ import z3
 
 from specbound import spec
 from specbound.proofs import core
-from specbound.proofs.model import labelled
-from specbound.proofs.symexec.obligations import check, instantiate
+from specbound.proofs.model import P, bs, labelled, seq_len
+from specbound.proofs.terms import subterms
+from specbound.proofs.symexec.obligations import Obligation, check, instantiate
+from specbound.proofs.symexec.values import V
 from specbound.proofs.theorem import evaluate_report
 from specbound.proofs.symexec.engine_theorems import prove as prove_run
 from specbound.proofs.symexec.kernel_files import torch_free_module
@@ -40,8 +42,8 @@ from specbound.proofs.symexec.theorems import obligations as generic
 from specbound.engines.sglang import tree_model
 
 KERNEL, SOURCE = tree_model.KERNEL, tree_model.SOURCE
-# What the symbolic proof claims for every specialization: all of tree_model's but FOOTPRINT.
-PROPERTIES = tuple(p for p in tree_model.PROPERTIES if p != "FOOTPRINT")
+# What the symbolic proof claims for every specialization: all of tree_model's.
+PROPERTIES = tree_model.PROPERTIES
 K, D, N = z3.Ints("topk depth draft_token_num")
 
 
@@ -95,9 +97,10 @@ def specs() -> list:
 def obligations(run, prop: str) -> list:
     if prop not in PROPERTIES:
         raise ValueError(f"{prop}: the envelope proof claims only {PROPERTIES}")
-    # footprints=None: FOOTPRINT is not claimed (generic refuses it); the race and walk maps
-    # read the node loop's index as a term
-    return generic(run, prop, bounds=_bounds, races=tree_model.race_obligations, values=tree_model.walk_obligations)
+    # the race and walk maps read the node loop's index as a term; FOOTPRINT's completeness is
+    # over symbolic loops (coverage_obligations)
+    return generic(run, prop, bounds=_bounds, races=tree_model.race_obligations, values=tree_model.walk_obligations,
+                   footprints=footprint_obligations)
 
 
 def _bounds(run) -> list:
@@ -168,3 +171,93 @@ def refute(sp: EnvelopeSpec, path: str, props=PROPERTIES, replay: bool = True, a
                     return found
                 box[f"replay_box_not_{shape}"] = z3.Not(z3.And(K == shape[0], D == shape[1], N == shape[2]))
     return found
+
+
+# --- FOOTPRINT: completeness over symbolic loops ------------------------------------------------------
+
+# Path entries that decide whether a statement runs (branches, loop iterations, the grid); the
+# others (havocs, invariants) are facts about values and no part of a store's reachability.
+RUNS = ("program_id", "loop_index@", "loop_iter@", "if@", "not_returned@")
+LOOPS = ("loop_index@", "loop_iter@")
+
+
+def _loop_indices(path) -> list:
+    """The index constants of the loops a statement is inside (each loop's path entry is
+    ``And(idx >= 0, ...)``)."""
+    return [cond.arg(0).arg(0) for label, cond in path if label.startswith(LOOPS)]
+
+
+def _solve(col, x):
+    """``x`` as a term of the column ``col`` when ``col = c0 + c*x`` with ``c`` = +-1 (else
+    None): ``x = c * (column - c0)``."""
+    c0 = z3.simplify(z3.substitute(col, (x, z3.IntVal(0))))
+    c = z3.simplify(z3.substitute(col, (x, z3.IntVal(1))) - c0)
+    if not (z3.is_int_value(c) and c.as_long() in (1, -1)):
+        return None
+    if not z3.is_true(z3.simplify(col == c0 + c * x)):
+        rest = z3.simplify(col - c0 - c * x)
+        if not (z3.is_int_value(rest) and rest.as_long() == 0):
+            return None
+    return lambda column: c * (column - c0)
+
+
+def _stored_at(run, a, t, j):
+    """The condition that store ``a`` runs and writes spec cell (``t``, ``j``) of the program's
+    request (``t`` None for a token tensor), its loop indices chosen from the cell: the node
+    loop's index is ``t`` (mask rows), one more index is solved from the column; or None when
+    the store cannot be matched so."""
+    b = run.result.pid[0]
+    loops = _loop_indices(a.path)
+    sigma = []
+    if t is not None:
+        node = a.env.get("draft_tokenx")
+        if not (isinstance(node, V) and any(node.e.eq(x) for x in loops)):
+            return None
+        sigma.append((node.e, t))
+        cell = spec.mask_tree_cell(spec.TreeMaskMode(run.spec.mode), b, t, j, N, seq_len(b), P(b))
+    else:
+        cell = spec.token_cell(b, j, N)
+    off = z3.substitute(a.off.e, *sigma) if sigma else a.off.e
+    base = z3.substitute(cell, (j, z3.IntVal(0)))
+    free = [x for x in loops if not any(x.eq(y) for y, _ in sigma) and _mentions(off, x)]
+    if len(free) > 1:
+        return None
+    if free:
+        solve = _solve(z3.simplify(off - base), free[0])
+        if solve is None:
+            return None
+        sigma.append((free[0], solve(j)))
+    runs = [c for label, c in a.path if label.startswith(RUNS)]
+    goal = z3.And(*runs, a.mask, a.off.e == cell)
+    return z3.substitute(goal, *sigma) if sigma else goal
+
+
+def _mentions(e, x) -> bool:
+    return any(s.eq(x) for s in subterms(e))
+
+
+def coverage_obligations(run) -> list:
+    """Every spec cell of the outputs written in full (``tree_model.EXACT``) is stored for every
+    request: for an arbitrary cell (``t``, ``j``) some store runs with loop indices chosen from
+    the cell (:func:`_stored_at`) and writes it.  One quantified obligation per tensor (a
+    disjunction over its stores)."""
+    b = run.result.pid[0]
+    fb, t, j = z3.Ints("cell_b cell_t cell_j")
+    out = []
+    for name in tree_model.EXACT:
+        row = t if name == "tree_mask" else None
+        stores = [(i, a) for i, a in tree_model._stores(run) if a.tensor.name == name]
+        options = [g for g in (_stored_at(run, a, row, j) for _i, a in stores) if g is not None]
+        hyps = dict(run.hyps)
+        hyps["spec_request"] = z3.And(0 <= fb, fb < bs)
+        hyps["chosen_pid"] = b == fb
+        hyps["spec_cell"] = z3.And(0 <= j, j < N, *([0 <= t, t < N] if row is not None else []))
+        out.append(Obligation(f"coverage-{name}", "coverage", 0,
+                              f"every spec cell of {name} is stored for every request (some store runs at "
+                              "loop indices chosen from the cell)", hyps,
+                              z3.Or(*options) if options else z3.BoolVal(False), list(run.lemmas)))
+    return out
+
+
+def footprint_obligations(run) -> list:
+    return tree_model.footprint_soundness(run) + coverage_obligations(run)
