@@ -4,7 +4,8 @@
     python bench/bench_sglang_symexec.py --kv-envelope [--sample N] [--json PATH]
 
 The kernels are read from the installed sglang (or DIR) by path; the specializations are
-the audit's (``specbound.engines.sglang.kernel_proofs.kv_specs`` / ``tree_specs``; ``--all``: every one).
+the audit's (``specbound.engines.sglang.kernel_proofs.kv_specs`` / ``tree_specs``; ``--all``: every one,
+and the tree's two envelope proofs ``tree_symbolic.specs()``, kernel ``tree-envelope``).
 After the table: per kernel, the declared preconditions and the axioms its proofs used
 (``--json``: per theorem).  ``--all --record`` writes the verdicts into the manifest's
 ``sglang_theorems`` (``specbound.manifest.record_sglang``; with ``--kernel``, the other
@@ -27,6 +28,7 @@ from specbound.engines.sglang.locate import locate
 from specbound.engines.sglang.kernel_proofs import KV_FILES, TREE_FILES, kv_specs, sglang_width, tree_specs
 from specbound.engines.sglang import draft_kv_model as sglang_draft_kv
 from specbound.engines.sglang import tree_model as sglang_tree
+from specbound.engines.sglang import tree_symbolic as sglang_tree_symbolic
 
 
 def main() -> int:
@@ -34,7 +36,7 @@ def main() -> int:
     ap.add_argument("--all", action="store_true", help="every specialization (default: the audit's subset)")
     ap.add_argument("--sglang-path", default=None)
     ap.add_argument("--json", default=None)
-    ap.add_argument("--kernel", choices=("draft_kv", "tree"), default=None, help="only this kernel")
+    ap.add_argument("--kernel", choices=("draft_kv", "tree", "tree-envelope"), default=None, help="only this kernel")
     ap.add_argument("--record", action="store_true", help="with --all: write the verdicts into proofs/manifest.json")
     ap.add_argument("--kv-envelope", action="store_true", help="the kv kernel at every envelope specialization")
     ap.add_argument("--sample", type=int, default=None, help="with --kv-envelope: N specializations spread evenly")
@@ -60,7 +62,10 @@ def main() -> int:
     for kind, mod, files, specs, prove in (
             ("draft_kv", sglang_draft_kv, KV_FILES, kv_list,
              lambda sp, p: sglang_draft_kv.prove(sp, p, host)),
-            ("tree", sglang_tree, TREE_FILES, tree_specs(args.all), lambda sp, p: sglang_tree.prove(sp, p))):
+            ("tree", sglang_tree, TREE_FILES, tree_specs(args.all), lambda sp, p: sglang_tree.prove(sp, p)),
+            # IN-BOUNDS and NO-WRAP for every (K, D, n) of the envelope, one proof per mode
+            ("tree-envelope", sglang_tree_symbolic, TREE_FILES, sglang_tree_symbolic.specs() if args.all else [],
+             lambda sp, p: sglang_tree_symbolic.prove(sp, p))):
         if args.kernel not in (None, kind):
             continue
         path = str(index.find(mod.KERNEL, files).path)

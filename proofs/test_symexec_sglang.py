@@ -15,6 +15,7 @@ from specbound.proofs.symexec import selfcheck
 from specbound.engines.sglang import draft_kv_model as sglang_draft_kv
 from specbound.engines.sglang import draft_kv_obligations as sglang_draft_kv_obligations
 from specbound.engines.sglang import tree_model as sglang_tree
+from specbound.engines.sglang.testing import planted_copy
 from specbound.proofs.symexec import engine_theorems as sglang_common
 from specbound.proofs.symexec.values import Unsupported
 from specbound.replay import load_kernel
@@ -267,11 +268,7 @@ def test_tree_on_malformed_trees_reads_outside_parent_list(tree_path):
 
 
 def _planted(tmp_path, path, old, new):
-    text = open(path).read()
-    assert text.count(old) == 1, f"the planted change no longer matches the source: {old!r}"
-    copy = tmp_path / "planted.py"
-    copy.write_text(text.replace(old, new))
-    return str(copy)
+    return planted_copy(path, old, new, tmp_path / "planted.py")
 
 
 def test_planted_off_by_one_in_sglang_kv_kernel_is_refuted(kv_path, tmp_path):

@@ -28,7 +28,8 @@ import specbound.proofs
 
 PATH = Path(specbound.proofs.__file__).resolve().parent / "manifest.json"
 SGLANG_SOURCE = ("sglang 0.5.23, every specialization of `specbound audit sglang --symbolic-all` "
-                 "(recorded in docs/kernel-proofs.md, 'sglang's own kernels'); pytest re-proves the "
+                 "and the tree's two envelope proofs (`bench/bench_sglang_symexec.py --all --record --kernel "
+                 "tree-envelope`) (recorded in docs/kernel-proofs.md, 'sglang's own kernels'); pytest re-proves the "
                  "default one per kernel against these entries")
 
 
@@ -50,6 +51,7 @@ def enumerate_registries() -> dict:
     from specbound.fuzz.replay import SIZING_MUTANTS
     from specbound.proofs import registry
     from specbound.engines.sglang import draft_kv_model as sglang_draft_kv, tree_model as sglang_tree
+    from specbound.engines.sglang import tree_symbolic as sglang_tree_symbolic
     from specbound.proofs.symexec import mutants as kernel_mutants
     from specbound.proofs.symexec import theorems
     from specbound.proofs.symexec import verifiers
@@ -68,7 +70,8 @@ def enumerate_registries() -> dict:
                     "mutants": carried}
     without = {f"{kind}/{prop}": reason for (kind, prop), reason in theorems.WITHOUT_MUTANT.items()}
     sglang = {}
-    for module, specs in ((sglang_draft_kv, sglang_kv_specs(True)), (sglang_tree, sglang_tree_specs(True))):
+    for module, specs in ((sglang_draft_kv, sglang_kv_specs(True)), (sglang_tree, sglang_tree_specs(True)),
+                          (sglang_tree_symbolic, sglang_tree_symbolic.specs())):   # its two properties only
         for sp in specs:
             for prop in module.PROPERTIES:
                 sglang[f"KERNEL-{sp.name}-{prop}[{sp.label}]"] = {"kernel": sp.name, "specialization": sp.label,

@@ -92,7 +92,8 @@ def sglang_envelope_figures(manifest: dict) -> dict:
 
     out = {}
     for r in envelope.coverage(manifest):
-        key = f"sglang-{'kv' if r['kernel'] == 'SGLANG-DRAFT-KV' else 'tree'}-{r['scope'].split()[0]}"
+        kind = r.get("figure") or ("kv" if r["kernel"] == "SGLANG-DRAFT-KV" else "tree")
+        key = f"sglang-{kind}-{r['scope'].split()[0]}"
         out.update({f"{key}-total": f"{r['total']:,}", f"{key}-proved": f"{r['proved']:,}",
                     f"{key}-percent": _percent(r["proved"], r["total"])})
     return out

@@ -226,6 +226,9 @@ def test_sglang_envelope_names_what_sglang_launches():
     assert envelope.tree_batches("K=1,D=3,n=4,mode=QLEN,batch_size=200..300") == 57   # clipped to the envelope
     assert envelope.tree_batches("K=1,D=3,n=9,mode=QLEN,batch_size=1..256") == 0
     manifest = manifest_mod.load()
+    # the per-(K, D, n) proofs alone (the envelope proofs, symbolic in K, D, n, cover them all)
+    manifest["sglang_theorems"] = {t: e for t, e in manifest["sglang_theorems"].items()
+                                   if not e["specialization"].startswith("K=1..")}
     full = {(r["kernel"], r["scope"]): r for r in envelope.coverage(manifest)}
     tid = next(t for t, e in manifest["sglang_theorems"].items()
                if e["kernel"] == "SGLANG-TREE-QLEN" and e["specialization"].startswith("K=1,D=3,n=4,"))
@@ -292,3 +295,33 @@ def test_a_symbolic_block_b_proof_covers_its_interpreted_launches(tmp_path, monk
     assert not plan.proved_specialization("fill_prefix_kernel", {**target, "BLOCK_B": 3})   # not a covered value
     wider = 2 * plan.symbolic_block_b_values()[-1]
     assert not plan.proved_specialization("fill_prefix_kernel", {**target, "BLOCK_B": wider})
+
+
+def test_the_envelope_tree_proofs_count_per_property():
+    """The tree proofs symbolic in K, D, n cover every launch of the envelope, in the row of fully
+    proved launches only while all five of their properties are proved: a failed property of
+    one takes its mode's launches out of every row that needs that property, but those a
+    per-(K, D, n) proof covers."""
+    from specbound import manifest as manifest_mod
+    from specbound.engines.sglang import envelope
+
+    manifest = manifest_mod.load()
+    rows = {(r["kernel"], r["scope"]): r for r in envelope.coverage(manifest)}
+    tree, overrun = rows["SGLANG-TREE", "envelope"], rows[envelope.OVERRUN_ROW, "envelope"]
+    assert tree["proved"] == tree["total"] == overrun["proved"] == overrun["total"]
+    per_spec = {e["specialization"] for e in manifest["sglang_theorems"].values()
+                if e["kernel"].startswith("SGLANG-TREE-") and not e["specialization"].startswith("K=1..")}
+    qlen_per_spec = envelope.tree_launches({s for s in per_spec if "mode=QLEN" in s})
+    full_per_spec = envelope.tree_launches({s for s in per_spec if "mode=FULL" in s})
+    walk = next(t for t, e in manifest["sglang_theorems"].items() if e["kernel"] == "SGLANG-TREE-FULL"
+                and e["specialization"].startswith("K=1..") and e["property"] == "WALK-BOUNDED")
+    manifest["sglang_theorems"][walk] = {**manifest["sglang_theorems"][walk], "verdict": "failed"}
+    less = {(r["kernel"], r["scope"]): r for r in envelope.coverage(manifest)}
+    assert less["SGLANG-TREE", "envelope"]["proved"] == tree["total"] // 2 + full_per_spec
+    assert less[envelope.OVERRUN_ROW, "envelope"] == overrun   # not one of its properties
+    wrap = next(t for t, e in manifest["sglang_theorems"].items() if e["kernel"] == "SGLANG-TREE-QLEN"
+                and e["specialization"].startswith("K=1..") and e["property"] == "NO-WRAP")
+    manifest["sglang_theorems"][wrap] = {**manifest["sglang_theorems"][wrap], "verdict": "failed"}
+    fewer = {(r["kernel"], r["scope"]): r for r in envelope.coverage(manifest)}
+    assert fewer["SGLANG-TREE", "envelope"]["proved"] == full_per_spec + qlen_per_spec
+    assert fewer[envelope.OVERRUN_ROW, "envelope"]["proved"] == tree["total"] // 2 + qlen_per_spec

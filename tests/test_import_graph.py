@@ -388,6 +388,7 @@ PENDING: dict[str, tuple[str, ...]] = {
     "specbound.manifest": (
         "specbound.engines.sglang.kernel_proofs", "specbound.proofs.registry", "specbound.proofs.symexec.mutants",
         "specbound.engines.sglang.draft_kv_model", "specbound.engines.sglang.tree_model",
+        "specbound.engines.sglang.tree_symbolic",
         "specbound.proofs.symexec.theorems", "specbound.proofs.symexec.verifiers",
     ),
     "specbound.manifest_docs": (

@@ -14,7 +14,11 @@
   ``start + k*step < stop``; the step must be proved positive.  A loop-carried variable
   must be an induction variable ``x += c`` (``c`` loop invariant): the body runs with
   ``x = x0 + k*c`` and the trusted core proves the invariant inductive (the body's new
-  ``x`` equals ``x0 + (k+1)*c``) before the run continues; anything else is ``Unsupported``.
+  ``x`` equals ``x0 + (k+1)*c``) before the run continues; anything else is ``Unsupported``,
+  unless the run summarises its loops (``summarise_loops``): then every other variable the
+  body assigns that exists before the loop is summarised by interval invariants the core
+  proves inductive (:mod:`.invariants`), a constant negative step counts down, and a read of
+  program-written memory in the loop is any value of its dtype.
 * **Helpers** (:func:`inline`): a ``@triton.jit`` function of the same file called from the
   kernel is inlined with its defaults; its ``return value`` must be its last statement.
 """
@@ -27,6 +31,7 @@ import z3
 
 from specbound.proofs import core
 
+from . import invariants
 from .values import INT1, INT32, Ptr, Unsupported, V, as_bool, as_int, broadcast, fresh_name, lane_range, lift, promote
 
 
@@ -240,17 +245,29 @@ def symbolic_loop(ex, st, env, start, stop, step):
     for what, v in (("start", start), ("bound", stop), ("step", step)):
         if isinstance(v, V):
             ex.observe(v, line, f"loop {what}")
-    ex.raise_ob("loopstep", line, step_e > 0, (), "the loop step is positive (else range() would not "
-                "run the iterations the model runs)")
+    # a constant negative step counts down (summarised runs only: range(n - 1, 0, -1))
+    down = ex.summarise_loops and isinstance(step, int) and not isinstance(step, bool) and step < 0
+    if not down:
+        ex.raise_ob("loopstep", line, step_e > 0, (), "the loop step is positive (else range() would not "
+                    "run the iterations the model runs)")
     k = z3.Int(fresh_name(f"iter@{line}"))
     ex.local_consts.append(k)
     idx = start_e + k * step_e
+    in_range = idx > stop_e if down else idx < stop_e
     # the index after the last iteration is computed by the loop in the bound's dtype
-    ex.raise_ob("wrap", line, z3.Implies(z3.And(k >= 0, idx < stop_e), idx + step_e < stop_dt.hi()), (),
-                f"the loop index plus its step fits {stop_dt} (no wrap in the loop's own increment)")
+    if down:
+        ex.raise_ob("wrap", line, z3.Implies(z3.And(k >= 0, in_range), idx + step_e >= stop_dt.lo()), (),
+                    f"the loop index plus its step fits {stop_dt} (no wrap in the loop's own decrement)")
+    else:
+        ex.raise_ob("wrap", line, z3.Implies(z3.And(k >= 0, in_range), idx + step_e < stop_dt.hi()), (),
+                    f"the loop index plus its step fits {stop_dt} (no wrap in the loop's own increment)")
     increments = {}
     abstract = sorted(a for a in assigned if a in env and a in ex.abstract_carried)
     carried = [name for name in carried if name not in abstract]
+    summarised = []
+    if ex.summarise_loops:   # every other variable of the loop that exists before it (invariants.py)
+        carried = [name for name in carried if _increment(st.body, name) is not None]
+        summarised = sorted(a for a in assigned if a in env and a not in abstract and a not in carried)
     for name in abstract:
         env[name] = havoc(ex, env[name], name, line)
     for name in carried:
@@ -268,17 +285,30 @@ def symbolic_loop(ex, st, env, start, stop, step):
     target = st.target.id
     env[target] = V(idx, (), stop_dt)
     mem0 = dict(ex.mem)
-    entry = ex.push_path(f"loop_iter@{line}", z3.And(k >= 0, idx < stop_e))
-    ex.symbolic_loops += 1
-    try:
+    # the smallest and largest index (the candidates' bounds of invariants.py)
+    ex.loop_ranges.append((stop_e + 1, start_e) if down else (start_e, stop_e - 1))
+
+    def body():
         r = ex.exec_block(st.body, env)
         if r is not False:
             raise Unsupported("return inside a symbolic loop", line)
         for name in carried:
             _prove_inductive(ex, name, env[name], x0[name], increments[name], k, line)
+
+    ex.symbolic_loops += 1
+    try:
+        if summarised:
+            cands, dts = invariants.summarise(ex, st, env, summarised, k, list(ex.loop_ranges),
+                                              (f"loop_iter@{line}", z3.And(k >= 0, in_range)), body)
+        else:
+            entry = ex.push_path(f"loop_iter@{line}", z3.And(k >= 0, in_range))
+            try:
+                body()
+            finally:
+                ex.drop_path(entry)
     finally:
         ex.symbolic_loops -= 1
-        ex.drop_path(entry)
+        ex.loop_ranges.pop()
     for name, state in list(ex.mem.items()):
         if state is not mem0.get(name):   # what the iterations wrote is not replayed after the loop
             ex.mem[name] = MemState(state.writes, True)
@@ -286,6 +316,16 @@ def symbolic_loop(ex, st, env, start, stop, step):
         env.pop(name, None)  # values of "the last iteration" are not modelled
     for name in abstract:
         env[name] = havoc(ex, x0_abstract[name], name, line)
+    if summarised:
+        invariants.after_loop(ex, env, summarised, cands, dts, line, _trips(start_e, stop_e, step))
+
+
+def _trips(start, stop, step):
+    """How many iterations ``range(start, stop, step)`` runs, for a constant step (else None)."""
+    if isinstance(step, bool) or not isinstance(step, int) or step == 0:
+        return None
+    span, s = (start - stop, -step) if step < 0 else (stop - start, step)
+    return z3.If(span > 0, (span + s - 1) / s, 0)
 
 
 def havoc(ex, x, name, line):

@@ -45,8 +45,12 @@ class Executor(RunState):
 
     def __init__(self, path: str, func_name: str, *, constexprs: dict, scalars: dict,
                  tensors: dict, grid: list, transform: Callable | None = None,
-                 max_unroll: int = 64, oracle: Callable | None = None, abstract_carried=()):
+                 max_unroll: int = 64, oracle: Callable | None = None, abstract_carried=(),
+                 summarise_loops: bool = False):
         super().__init__(grid, oracle)
+        # loops summarised by checked invariants (invariants.py); then a symbolic constexpr may
+        # be a trip count: the symbolic loop stands for every trip count
+        self.summarise_loops = summarise_loops
         self.path = path
         self.func_name = func_name
         self.constexprs = dict(constexprs)
@@ -192,7 +196,8 @@ class Executor(RunState):
                                               or _is_tl_attr(it.func, "range"))):
             raise Unsupported("loop over something other than range/tl.range/tl.static_range", line)
         args = [self.eval(a, env) for a in it.args]
-        self.refuse_symbolic_constexpr(args, "a loop's trip count", line)
+        if not self.summarise_loops:
+            self.refuse_symbolic_constexpr(args, "a loop's trip count", line)
         if len(args) == 1:
             start, stop, step = 0, args[0], 1
         elif len(args) == 2:
@@ -224,14 +229,17 @@ class Executor(RunState):
         cond = z3.And(idx >= 0, idx < stop_e, idx % step == 0)
         self.loops[str(idx)] = (stop_e, step)
         env[st.target.id] = V(idx, (), stop.dtype, tag=LaneTag(-1, step, idx, "loopvar", (stop_e, step)))
-        self.path_cond.append((f"loop_index@{line}", cond))
+        # an entry, not a pop(): a summarised loop in the body leaves its havocs on the path
+        entry = self.push_path(f"loop_index@{line}", cond)
         self.symbolic_loops += 1
+        self.loop_ranges.append((z3.IntVal(0), stop_e - 1))
         try:
             if self.exec_block(st.body, env) is not False:
                 raise Unsupported("return inside a symbolic loop", line)
         finally:
             self.symbolic_loops -= 1
-            self.path_cond.pop()
+            self.loop_ranges.pop()
+            self.drop_path(entry)
         for name in assigned | {st.target.id}:
             env.pop(name, None)  # values of "the last iteration" are not modelled
         return None

@@ -27,7 +27,7 @@ import z3
 from specbound.proofs import core
 
 from .flow import MemState
-from .values import LANES, Unsupported, as_bool, as_int, conjuncts, dim_term, has_lane, lane_vars_in
+from .values import LANES, Unsupported, as_bool, fresh_name, as_int, conjuncts, dim_term, has_lane, lane_vars_in
 
 _CELL = z3.Int("cell")  # the bound variable of a tensor-contents hypothesis
 
@@ -56,7 +56,15 @@ def read(ex, t, off, line):
     """The value the program sees at ``off`` (a lane term) of a tensor it writes."""
     state = ex.mem.get(t.name)
     if ex.symbolic_loops:
-        raise Unsupported(f"read of {t.name}, which the kernel writes, inside a symbolic loop", line)
+        if not ex.summarise_loops or lane_vars_in(off):
+            raise Unsupported(f"read of {t.name}, which the kernel writes, inside a symbolic loop", line)
+        # what earlier iterations stored is not replayed: any value of the dtype (sound for
+        # every property, as the real value is one of them)
+        v = z3.Int(fresh_name(f"{t.name}_read@{line}"))
+        ex.local_consts.append(v)
+        lo, hi = (0, 2) if t.dtype.is_bool else (t.dtype.lo(), t.dtype.hi())
+        ex.path_cond.append((f"havoc_read_{t.name}@{line}#{v}", z3.And(v >= lo, v < hi)))
+        return v != 0 if t.dtype.is_bool else v
     if state is not None and state.opaque:
         raise Unsupported(f"read of {t.name} after a block store or a store in a symbolic loop "
                           "(program-written memory is modelled for scalar stores only)", line)

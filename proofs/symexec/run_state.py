@@ -53,7 +53,7 @@ class RunState:
     __slots__ = ("grid", "pid", "oracle", "path_cond", "accesses", "obligations", "functions",
                  "local_consts", "side_proofs", "invariant_proofs", "content_hyps", "seen_wrap",
                  "loops", "trunc_candidates", "trunc_raised", "store_mask", "mem", "initial_contents",
-                 "symbolic_loops", "cur_env")
+                 "symbolic_loops", "cur_env", "summarise_loops", "loop_ranges")
 
     def __init__(self, grid: list, oracle: Callable | None = None):
         self.grid = grid
@@ -78,6 +78,10 @@ class RunState:
         self.initial_contents: dict = {}  # tensor name -> FuncDecl (contents before the launch)
         self.symbolic_loops = 0           # depth of symbolic loops being run
         self.cur_env: dict = {}           # the kernel's variables at this statement (accesses keep them)
+        # loop summaries (flow.py, invariants.py): opt-in, and the (first, last) index of each
+        # enclosing symbolic loop
+        self.summarise_loops = False
+        self.loop_ranges: list = []
 
     def result(self) -> ExecResult:
         return ExecResult(self.accesses, self.obligations, self.functions, self.pid, self.grid,

@@ -18,6 +18,7 @@ from __future__ import annotations
 from specbound import spec
 from specbound.proofs.symexec.kernel_files import torch_free_module
 from specbound.engines.sglang.draft_kv_model import KvSpec
+from specbound.engines.sglang.tree_model import PROPERTIES as TREE_PROPERTIES
 
 
 def _plan():
@@ -64,14 +65,7 @@ def tree_batches(label: str, configs=None) -> int:
     """How many batch sizes of the envelope a sglang tree specialization's label
     (``K=..,D=..,n=..,mode=..,batch_size=N`` or ``batch_size=LO..HI``, a proof symbolic in the
     batch size) covers: 0 when its (K, D, n) is not in the envelope (or ``configs``)."""
-    env = _plan().ENVELOPE
-    f = _label_fields(label)
-    k, d, n = int(f["K"]), int(f["D"]), int(f["n"])
-    lo, _sep, hi = f["batch_size"].partition("..")
-    lo, hi = int(lo), int(hi or lo)
-    if (k, d, n) not in set(_configs(env, configs)):
-        return 0
-    return max(0, min(hi, env.batch[1]) - max(lo, env.batch[0]) + 1)
+    return tree_launches([label], configs)
 
 
 def tree_in_envelope(label: str, configs=None) -> bool:
@@ -80,16 +74,76 @@ def tree_in_envelope(label: str, configs=None) -> bool:
     return tree_batches(label, configs) > 0
 
 
+def _label_ranges(label: str) -> tuple[dict, str]:
+    """A tree label's inclusive ranges of K, D, n and the batch size (a value ``v`` is ``v..v``)
+    and its mode."""
+    f = _label_fields(label)
+    out = {}
+    for key in ("K", "D", "n", "batch_size"):
+        lo, _sep, hi = f[key].partition("..")
+        out[key] = (int(lo), int(hi or lo))
+    return out, f["mode"]
+
+
+def tree_launches(labels, configs=None) -> int:
+    """The tree launches (K, D, n, mode, batch size) of the envelope (or ``configs``) that some
+    label among ``labels`` covers, each counted once (a label's ranges: a concrete (K, D, n) or,
+    for a proof symbolic in them, e.g. ``K=1..8,D=1..8,n=1..64``, every one of the scope's)."""
+    env = _plan().ENVELOPE
+    scope = _configs(env, configs)
+    spans: dict = {}
+    for label in labels:
+        r, mode = _label_ranges(label)
+        lo, hi = max(r["batch_size"][0], env.batch[0]), min(r["batch_size"][1], env.batch[1])
+        if lo > hi:
+            continue
+        for k, d, n in scope:
+            if all(r[key][0] <= v <= r[key][1] for key, v in (("K", k), ("D", d), ("n", n))):
+                spans.setdefault((mode, k, d, n), []).append((lo, hi))
+    return sum(_union_size(iv) for iv in spans.values())
+
+
+def _union_size(intervals) -> int:
+    total, end = 0, None
+    for lo, hi in sorted(intervals):
+        if end is not None and lo <= end:
+            lo = end + 1
+        if lo <= hi:
+            total += hi - lo + 1
+        end = hi if end is None else max(end, hi)
+    return total
+
+
+# Tree launches with some of the properties proved: rows of their own, never counted as fully
+# proved.  Figure key -> the properties the row requires.
+PARTIAL = {"tree-overrun": ("IN-BOUNDS", "NO-WRAP")}
+
+
+def partial_row(figure: str) -> str:
+    """The row name of a :data:`PARTIAL` figure: the kernel and the properties it requires."""
+    return f"SGLANG-TREE ({', '.join(PARTIAL[figure])})"
+
+
+OVERRUN_ROW = partial_row("tree-overrun")
+
+
 def coverage(manifest: dict) -> list[dict]:
     """Per sglang kernel, over the whole envelope and at ``plan.TYPICAL_CONFIGS``: how many
-    specializations sglang launches and how many of them the manifest proves."""
+    specializations sglang launches and how many of them the manifest proves.  A tree launch
+    counts as proved only when every property of :mod:`.tree_model` is proved for it; the
+    launches with the properties of a :data:`PARTIAL` figure proved (by a per-(K, D, n) proof
+    or an envelope proof of :mod:`.tree_symbolic`) are rows of their own."""
     plan = _plan()
-    proved: dict = {}
+    verdicts: dict = {}
     for e in manifest.get("sglang_theorems", {}).values():
-        proved.setdefault((e["kernel"], e["specialization"]), set()).add(e["verdict"])
-    ok = {key for key, seen in proved.items() if seen == {"proved"}}
+        verdicts.setdefault((e["kernel"], e["specialization"]), {})[e["property"]] = e["verdict"]
+    ok = {key for key, props in verdicts.items() if set(props.values()) == {"proved"}}
     kv_ok = [KvSpec.from_label(label) for kernel, label in ok if kernel == "SGLANG-DRAFT-KV"]
-    tree_ok = [label for kernel, label in ok if kernel.startswith("SGLANG-TREE-")]
+    tree = {key: {p for p, v in props.items() if v == "proved"} for key, props in verdicts.items()
+            if key[0].startswith("SGLANG-TREE-")}
+    tree_ok = [label for (_kernel, label), proved in tree.items() if proved >= set(TREE_PROPERTIES)]
+    partial_ok = {figure: [label for (_kernel, label), proved in tree.items() if proved >= set(props)]
+                  for figure, props in PARTIAL.items()}
     env = plan.ENVELOPE
     rows = []
     for scope, configs in (("envelope", None), ("typical configurations", plan.TYPICAL_CONFIGS)):
@@ -97,6 +151,9 @@ def coverage(manifest: dict) -> list[dict]:
         rows.append({"kernel": "SGLANG-DRAFT-KV", "scope": scope, "total": len(kv),
                      "proved": sum(any(p.covers(sp) for p in kv_ok) for sp in kv)})
         batches = env.batch[1] - env.batch[0] + 1
-        rows.append({"kernel": "SGLANG-TREE", "scope": scope, "total": 2 * batches * len(_configs(env, configs)),
-                     "proved": sum(tree_batches(label, configs) for label in tree_ok)})
+        total = 2 * batches * len(_configs(env, configs))
+        rows.append({"kernel": "SGLANG-TREE", "scope": scope, "total": total, "proved": tree_launches(tree_ok, configs)})
+        for figure, labels in partial_ok.items():
+            rows.append({"kernel": partial_row(figure), "scope": scope, "total": total, "figure": figure,
+                         "proved": tree_launches(labels, configs)})
     return rows

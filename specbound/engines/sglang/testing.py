@@ -26,6 +26,15 @@ def write_sglang_package(root: Path, files: dict[str, str], version: str = "0.0.
     return pkg
 
 
+def planted_copy(path, old: str, new: str, dest: Path) -> str:
+    """``dest``: the kernel file at ``path`` with ``old`` (which must occur exactly once: a
+    planted bug that matches nothing checks nothing) replaced by ``new``; its path."""
+    text = open(path).read()
+    assert text.count(old) == 1, f"the planted change no longer matches the source: {old!r}"
+    Path(dest).write_text(text.replace(old, new))
+    return str(dest)
+
+
 def audit_rows(root: Path, check, package: str) -> list:
     """The rows ``check(program, report)`` adds for the package at ``root`` (imported as ``package``)."""
     rep = AuditReport(str(root), "toy", "test", engine=BINDINGS.engine)

@@ -3,7 +3,8 @@ XPU): launch model, host contract, specializations and obligations.
 
 Every shape parameter of this kernel is a ``tl.constexpr`` — ``topk``, ``depth``,
 ``draft_token_num``, ``tree_mask_mode``, ``batch_size`` and both row strides — so Triton
-compiles one kernel per (K, D, n, mode, batch size).  The proofs are per (K, D, n, mode):
+compiles one kernel per (K, D, n, mode, batch size).  The proofs here are per (K, D, n, mode)
+(:mod:`.tree_symbolic` proves IN-BOUNDS and NO-WRAP for every (K, D, n) of the envelope at once):
 ``batch_size`` is given to the executor as the batch's Z3 term ``bs`` (``TreeSpec.bs =
 None``, every batch size from 1 to the envelope's largest, a declared precondition), which
 is sound because the kernel uses it only in arithmetic, extents and the grid: the executor
@@ -100,17 +101,23 @@ def well_formed(sel_value, sp: TreeSpec):
 
 
 def run_kernel(sp: TreeSpec, path: str, host: Host | None = None) -> Run:
+    """The symbolic run of one specialization ``sp``: a :class:`TreeSpec`, or a spec whose
+    K, D, n are Z3 terms (:class:`.tree_symbolic.EnvelopeSpec`: its ``hyps`` state their
+    ranges, and its loops are summarised)."""
     host = host or Host()
     if sp.mode not in MODE_NAMES:
         raise ValueError(f"tree_mask_mode {sp.mode}: sglang's Triton port rejects BITPACKING")
     shape = spec.tree_shape_ok(sp.topk, sp.depth, sp.n)
-    if not all(c.holds for c in shape):
+    symbolic = any(spec.is_symbolic(c.holds) for c in shape)
+    if not symbolic and not all(c.holds for c in shape):
         raise ValueError(f"{sp.label}: not a draft tree shape ({[c.text for c in shape if not c.holds]})")
     functions: dict = {}
     sel = z3.Function("selected_index", z3.IntSort(), z3.IntSort())
     pl = z3.Function("parent_list", z3.IntSort(), z3.IntSort())
     sel_cells = bs * sp.sel_width
     hyps = labelled(spec.context_ok(C))
+    if symbolic:   # the shape's ranges and tree_shape_ok: preconditions of the one proof
+        hyps.update(sp.hyps())
     # per-request and per-entry conditions: quantified hypotheses, used at each value read
     # through the core's instances
     sel_more = {} if "well_formed_tree" in host.drop else {
@@ -150,11 +157,14 @@ def run_kernel(sp: TreeSpec, path: str, host: Host | None = None) -> Run:
         batch_size = sp.bs
     hyps.update(labelled(spec.int32_arg_ok(C, "max_context_len")))
     # the host's seq_len_prefix_sum is the exclusive prefix sum (its content function is P)
+    # an empty row (D = 1, n = 1) is passed with stride 1
     constexprs = {"topk": sp.topk, "depth": sp.depth, "draft_token_num": n, "tree_mask_mode": sp.mode,
-                  "batch_size": batch_size, "parent_list_stride": sp.pl_width if sp.pl_width else 1,
-                  "selected_index_stride": sp.sel_width if sp.sel_width else 1}
+                  "batch_size": batch_size, "parent_list_stride": spec.ite(sp.pl_width == 0, 1, sp.pl_width),
+                  "selected_index_stride": spec.ite(sp.sel_width == 0, 1, sp.sel_width)}
+    # a symbolic constexpr (below 2^31) enters arithmetic as int32
+    constexprs = {name: V(v, (), INT32) if spec.is_symbolic(v) else v for name, v in constexprs.items()}
     ex = Executor(path, KERNEL, constexprs=constexprs, scalars={}, tensors=tensors, grid=[bs],
-                  oracle=make_oracle(hyps, functions, []))
+                  oracle=make_oracle(hyps, functions, []), summarise_loops=symbolic)
     res = ex.run()
     functions.update(res.functions)
     res.block, res.extra_owner, res.batch = 1, False, bs
@@ -162,6 +172,8 @@ def run_kernel(sp: TreeSpec, path: str, host: Host | None = None) -> Run:
     lemmas = [proof_core.instantiate(spec_lemmas.prefix_monotone(bs), bs, b + 1), proof_core.instantiate(spec_lemmas.prefix_monotone(bs), bs, b),
               proof_core.instantiate(spec_lemmas.prefix_bound(bs), b)]
     report = {"bs": bs, "C": C, "pid": b}
+    if symbolic:   # the counterexample's or witness's tree shape
+        report.update({"topk": sp.topk, "depth": sp.depth, "n": sp.n})
     run = Run(sp.name, sp.label, res, hyps, functions, tensors, {}, None, None,
               report, list(res.side_proofs) + lemmas)
     run.spec, run.host = sp, host
@@ -186,7 +198,9 @@ def _row_base(run, a, b):
     sp = run.spec
     if a.tensor.name == "tree_mask":
         t = a.env.get("draft_tokenx")
-        if not isinstance(t, int):
+        if isinstance(t, V) and t.shape == ():   # a symbolic node loop (tree_symbolic): its index term
+            t = t.e
+        elif not isinstance(t, int):
             raise Unsupported("footprint map: tree_mask store outside the constexpr node loop (draft_tokenx)", a.line)
         mode = spec.TreeMaskMode(sp.mode)
         return t, spec.mask_tree_cell(mode, b, t, 0, sp.n, seq_len(b), P(b))
@@ -248,17 +262,11 @@ def footprint_obligations(run) -> list:
     constants of the unrolled loops: the set of them is compared with the spec's in full),
     and that store runs for every request."""
     sp = run.spec
-    out = []
+    out = footprint_soundness(run)
     b = run.result.pid[0]
     covered: dict = {}
     for i, a in _stores(run):
-        goal, col = _in_row(run, a)
-        if a.tensor.name == "retrive_index":
-            goal = z3.And(goal, a.value.e == a.off.e)
-        out.append(Obligation(f"footprint-{a.tensor.name}@{a.line}#{i}", "footprint", a.line,
-                              f"every active lane stores a spec cell of its own request's row of {a.tensor.name}"
-                              + (" with its own cell as the value" if a.tensor.name == "retrive_index" else ""),
-                              run.base_hyps(a.path, a.shape, a.mask), goal, list(run.lemmas)))
+        _goal, col = _in_row(run, a)
         unconditional = all(label.startswith("program_id") for label, _ in a.path) and z3.is_true(z3.simplify(a.mask))
         if a.tensor.name in EXACT and unconditional:
             t, _base = _row_base(run, a, b)
@@ -285,6 +293,21 @@ def footprint_obligations(run) -> list:
                 out.append(Obligation(f"coverage-{name}[{where}j={j}]@{a.line}#{i}", "coverage", a.line,
                                       f"the store of spec cell ({where}column {j}) runs for every request",
                                       hyps, goal, list(run.lemmas)))
+    return out
+
+
+def footprint_soundness(run) -> list:
+    """Every store's cell is a spec cell of its own request's row (``retrive_index``: with its
+    own cell as the value)."""
+    out = []
+    for i, a in _stores(run):
+        goal, _col = _in_row(run, a)
+        if a.tensor.name == "retrive_index":
+            goal = z3.And(goal, a.value.e == a.off.e)
+        out.append(Obligation(f"footprint-{a.tensor.name}@{a.line}#{i}", "footprint", a.line,
+                              f"every active lane stores a spec cell of its own request's row of {a.tensor.name}"
+                              + (" with its own cell as the value" if a.tensor.name == "retrive_index" else ""),
+                              run.base_hyps(a.path, a.shape, a.mask), goal, list(run.lemmas)))
     return out
 
 
