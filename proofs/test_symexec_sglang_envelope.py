@@ -111,3 +111,44 @@ def test_planted_wrap_refutes_the_envelope_proof(tree_path, tmp_path):
 def test_the_unedited_kernel_has_no_counterexample(tree_path):
     """The refutation above is about the edit: the same search on sglang's own kernel finds none."""
     assert tree_symbolic.refute(tree_symbolic.EnvelopeSpec(1), tree_path, replay=False) is None
+
+
+def test_the_audit_symbolic_all_proves_the_envelope_first(sglang_root, monkeypatch):
+    """``audit --symbolic-all``'s tree row proves both envelope specs (one per mask mode) before
+    the unrolled per-(K, D, n) ones and names them; a failed envelope proof whose shape no
+    replay reproduces makes the row an error, never ``proved``.  The proofs are stand-ins here
+    (the real ones are the tests above)."""
+    from types import SimpleNamespace
+
+    from specbound.audit.extract import SourceIndex
+    from specbound.audit.report import AuditReport
+    from specbound.engines.sglang import kernel_proofs
+
+    asked = []
+
+    def fake(ok):
+        def prove(sp, path, *a, **k):
+            asked.append(sp)
+            good = ok or not isinstance(sp, tree_symbolic.EnvelopeSpec)
+            return [SimpleNamespace(ok=good, status="proved" if good else "failed", id=f"{sp.name}-X[{sp.label}]",
+                                    detail="stand-in", preconditions=[], hypotheses_used=[], axioms_used=[])]
+        return prove
+
+    def run(ok):
+        asked.clear()
+        monkeypatch.setattr(tree_symbolic, "prove", fake(ok))
+        monkeypatch.setattr(tree_model, "prove", fake(True))
+        monkeypatch.setattr(tree_model, "refute_malformed", lambda sp, path: SimpleNamespace(status="survived",
+                                                                                               detail="stand-in"))
+        monkeypatch.setattr(tree_symbolic, "refute", lambda sp, path: None)
+        rep = AuditReport(str(sglang_root), "test", "test", engine="sglang")
+        kernel_proofs.check_tree(SourceIndex(sglang_root), rep, full=True)
+        (row,) = rep.rows
+        return row
+
+    row = run(True)
+    assert [type(sp).__name__ for sp in asked[:2]] == ["EnvelopeSpec", "EnvelopeSpec"]
+    assert len(asked) == 2 + len(kernel_proofs.tree_specs(True))
+    assert row.status == "proved" and "K=1..8,D=1..8,n=1..64" in row.detail
+    row = run(False)
+    assert len(asked) == 1 and row.status == "error" and "no counterexample inside the replay box" in row.detail

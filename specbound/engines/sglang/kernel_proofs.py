@@ -26,9 +26,11 @@ from specbound.audit.extract import SourceIndex
 from specbound.audit import helper_paths
 from specbound.engines.sglang import draft_kv_model as sglang_draft_kv
 from specbound.engines.sglang import tree_model as sglang_tree
+from specbound.engines.sglang import tree_symbolic
 from specbound.engines.sglang.draft_kv_model import KvSpec
 from specbound.engines.sglang.launch import KV_FILES, TREE_FILES
 from specbound.engines.sglang.tree_model import TreeSpec
+from specbound.proofs.symexec.engine_theorems import Refutation
 from specbound.proofs.symexec.values import Unsupported
 
 KV_ROW, TREE_ROW = "kernel.symbolic_proof[draft_kv]", "kernel.symbolic_proof[tree]"
@@ -196,17 +198,35 @@ def check_kv(index: SourceIndex, report: AuditReport, full: bool) -> None:
 
 def check_tree(index: SourceIndex, report: AuditReport, full: bool) -> None:
     what = ("well-formed trees: in bounds, race free, exact footprint of tree_mask/positions/retrive_index "
-            "(links inside their rows), no int32 wrap, walk bounded; per (K, D, n, mode, batch size) "
-            "specialization (batch_size is a constexpr: the listed ones, not every batch size)")
+            "(links inside their rows), no int32 wrap, walk bounded; every batch size 1..256 in one proof; "
+            + ("every (K, D, n) of the serving envelope in one proof per mask mode (loops summarised by "
+               "invariants the core proves inductive), then each listed (K, D, n) unrolled" if full else
+               "the default (K, D, n); --symbolic-all: the whole envelope"))
     found = _find(index, report, TREE_ROW, sglang_tree.KERNEL, TREE_FILES, what)
     if found is None:
         return
     path = str(found.path)
-    specs = tree_specs(full)
+    specs = ([tree_symbolic.EnvelopeSpec(mode) for mode in (0, 1)] if full else []) + tree_specs(full)
+    default = tree_specs(False)[0]
     unchecked = {"well_formed_tree": ("well-formed trees (every selected_index entry names the root or a "
-                                      "parent_list slot)", lambda: sglang_tree.refute_malformed(specs[0], path))}
+                                      "parent_list slot)", lambda: sglang_tree.refute_malformed(default, path))}
     _prove_row(report, TREE_ROW, f"{sglang_tree.KERNEL} ({found.where})", what, specs,
-               lambda sp: sglang_tree.prove(sp, path), lambda sp: sglang_tree.refute_run(sp, path), unchecked)
+               lambda sp: _tree_module(sp).prove(sp, path), lambda sp: _refute_tree(sp, path), unchecked)
+
+
+def _tree_module(sp):
+    return tree_symbolic if isinstance(sp, tree_symbolic.EnvelopeSpec) else sglang_tree
+
+
+def _refute_tree(sp, path):
+    """A replayed refutation of a failed tree proof: an envelope proof's counterexample shape
+    is refuted as a concrete specialization (:func:`tree_symbolic.refute`)."""
+    if not isinstance(sp, tree_symbolic.EnvelopeSpec):
+        return sglang_tree.refute_run(sp, path)
+    found = tree_symbolic.refute(sp, path)
+    if found is None or found[2] is None:
+        return Refutation("survived", detail="no counterexample inside the replay box")
+    return found[2]
 
 
 def _failed_row(row_id, subject, what, bad, refute, t0, sp) -> Row:
