@@ -7,9 +7,13 @@ concrete specialization and replayed on the edited kernel under the checked inte
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
-from specbound.engines.sglang import tree_model, tree_symbolic
+from specbound.audit.extract import SourceIndex
+from specbound.audit.report import AuditReport
+from specbound.engines.sglang import kernel_proofs, tree_model, tree_symbolic
 from specbound.engines.sglang.testing import planted_copy
 
 pytest.importorskip("specbound.kernels")  # before triton: it sets TRITON_INTERPRET
@@ -118,12 +122,6 @@ def test_the_audit_symbolic_all_proves_the_envelope_first(sglang_root, monkeypat
     the unrolled per-(K, D, n) ones and names them; a failed envelope proof whose shape no
     replay reproduces makes the row an error, never ``proved``.  The proofs are stand-ins here
     (the real ones are the tests above)."""
-    from types import SimpleNamespace
-
-    from specbound.audit.extract import SourceIndex
-    from specbound.audit.report import AuditReport
-    from specbound.engines.sglang import kernel_proofs
-
     asked = []
 
     def fake(ok):
