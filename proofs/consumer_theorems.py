@@ -336,6 +336,33 @@ def ct_plan_copy_kv_indices() -> Theorem:
     )
 
 
+def ct_packed_mask_write() -> Theorem:
+    def claim(d):
+        # request b stands for the batch's longest: every request packs at most its bytes
+        return bs * d.packed_mask_request_bytes(n, seq_len(b)) <= d.packed_mask_numel(max_bs, C, n)
+
+    def hyps(d):
+        return {**_verify_stream(), "request_in_batch[b]": in_batch(b)}
+
+    return Theorem(
+        id="CT-PACKED-MASK-WRITE", family=FAMILY,
+        statement=("bs <= max_bs and every seq_len[b] <= C => the bytes FlashInfer's sync-free plan packs the verify "
+                   "mask into (ceil(n*(seq_len[b] + n) / 8) per request, at most bs times the longest request's) "
+                   "fit packed_mask_numel(max_bs, C, n)"),
+        hyps=hyps, claim=claim, at=(b,),
+        report=lambda: {"bs": bs, "max_bs": max_bs, "n": n, "C": C, "b": b, "seq_len[b]": seq_len(b)},
+        mutants=(
+            Mutant("MUT-PACKED-MASK-TOKENS-TIMES-CONTEXT",
+                   "custom_mask_buf of max_num_tokens * C = max_bs*n*C bytes (sglang 0.5.23's FlashInfer "
+                   "cuda_graph_custom_mask): short once n > 7*C",
+                   overrides={"packed_mask_numel": lambda mb, c, nn: mb * nn * c}),
+            Mutant("MUT-PACKED-MASK-CONTEXT-COLUMNS",
+                   "max_bs * ceil(n*C / 8) bytes: the packed mask of C columns, without the draft tokens' columns",
+                   overrides={"packed_mask_numel": lambda mb, c, nn: mb * spec.cdiv(nn * c, 8)}),
+        ),
+    )
+
+
 def ct_padded_draft_extend_prefix() -> Theorem:
     def claim(d):
         got = d.padded_draft_extend_prefix_len(fill, n)
@@ -401,5 +428,5 @@ def ct_padded_verify_mask_extract() -> Theorem:
 
 
 THEOREMS = (ct_page_table_read, ct_page_table_offset_verify_read, ct_page_table_draft_extend_read, ct_expand_scatter_write, ct_custom_mask_read,
-            ct_verify_kv_indices_write, ct_direct_kv_indices_write, ct_plan_copy_kv_indices, ct_padded_draft_extend_prefix, ct_padded_verify_mask_extract,
+            ct_verify_kv_indices_write, ct_direct_kv_indices_write, ct_plan_copy_kv_indices, ct_packed_mask_write, ct_padded_draft_extend_prefix, ct_padded_verify_mask_extract,
             ct_page_table_draft_decode_offset_read, ct_page_table_fill_write, ct_sparse_page_table_read, ct_page_table_build_write)

@@ -341,6 +341,35 @@ def plan_copy_kv_indices_len(bs, num_draft_tokens, seq_lens_sum):
     return verify_kv_indices_written(bs, num_draft_tokens, seq_lens_sum)
 
 
+def packed_mask_request_bytes(num_draft_tokens, seq_len):
+    """Bytes one request's verify mask takes packed eight cells a byte, as FlashInfer's graph
+    prefill wrapper reads it through ``mask_indptr``: ``ceil(custom_mask_read_len(n, seq_len) /
+    8) = ceil(n*(seq_len + n) / 8)``.
+
+    Read from sglang 0.5.23: ``fast_prefill_plan`` (``srt/layers/attention/flashinfer_backend.py``,
+    EAGLE verify with topk = 1 under ``SGLANG_OPT_FLASHINFER_VERIFY_HOST_PLAN``) sets
+    ``packed_lengths = (kv_lens_host * uniform_verify_width + 7) // 8`` (:272) with ``kv_lens_host
+    = seq_lens + n`` (:2371, :2384) and ``uniform_verify_width = n`` (:2389), their prefix sums the packed
+    ``mask_indptr`` (:273-274), checks ``packed_indptr[-1] <= self._custom_mask_buf.numel()``
+    with a host ``assert`` (:275), then ``pack_verify_mask_into`` (:277;
+    ``kernels/ops/speculative/pack_verify_mask.py``) launches ``_pack_verify_mask_kernel``,
+    whose program ``b`` stores ``output[packed_indptr[b] + byte]`` for every ``byte <
+    cdiv((kv_indptr[b+1] - kv_indptr[b]) * n, 8)``: bounded by the request's length, never by
+    the buffer (only the assert stands between a long batch and a silent overrun; ``python -O``
+    drops it).
+    """
+    return cdiv(custom_mask_read_len(num_draft_tokens, seq_len), 8)
+
+
+def packed_mask_numel(max_bs, max_context_len, num_draft_tokens):
+    """The spec's size of a graph wrapper's packed custom-mask buffer: ``max_bs`` requests at
+    the context, ``max_bs * packed_mask_request_bytes(n, C)`` bytes (a request's packed bytes
+    grow with its length)."""
+    mb = check_int("max_bs", max_bs, minimum=1)
+    c = check_int("max_context_len", max_context_len, minimum=1)
+    return mb * packed_mask_request_bytes(num_draft_tokens, c)
+
+
 def verify_kv_indices_numel(max_bs, max_context_len, num_draft_tokens):
     """The spec's size of a graph buffer that receives a target-verify kv-index stream:
     ``max_bs * (C + n)`` (every request at the context plus its draft tokens)."""
