@@ -363,6 +363,37 @@ def ct_packed_mask_write() -> Theorem:
     )
 
 
+RATIO, GROUP = z3.Int("compress_ratio"), z3.Int("compressed_page_size")
+
+
+def ct_compressed_page_table_read() -> Theorem:
+    def claim(d):
+        return d.compressed_pages_read(seq_len(b), n, RATIO, GROUP) <= d.compressed_page_table_width(C, RATIO, GROUP)
+
+    def hyps(d):
+        return {**tree_params(), "request_in_batch[b]": in_batch(b), "seq_len_nonneg": seq_len(b) >= 0,
+                # sglang admits up to max_req_len = min(context_len - 1, ...) and refuses n > ratio
+                "admitted_below_context": seq_len(b) <= C - 1, "draft_within_ratio": n <= RATIO,
+                "ratio_positive": RATIO >= 1, "compressed_page_size_positive": GROUP >= 1}
+    return Theorem(
+        id="CT-COMPRESSED-PAGE-TABLE-READ", family=FAMILY,
+        statement=("seq_len[b] <= C - 1 and n <= ratio => the compressed pages Qwen QSA's indexer reads for a "
+                   "target-verify token (floor((seq_len[b] + n) / ratio) blocks, compressed_page_size a page) fit "
+                   "a row of compressed_page_table_width(C, ratio, compressed_page_size)"),
+        hyps=hyps, claim=claim, at=(b,),
+        report=lambda: {"n": n, "C": C, "ratio": RATIO, "compressed_page_size": GROUP, "b": b,
+                        "seq_len[b]": seq_len(b)},
+        mutants=(
+            Mutant("MUT-COMPRESSED-PAGE-TABLE-FLOOR-BLOCKS",
+                   "floor(C / ratio) blocks: the last partial block's page, reached by the draft tokens, left out",
+                   overrides={"compressed_page_table_width": lambda c, r, g: spec.cdiv(spec.floordiv(c, r), g)}),
+            Mutant("MUT-COMPRESSED-PAGE-TABLE-FLOOR-PAGES",
+                   "floor(ceil(C / ratio) / compressed_page_size) pages: a partial last page left out",
+                   overrides={"compressed_page_table_width": lambda c, r, g: spec.floordiv(spec.cdiv(c, r), g)}),
+        ),
+    )
+
+
 def ct_padded_draft_extend_prefix() -> Theorem:
     def claim(d):
         got = d.padded_draft_extend_prefix_len(fill, n)
@@ -428,5 +459,5 @@ def ct_padded_verify_mask_extract() -> Theorem:
 
 
 THEOREMS = (ct_page_table_read, ct_page_table_offset_verify_read, ct_page_table_draft_extend_read, ct_expand_scatter_write, ct_custom_mask_read,
-            ct_verify_kv_indices_write, ct_direct_kv_indices_write, ct_plan_copy_kv_indices, ct_packed_mask_write, ct_padded_draft_extend_prefix, ct_padded_verify_mask_extract,
+            ct_verify_kv_indices_write, ct_direct_kv_indices_write, ct_plan_copy_kv_indices, ct_packed_mask_write, ct_compressed_page_table_read, ct_padded_draft_extend_prefix, ct_padded_verify_mask_extract,
             ct_page_table_draft_decode_offset_read, ct_page_table_fill_write, ct_sparse_page_table_read, ct_page_table_build_write)

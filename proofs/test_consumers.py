@@ -17,6 +17,7 @@ def results():
     got, _ = registry.run_all(["CT-PAGE-TABLE-VERIFY-READ", "CT-PAGE-TABLE-OFFSET-VERIFY-READ", "CT-PAGE-TABLE-DRAFT-EXTEND-READ",
                                "CT-EXPAND-SCATTER-WRITE", "CT-CUSTOM-MASK-READ", "CT-VERIFY-KV-INDICES-WRITE",
                                "CT-DIRECT-KV-INDICES-WRITE", "CT-PLAN-COPY-KV-INDICES", "CT-PACKED-MASK-WRITE",
+                               "CT-COMPRESSED-PAGE-TABLE-READ",
                                "CT-PAGE-TABLE-FILL-WRITE",
                                "CT-PADDED-DRAFT-EXTEND-PREFIX", "CT-PADDED-VERIFY-MASK-EXTRACT",
                                "CT-PAGE-TABLE-DRAFT-DECODE-OFFSET-READ", "CT-SPARSE-PAGE-TABLE-READ",
@@ -154,6 +155,21 @@ def test_packed_mask_into_tokens_times_context_overflows_only_when_the_tree_outg
 def test_packed_mask_without_draft_columns_overflows():
     x = _mutant("CT-PACKED-MASK-WRITE", "MUT-PACKED-MASK-CONTEXT-COLUMNS")
     assert spec.packed_mask_request_bytes(x["n"], x["seq_len[b]"]) > spec.cdiv(x["n"] * x["C"], 8)
+
+
+def test_compressed_table_rests_on_sglang_refusing_more_draft_tokens_than_the_ratio():
+    r = results()["CT-COMPRESSED-PAGE-TABLE-READ"]
+    assert r.ok and {"draft_within_ratio", "admitted_below_context"} <= set(r.hypotheses_used), r.hypotheses_used
+
+
+def test_compressed_table_of_whole_blocks_or_whole_pages_is_read_past():
+    for mutant, width in (("MUT-COMPRESSED-PAGE-TABLE-FLOOR-BLOCKS", lambda c, r, g: spec.cdiv(c // r, g)),
+                          ("MUT-COMPRESSED-PAGE-TABLE-FLOOR-PAGES", lambda c, r, g: spec.cdiv(c, r) // g)):
+        x = _mutant("CT-COMPRESSED-PAGE-TABLE-READ", mutant)
+        assert 0 <= x["seq_len[b]"] <= x["C"] - 1 and x["n"] <= x["ratio"]
+        read = spec.compressed_pages_read(x["seq_len[b]"], x["n"], x["ratio"], x["compressed_page_size"])
+        assert read > width(x["C"], x["ratio"], x["compressed_page_size"])
+        assert read <= spec.compressed_page_table_width(x["C"], x["ratio"], x["compressed_page_size"])
 
 
 def test_fill_clamped_by_the_batch_maximum_writes_past_a_context_only_row():

@@ -19,7 +19,7 @@ from .conditions import (
     require, seq_len_nonneg_ok, seq_len_ok, table_shape_ok, tree_shape_ok,
 )
 from .consumers import (
-    custom_mask_batch_read, custom_mask_read_len, custom_mask_read_start, direct_kv_indices_written,
+    compressed_page_table_width, compressed_pages_read, custom_mask_batch_read, custom_mask_read_len, custom_mask_read_start, direct_kv_indices_written,
     draft_decode_offset_columns_read,
     draft_decode_page_table_width, draft_extend_columns_read,
     expand_page_table_width, expand_scatter_columns, fill_columns_stored, expand_scatter_source_columns, offset_page_table_columns_read,

@@ -9,7 +9,7 @@ it.  ``seq_len`` excludes the draft tokens (the package convention); the kernel 
 
 from __future__ import annotations
 
-from .symbolic import cdiv, check_int, smax, smin
+from .symbolic import cdiv, check_int, floordiv, smax, smin
 from .verify_mask import TreeMaskMode, mask_batch_numel, mask_request_base, mask_request_numel, mask_tree_cell
 
 
@@ -368,6 +368,36 @@ def packed_mask_numel(max_bs, max_context_len, num_draft_tokens):
     mb = check_int("max_bs", max_bs, minimum=1)
     c = check_int("max_context_len", max_context_len, minimum=1)
     return mb * packed_mask_request_bytes(num_draft_tokens, c)
+
+
+def compressed_pages_read(seq_len, num_draft_tokens, compress_ratio, compressed_page_size):
+    """Pages of its compressed page-table row Qwen QSA's sparse indexer reads for a target-verify
+    token of a request of ``seq_len`` committed tokens: its length is at most ``seq_len + n``, of
+    which ``floor(length / ratio)`` compressed blocks are complete, ``compressed_page_size`` blocks
+    a page: ``ceil(floor((seq_len + n) / ratio) / compressed_page_size)``.
+
+    Read from sglang 0.5.23: ``QwenSparseAttnBackend`` (``srt/layers/attention/qwen_sparse_attn_backend.py``)
+    sets ``compressed_lengths = floor(lengths / ratio)`` per token (:1159) and the indexer reads
+    that many compressed blocks through ``graph_compressed_page_table`` (:977), whose page ``j``
+    is ``req_to_token[idx, j * full_page] // full_page`` with ``full_page =
+    qsa_compressed_page_size * ratio`` (:1157, :1196-1203); a token's length is at most the
+    request's ``seq_len + n`` in target verify.  sglang refuses ``n > ratio`` (:292-299).
+    """
+    s = check_int("seq_len", seq_len, minimum=0)
+    d = check_int("num_draft_tokens", num_draft_tokens, minimum=0)
+    r = check_int("compress_ratio", compress_ratio, minimum=1)
+    g = check_int("compressed_page_size", compressed_page_size, minimum=1)
+    return cdiv(floordiv(s + d, r), g)
+
+
+def compressed_page_table_width(max_context_len, compress_ratio, compressed_page_size):
+    """The spec's width of QSA's compressed graph page table (sglang's, ``:850-854``):
+    ``ceil(ceil(C / ratio) / compressed_page_size)`` pages, enough for every page
+    :func:`compressed_pages_read` reads when ``n <= ratio`` (which sglang enforces) and the request
+    was admitted with ``seq_len <= C - 1``."""
+    c = check_int("max_context_len", max_context_len, minimum=1)
+    r = check_int("compress_ratio", compress_ratio, minimum=1)
+    return cdiv(cdiv(c, r), check_int("compressed_page_size", compressed_page_size, minimum=1))
 
 
 def verify_kv_indices_numel(max_bs, max_context_len, num_draft_tokens):

@@ -38,6 +38,7 @@ from .verify_kv import check_verify_kv
 from .direct_kv import check_direct_kv
 from .plan_copy import check_plan_copies
 from .packed_mask import check_packed_masks
+from .compressed_page_table import check_compressed_page_tables
 from .fill_write import check_fill_writes
 from .helpers import SPEC_UTILS_FILE
 
@@ -211,6 +212,7 @@ def _consumers(index, rep, program, replay):
     check_direct_kv(program, rep, replay=replay)
     check_plan_copies(program, rep, replay=replay)
     check_packed_masks(program, rep, replay=replay)
+    check_compressed_page_tables(program, rep, replay=replay)
     check_fill_writes(program, rep, replay=replay)
     check_page_table_builds(program, rep, replay=replay)
 
