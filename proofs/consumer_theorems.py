@@ -394,6 +394,28 @@ def ct_compressed_page_table_read() -> Theorem:
     )
 
 
+WIDTH = z3.Int("row_width")
+
+
+def ct_clamped_gather_read() -> Theorem:
+    def claim(d):
+        col = d.gather_column(j, page, d.req_to_token_last_column(WIDTH))
+        return z3.And(0 <= col, col < WIDTH)
+    return Theorem(
+        id="CT-CLAMPED-GATHER-READ", family=FAMILY,
+        statement=("a block-table gather from a req_to_token row of width W >= 1, clamped to "
+                   "req_to_token_last_column(W), reads a column in [0, W) for every page j >= 0"),
+        hyps=lambda d: {"page_nonneg": j >= 0, "page_size_positive": page >= 1, "row_width_positive": WIDTH >= 1},
+        claim=claim, report=lambda: {"j": j, "page_size": page, "W": WIDTH},
+        mutants=(
+            Mutant("MUT-CLAMPED-GATHER-AT-WIDTH", "clamp(max=req_to_token.shape[1]): the row's width, one past it",
+                   overrides={"req_to_token_last_column": lambda w: w}),
+            Mutant("MUT-CLAMPED-GATHER-UNCLAMPED", "arange(m) * page_size unclamped: every page past the row",
+                   overrides={"gather_column": lambda jj, p, bound: jj * p}),
+        ),
+    )
+
+
 def ct_padded_draft_extend_prefix() -> Theorem:
     def claim(d):
         got = d.padded_draft_extend_prefix_len(fill, n)
@@ -459,5 +481,5 @@ def ct_padded_verify_mask_extract() -> Theorem:
 
 
 THEOREMS = (ct_page_table_read, ct_page_table_offset_verify_read, ct_page_table_draft_extend_read, ct_expand_scatter_write, ct_custom_mask_read,
-            ct_verify_kv_indices_write, ct_direct_kv_indices_write, ct_plan_copy_kv_indices, ct_packed_mask_write, ct_compressed_page_table_read, ct_padded_draft_extend_prefix, ct_padded_verify_mask_extract,
+            ct_verify_kv_indices_write, ct_direct_kv_indices_write, ct_plan_copy_kv_indices, ct_packed_mask_write, ct_compressed_page_table_read, ct_clamped_gather_read, ct_padded_draft_extend_prefix, ct_padded_verify_mask_extract,
             ct_page_table_draft_decode_offset_read, ct_page_table_fill_write, ct_sparse_page_table_read, ct_page_table_build_write)

@@ -17,7 +17,7 @@ def results():
     got, _ = registry.run_all(["CT-PAGE-TABLE-VERIFY-READ", "CT-PAGE-TABLE-OFFSET-VERIFY-READ", "CT-PAGE-TABLE-DRAFT-EXTEND-READ",
                                "CT-EXPAND-SCATTER-WRITE", "CT-CUSTOM-MASK-READ", "CT-VERIFY-KV-INDICES-WRITE",
                                "CT-DIRECT-KV-INDICES-WRITE", "CT-PLAN-COPY-KV-INDICES", "CT-PACKED-MASK-WRITE",
-                               "CT-COMPRESSED-PAGE-TABLE-READ",
+                               "CT-COMPRESSED-PAGE-TABLE-READ", "CT-CLAMPED-GATHER-READ",
                                "CT-PAGE-TABLE-FILL-WRITE",
                                "CT-PADDED-DRAFT-EXTEND-PREFIX", "CT-PADDED-VERIFY-MASK-EXTRACT",
                                "CT-PAGE-TABLE-DRAFT-DECODE-OFFSET-READ", "CT-SPARSE-PAGE-TABLE-READ",
@@ -170,6 +170,13 @@ def test_compressed_table_of_whole_blocks_or_whole_pages_is_read_past():
         read = spec.compressed_pages_read(x["seq_len[b]"], x["n"], x["ratio"], x["compressed_page_size"])
         assert read > width(x["C"], x["ratio"], x["compressed_page_size"])
         assert read <= spec.compressed_page_table_width(x["C"], x["ratio"], x["compressed_page_size"])
+
+
+def test_gather_clamped_at_the_width_or_unclamped_reads_past_the_row():
+    for mutant in ("MUT-CLAMPED-GATHER-AT-WIDTH", "MUT-CLAMPED-GATHER-UNCLAMPED"):
+        x = _mutant("CT-CLAMPED-GATHER-READ", mutant)
+        assert x["j"] * x["page_size"] >= x["W"]   # the page starts past the row
+        assert spec.gather_column(x["j"], x["page_size"], spec.req_to_token_last_column(x["W"])) == x["W"] - 1
 
 
 def test_fill_clamped_by_the_batch_maximum_writes_past_a_context_only_row():

@@ -400,6 +400,25 @@ def compressed_page_table_width(max_context_len, compress_ratio, compressed_page
     return cdiv(cdiv(c, r), check_int("compressed_page_size", compressed_page_size, minimum=1))
 
 
+def gather_column(page, page_size, bound):
+    """The ``req_to_token`` column a clamped block-table gather reads for page ``j``:
+    ``min(j * page_size, bound)``.
+
+    Read from sglang 0.5.23: ``MiniMaxSparseAttnBackend`` (``srt/layers/attention/minimax_sparse_backend.py``)
+    builds its block tables per batch as ``req_to_token[rows][:, cols]`` with ``cols =
+    (arange(m) * page_size).clamp(max=req_to_token.shape[1] - 1)`` (:500-508, :594-600, :763-766,
+    :847-850, :998-1002): whatever ``m`` is (``req_to_token.shape[1] // page_size`` or the batch's
+    ``max_blocks``), no column passes ``bound``.
+    """
+    j = check_int("page", page, minimum=0)
+    return smin(j * check_int("page_size", page_size, minimum=1), bound)
+
+
+def req_to_token_last_column(row_width):
+    """The spec's clamp for a gather from a ``req_to_token`` row: its last column, ``W - 1``."""
+    return check_int("row_width", row_width, minimum=1) - 1
+
+
 def verify_kv_indices_numel(max_bs, max_context_len, num_draft_tokens):
     """The spec's size of a graph buffer that receives a target-verify kv-index stream:
     ``max_bs * (C + n)`` (every request at the context plus its draft tokens)."""
