@@ -336,6 +336,86 @@ def ct_plan_copy_kv_indices() -> Theorem:
     )
 
 
+def ct_packed_mask_write() -> Theorem:
+    def claim(d):
+        # request b stands for the batch's longest: every request packs at most its bytes
+        return bs * d.packed_mask_request_bytes(n, seq_len(b)) <= d.packed_mask_numel(max_bs, C, n)
+
+    def hyps(d):
+        return {**_verify_stream(), "request_in_batch[b]": in_batch(b)}
+
+    return Theorem(
+        id="CT-PACKED-MASK-WRITE", family=FAMILY,
+        statement=("bs <= max_bs and every seq_len[b] <= C => the bytes FlashInfer's sync-free plan packs the verify "
+                   "mask into (ceil(n*(seq_len[b] + n) / 8) per request, at most bs times the longest request's) "
+                   "fit packed_mask_numel(max_bs, C, n)"),
+        hyps=hyps, claim=claim, at=(b,),
+        report=lambda: {"bs": bs, "max_bs": max_bs, "n": n, "C": C, "b": b, "seq_len[b]": seq_len(b)},
+        mutants=(
+            Mutant("MUT-PACKED-MASK-TOKENS-TIMES-CONTEXT",
+                   "custom_mask_buf of max_num_tokens * C = max_bs*n*C bytes (sglang 0.5.23's FlashInfer "
+                   "cuda_graph_custom_mask): short once n > 7*C",
+                   overrides={"packed_mask_numel": lambda mb, c, nn: mb * nn * c}),
+            Mutant("MUT-PACKED-MASK-CONTEXT-COLUMNS",
+                   "max_bs * ceil(n*C / 8) bytes: the packed mask of C columns, without the draft tokens' columns",
+                   overrides={"packed_mask_numel": lambda mb, c, nn: mb * spec.cdiv(nn * c, 8)}),
+        ),
+    )
+
+
+RATIO, GROUP = z3.Int("compress_ratio"), z3.Int("compressed_page_size")
+
+
+def ct_compressed_page_table_read() -> Theorem:
+    def claim(d):
+        return d.compressed_pages_read(seq_len(b), n, RATIO, GROUP) <= d.compressed_page_table_width(C, RATIO, GROUP)
+
+    def hyps(d):
+        return {**tree_params(), "request_in_batch[b]": in_batch(b), "seq_len_nonneg": seq_len(b) >= 0,
+                # sglang admits up to max_req_len = min(context_len - 1, ...) and refuses n > ratio
+                "admitted_below_context": seq_len(b) <= C - 1, "draft_within_ratio": n <= RATIO,
+                "ratio_positive": RATIO >= 1, "compressed_page_size_positive": GROUP >= 1}
+    return Theorem(
+        id="CT-COMPRESSED-PAGE-TABLE-READ", family=FAMILY,
+        statement=("seq_len[b] <= C - 1 and n <= ratio => the compressed pages Qwen QSA's indexer reads for a "
+                   "target-verify token (floor((seq_len[b] + n) / ratio) blocks, compressed_page_size a page) fit "
+                   "a row of compressed_page_table_width(C, ratio, compressed_page_size)"),
+        hyps=hyps, claim=claim, at=(b,),
+        report=lambda: {"n": n, "C": C, "ratio": RATIO, "compressed_page_size": GROUP, "b": b,
+                        "seq_len[b]": seq_len(b)},
+        mutants=(
+            Mutant("MUT-COMPRESSED-PAGE-TABLE-FLOOR-BLOCKS",
+                   "floor(C / ratio) blocks: the last partial block's page, reached by the draft tokens, left out",
+                   overrides={"compressed_page_table_width": lambda c, r, g: spec.cdiv(spec.floordiv(c, r), g)}),
+            Mutant("MUT-COMPRESSED-PAGE-TABLE-FLOOR-PAGES",
+                   "floor(ceil(C / ratio) / compressed_page_size) pages: a partial last page left out",
+                   overrides={"compressed_page_table_width": lambda c, r, g: spec.floordiv(spec.cdiv(c, r), g)}),
+        ),
+    )
+
+
+WIDTH = z3.Int("row_width")
+
+
+def ct_clamped_gather_read() -> Theorem:
+    def claim(d):
+        col = d.gather_column(j, page, d.req_to_token_last_column(WIDTH))
+        return z3.And(0 <= col, col < WIDTH)
+    return Theorem(
+        id="CT-CLAMPED-GATHER-READ", family=FAMILY,
+        statement=("a block-table gather from a req_to_token row of width W >= 1, clamped to "
+                   "req_to_token_last_column(W), reads a column in [0, W) for every page j >= 0"),
+        hyps=lambda d: {"page_nonneg": j >= 0, "page_size_positive": page >= 1, "row_width_positive": WIDTH >= 1},
+        claim=claim, report=lambda: {"j": j, "page_size": page, "W": WIDTH},
+        mutants=(
+            Mutant("MUT-CLAMPED-GATHER-AT-WIDTH", "clamp(max=req_to_token.shape[1]): the row's width, one past it",
+                   overrides={"req_to_token_last_column": lambda w: w}),
+            Mutant("MUT-CLAMPED-GATHER-UNCLAMPED", "arange(m) * page_size unclamped: every page past the row",
+                   overrides={"gather_column": lambda jj, p, bound: jj * p}),
+        ),
+    )
+
+
 def ct_padded_draft_extend_prefix() -> Theorem:
     def claim(d):
         got = d.padded_draft_extend_prefix_len(fill, n)
@@ -401,5 +481,5 @@ def ct_padded_verify_mask_extract() -> Theorem:
 
 
 THEOREMS = (ct_page_table_read, ct_page_table_offset_verify_read, ct_page_table_draft_extend_read, ct_expand_scatter_write, ct_custom_mask_read,
-            ct_verify_kv_indices_write, ct_direct_kv_indices_write, ct_plan_copy_kv_indices, ct_padded_draft_extend_prefix, ct_padded_verify_mask_extract,
+            ct_verify_kv_indices_write, ct_direct_kv_indices_write, ct_plan_copy_kv_indices, ct_packed_mask_write, ct_compressed_page_table_read, ct_clamped_gather_read, ct_padded_draft_extend_prefix, ct_padded_verify_mask_extract,
             ct_page_table_draft_decode_offset_read, ct_page_table_fill_write, ct_sparse_page_table_read, ct_page_table_build_write)

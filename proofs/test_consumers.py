@@ -16,7 +16,8 @@ from specbound.proofs import registry
 def results():
     got, _ = registry.run_all(["CT-PAGE-TABLE-VERIFY-READ", "CT-PAGE-TABLE-OFFSET-VERIFY-READ", "CT-PAGE-TABLE-DRAFT-EXTEND-READ",
                                "CT-EXPAND-SCATTER-WRITE", "CT-CUSTOM-MASK-READ", "CT-VERIFY-KV-INDICES-WRITE",
-                               "CT-DIRECT-KV-INDICES-WRITE", "CT-PLAN-COPY-KV-INDICES",
+                               "CT-DIRECT-KV-INDICES-WRITE", "CT-PLAN-COPY-KV-INDICES", "CT-PACKED-MASK-WRITE",
+                               "CT-COMPRESSED-PAGE-TABLE-READ", "CT-CLAMPED-GATHER-READ",
                                "CT-PAGE-TABLE-FILL-WRITE",
                                "CT-PADDED-DRAFT-EXTEND-PREFIX", "CT-PADDED-VERIFY-MASK-EXTRACT",
                                "CT-PAGE-TABLE-DRAFT-DECODE-OFFSET-READ", "CT-SPARSE-PAGE-TABLE-READ",
@@ -139,6 +140,43 @@ def test_plan_copy_into_tokens_times_context_overflows_only_without_two_tokens_o
     # S + bs*n <= bs*(C + n) <= max_bs*n*C once (n - 1)(C - 1) >= 1: a one-token tree or a one-token context
     assert x["n"] == 1 or x["C"] == 1
     assert copied <= spec.verify_kv_indices_numel(x["max_bs"], x["C"], x["n"])
+
+
+def test_packed_mask_into_tokens_times_context_overflows_only_when_the_tree_outgrows_seven_contexts():
+    x = _mutant("CT-PACKED-MASK-WRITE", "MUT-PACKED-MASK-TOKENS-TIMES-CONTEXT")
+    assert 0 <= x["seq_len[b]"] <= x["C"] and x["bs"] <= x["max_bs"]
+    packed = x["bs"] * spec.packed_mask_request_bytes(x["n"], x["seq_len[b]"])
+    assert packed > x["max_bs"] * x["n"] * x["C"]
+    # ceil(n*(C + n) / 8) <= n*C exactly when n <= 7*C: only a tree far longer than the context
+    assert x["n"] > 7 * x["C"]
+    assert packed <= spec.packed_mask_numel(x["max_bs"], x["C"], x["n"])
+
+
+def test_packed_mask_without_draft_columns_overflows():
+    x = _mutant("CT-PACKED-MASK-WRITE", "MUT-PACKED-MASK-CONTEXT-COLUMNS")
+    assert spec.packed_mask_request_bytes(x["n"], x["seq_len[b]"]) > spec.cdiv(x["n"] * x["C"], 8)
+
+
+def test_compressed_table_rests_on_sglang_refusing_more_draft_tokens_than_the_ratio():
+    r = results()["CT-COMPRESSED-PAGE-TABLE-READ"]
+    assert r.ok and {"draft_within_ratio", "admitted_below_context"} <= set(r.hypotheses_used), r.hypotheses_used
+
+
+def test_compressed_table_of_whole_blocks_or_whole_pages_is_read_past():
+    for mutant, width in (("MUT-COMPRESSED-PAGE-TABLE-FLOOR-BLOCKS", lambda c, r, g: spec.cdiv(c // r, g)),
+                          ("MUT-COMPRESSED-PAGE-TABLE-FLOOR-PAGES", lambda c, r, g: spec.cdiv(c, r) // g)):
+        x = _mutant("CT-COMPRESSED-PAGE-TABLE-READ", mutant)
+        assert 0 <= x["seq_len[b]"] <= x["C"] - 1 and x["n"] <= x["ratio"]
+        read = spec.compressed_pages_read(x["seq_len[b]"], x["n"], x["ratio"], x["compressed_page_size"])
+        assert read > width(x["C"], x["ratio"], x["compressed_page_size"])
+        assert read <= spec.compressed_page_table_width(x["C"], x["ratio"], x["compressed_page_size"])
+
+
+def test_gather_clamped_at_the_width_or_unclamped_reads_past_the_row():
+    for mutant in ("MUT-CLAMPED-GATHER-AT-WIDTH", "MUT-CLAMPED-GATHER-UNCLAMPED"):
+        x = _mutant("CT-CLAMPED-GATHER-READ", mutant)
+        assert x["j"] * x["page_size"] >= x["W"]   # the page starts past the row
+        assert spec.gather_column(x["j"], x["page_size"], spec.req_to_token_last_column(x["W"])) == x["W"] - 1
 
 
 def test_fill_clamped_by_the_batch_maximum_writes_past_a_context_only_row():

@@ -9,7 +9,7 @@ it.  ``seq_len`` excludes the draft tokens (the package convention); the kernel 
 
 from __future__ import annotations
 
-from .symbolic import cdiv, check_int, smax, smin
+from .symbolic import cdiv, check_int, floordiv, smax, smin
 from .verify_mask import TreeMaskMode, mask_batch_numel, mask_request_base, mask_request_numel, mask_tree_cell
 
 
@@ -339,6 +339,84 @@ def plan_copy_kv_indices_len(bs, num_draft_tokens, seq_lens_sum):
     buffer and ``copy_`` refuses the size mismatch (a RuntimeError; the scheduler dies).
     """
     return verify_kv_indices_written(bs, num_draft_tokens, seq_lens_sum)
+
+
+def packed_mask_request_bytes(num_draft_tokens, seq_len):
+    """Bytes one request's verify mask takes packed eight cells a byte, as FlashInfer's graph
+    prefill wrapper reads it through ``mask_indptr``: ``ceil(custom_mask_read_len(n, seq_len) /
+    8) = ceil(n*(seq_len + n) / 8)``.
+
+    Read from sglang 0.5.23: ``fast_prefill_plan`` (``srt/layers/attention/flashinfer_backend.py``,
+    EAGLE verify with topk = 1 under ``SGLANG_OPT_FLASHINFER_VERIFY_HOST_PLAN``) sets
+    ``packed_lengths = (kv_lens_host * uniform_verify_width + 7) // 8`` (:272) with ``kv_lens_host
+    = seq_lens + n`` (:2371, :2384) and ``uniform_verify_width = n`` (:2389), their prefix sums the packed
+    ``mask_indptr`` (:273-274), checks ``packed_indptr[-1] <= self._custom_mask_buf.numel()``
+    with a host ``assert`` (:275), then ``pack_verify_mask_into`` (:277;
+    ``kernels/ops/speculative/pack_verify_mask.py``) launches ``_pack_verify_mask_kernel``,
+    whose program ``b`` stores ``output[packed_indptr[b] + byte]`` for every ``byte <
+    cdiv((kv_indptr[b+1] - kv_indptr[b]) * n, 8)``: bounded by the request's length, never by
+    the buffer (only the assert stands between a long batch and a silent overrun; ``python -O``
+    drops it).
+    """
+    return cdiv(custom_mask_read_len(num_draft_tokens, seq_len), 8)
+
+
+def packed_mask_numel(max_bs, max_context_len, num_draft_tokens):
+    """The spec's size of a graph wrapper's packed custom-mask buffer: ``max_bs`` requests at
+    the context, ``max_bs * packed_mask_request_bytes(n, C)`` bytes (a request's packed bytes
+    grow with its length)."""
+    mb = check_int("max_bs", max_bs, minimum=1)
+    c = check_int("max_context_len", max_context_len, minimum=1)
+    return mb * packed_mask_request_bytes(num_draft_tokens, c)
+
+
+def compressed_pages_read(seq_len, num_draft_tokens, compress_ratio, compressed_page_size):
+    """Pages of its compressed page-table row Qwen QSA's sparse indexer reads for a target-verify
+    token of a request of ``seq_len`` committed tokens: its length is at most ``seq_len + n``, of
+    which ``floor(length / ratio)`` compressed blocks are complete, ``compressed_page_size`` blocks
+    a page: ``ceil(floor((seq_len + n) / ratio) / compressed_page_size)``.
+
+    Read from sglang 0.5.23: ``QwenSparseAttnBackend`` (``srt/layers/attention/qwen_sparse_attn_backend.py``)
+    sets ``compressed_lengths = floor(lengths / ratio)`` per token (:1159) and the indexer reads
+    that many compressed blocks through ``graph_compressed_page_table`` (:977), whose page ``j``
+    is ``req_to_token[idx, j * full_page] // full_page`` with ``full_page =
+    qsa_compressed_page_size * ratio`` (:1157, :1196-1203); a token's length is at most the
+    request's ``seq_len + n`` in target verify.  sglang refuses ``n > ratio`` (:292-299).
+    """
+    s = check_int("seq_len", seq_len, minimum=0)
+    d = check_int("num_draft_tokens", num_draft_tokens, minimum=0)
+    r = check_int("compress_ratio", compress_ratio, minimum=1)
+    g = check_int("compressed_page_size", compressed_page_size, minimum=1)
+    return cdiv(floordiv(s + d, r), g)
+
+
+def compressed_page_table_width(max_context_len, compress_ratio, compressed_page_size):
+    """The spec's width of QSA's compressed graph page table (sglang's, ``:850-854``):
+    ``ceil(ceil(C / ratio) / compressed_page_size)`` pages, enough for every page
+    :func:`compressed_pages_read` reads when ``n <= ratio`` (which sglang enforces) and the request
+    was admitted with ``seq_len <= C - 1``."""
+    c = check_int("max_context_len", max_context_len, minimum=1)
+    r = check_int("compress_ratio", compress_ratio, minimum=1)
+    return cdiv(cdiv(c, r), check_int("compressed_page_size", compressed_page_size, minimum=1))
+
+
+def gather_column(page, page_size, bound):
+    """The ``req_to_token`` column a clamped block-table gather reads for page ``j``:
+    ``min(j * page_size, bound)``.
+
+    Read from sglang 0.5.23: ``MiniMaxSparseAttnBackend`` (``srt/layers/attention/minimax_sparse_backend.py``)
+    builds its block tables per batch as ``req_to_token[rows][:, cols]`` with ``cols =
+    (arange(m) * page_size).clamp(max=req_to_token.shape[1] - 1)`` (:500-508, :594-600, :763-766,
+    :847-850, :998-1002): whatever ``m`` is (``req_to_token.shape[1] // page_size`` or the batch's
+    ``max_blocks``), no column passes ``bound``.
+    """
+    j = check_int("page", page, minimum=0)
+    return smin(j * check_int("page_size", page_size, minimum=1), bound)
+
+
+def req_to_token_last_column(row_width):
+    """The spec's clamp for a gather from a ``req_to_token`` row: its last column, ``W - 1``."""
+    return check_int("row_width", row_width, minimum=1) - 1
 
 
 def verify_kv_indices_numel(max_bs, max_context_len, num_draft_tokens):

@@ -37,6 +37,9 @@ from .padded_verify import check_padded_verify
 from .verify_kv import check_verify_kv
 from .direct_kv import check_direct_kv
 from .plan_copy import check_plan_copies
+from .packed_mask import check_packed_masks
+from .compressed_page_table import check_compressed_page_tables
+from .clamped_gather import check_clamped_gathers
 from .fill_write import check_fill_writes
 from .helpers import SPEC_UTILS_FILE
 
@@ -209,6 +212,9 @@ def _consumers(index, rep, program, replay):
     check_verify_kv(program, rep, replay=replay)
     check_direct_kv(program, rep, replay=replay)
     check_plan_copies(program, rep, replay=replay)
+    check_packed_masks(program, rep, replay=replay)
+    check_compressed_page_tables(program, rep, replay=replay)
+    check_clamped_gathers(program, rep, replay=replay)
     check_fill_writes(program, rep, replay=replay)
     check_page_table_builds(program, rep, replay=replay)
 

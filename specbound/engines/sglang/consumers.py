@@ -226,7 +226,8 @@ def _page_table_row(program, fill, params, site, self_val, fill_params=FILL_PARA
     return row
 
 
-def replay_read(row: Row, delta, width, values: dict, reported=PAGE_TABLE_REPORTED) -> None:
+def replay_read(row: Row, delta, width, values: dict, reported=PAGE_TABLE_REPORTED,
+                columns=spec.page_table_columns_read) -> None:
     """A stand-in for the attention kernel (FlashAttention cannot run here): a table of the
     counterexample's ``bs`` rows of ``width`` columns, read the way the kernel is told to,
     ``page_table[b, 0:ceil((seq_len + delta) / page_size)]`` as flat offsets; the last row's
@@ -237,7 +238,7 @@ def replay_read(row: Row, delta, width, values: dict, reported=PAGE_TABLE_REPORT
     if d is None or w is None:
         row.detail += "; no replay: the width or delta is not concrete at the counterexample"
         return
-    cols = spec.page_table_columns_read(values["seq_len"], d, values["page_size"])
+    cols = columns(values["seq_len"], d, values["page_size"])
     table = torch.zeros(values["bs"], w, dtype=torch.int32)
     last = values["bs"] - 1
     row.replay = {**values, "delta": d, "width": w, "columns_read": cols}

@@ -113,7 +113,7 @@ def _rows(program, fill, params, params_of, site, self_val, owner, where, replay
         return [Row(f"consumer.{KIND}[{owner}@{where}]", subject, CHECK, "ast", UNKNOWN,
                     f"`{ast.unparse(table)}` was not traced to a 2-D allocation")]
     deltas = _resolve(tracer, exprs[delta_param], frame, Path())
-    runner = _fill_runner(program, fill) if replay else None
+    runner = package_runner(program, fill) if replay else None
     return [_row(owner, where, subject, a, p, label, clamps, deltas, runner) for a, p, label in allocs]
 
 
@@ -154,9 +154,10 @@ def _row(owner, where, subject, a, path, label, clamps, deltas, runner) -> Row:
     return row
 
 
-def _fill_runner(program: Program, fill):
-    """The package's fill and the kernel it launches, defined under the checked interpreter on
-    first use; None when the fill launches no kernel of its file."""
+def package_runner(program: Program, fill, runner=None):
+    """The package's function ``fill`` and the kernel of its file it launches, defined under the
+    checked interpreter on first use by ``runner`` (a :class:`_Build`; the fill's by default); None
+    when it launches no kernel of its file."""
     tree = program.index.tree(fill.path)
     jits = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef) and is_triton_jit(s)} if tree else {}
     launched = [c.func.value.id for c in ast.walk(fill.node) if isinstance(c, ast.Call)
@@ -164,7 +165,7 @@ def _fill_runner(program: Program, fill):
     if not launched:
         return None
     found = Found(fill.name, fill.path, fill.rel, fill.node, program.index.text(fill.path), False)
-    return _Fill(program, found, jits[launched[0]])
+    return (runner or _Fill)(program, found, jits[launched[0]])
 
 
 class _Fill(_Build):

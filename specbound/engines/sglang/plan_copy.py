@@ -48,17 +48,23 @@ CHECK = "the verify kv-index stream the plan copies (spec.plan_copy_kv_indices_l
 def check_plan_copies(program: Program, report: AuditReport, replay: bool = True) -> None:
     """``replay``: run the copy with torch at each finding's counterexample."""
     plans = _plans(program)
-    grouped: dict = {}   # one row per (plan, installing method, wrapper store), naming every install
-    for fn, install, store in _installs(program, plans) if plans else ():
-        grouped.setdefault((install.value.args[0].id, fn.key, store), (fn, []))[1].append(install.lineno)
-    for (name, _, store), (fn, lines) in grouped.items():
+    for name, store, fn, installed in grouped_installs(program, plans):
         plan, copy = plans[name]
         where = f"{plan.rel}:{copy.lineno}"
-        installed = f"{fn.rel}:{', '.join(map(str, lines))}"
         for self_val in selves(program, fn):
             owner = self_val.cls.name if self_val is not None else fn.qual
             site_rows(report, KIND, owner, where, CHECK,
                       lambda: _rows(program, self_val, owner, where, installed, store, replay))
+
+
+def grouped_installs(program: Program, plans: dict) -> list:
+    """(plan name, wrapper store, installing method, ``file:lines`` of its installs): one per
+    (plan, installing method, wrapper store), naming every install."""
+    grouped: dict = {}
+    for fn, install, store in installs(program, plans) if plans else ():
+        grouped.setdefault((install.value.args[0].id, fn.key, store), (fn, []))[1].append(install.lineno)
+    return [(name, store, fn, f"{fn.rel}:{', '.join(map(str, lines))}")
+            for (name, _, store), (fn, lines) in grouped.items()]
 
 
 def _plans(program: Program) -> dict:
@@ -76,7 +82,7 @@ def _plans(program: Program) -> dict:
     return out
 
 
-def _installs(program: Program, plans: dict) -> list:
+def installs(program: Program, plans: dict) -> list:
     """(method, the install assignment, ``<d>`` of the loop ``for <w> in self.<d>[...]``)."""
     out = []
     for fn, node in attention_nodes(program, "begin_forward"):
@@ -93,9 +99,10 @@ def _installs(program: Program, plans: dict) -> list:
     return out
 
 
-def _wrapper_buffers(program: Program, cls, store: str) -> list:
-    """(method, expression) of each ``paged_kv_indices_buf=`` of the wrappers stored in
-    ``self.<store>``: ``self.<store>[k] = v``, ``v = self.<m>(...)`` (or the call itself)."""
+def wrapper_buffers(program: Program, cls, store: str, keyword: str = WRAPPER_KEYWORD) -> list:
+    """(method, expression) of each ``<keyword>=`` (or dict entry ``"<keyword>": e``, handed on as
+    ``**extra``) of the wrappers stored in ``self.<store>``: ``self.<store>[k] = v``, ``v =
+    self.<m>(...)`` (or the call itself)."""
     out, seen = [], set()
     for method in program.visible_methods(cls).values():
         for node in program.walk(method.node):
@@ -114,9 +121,12 @@ def _wrapper_buffers(program: Program, cls, store: str) -> list:
                 if builder is None or builder.key in seen:
                     continue
                 seen.add(builder.key)
-                out += [(builder, kw.value) for kw in (k for x in program.walk(builder.node)
-                                                        if isinstance(x, ast.Call) for k in x.keywords)
-                        if kw.arg == WRAPPER_KEYWORD]
+                for x in program.walk(builder.node):
+                    if isinstance(x, ast.Call):
+                        out += [(builder, k.value) for k in x.keywords if k.arg == keyword]
+                    elif isinstance(x, ast.Dict):
+                        out += [(builder, v) for k, v in zip(x.keys, x.values)
+                                if isinstance(k, ast.Constant) and k.value == keyword]
     return out
 
 
@@ -125,7 +135,7 @@ def _rows(program, self_val, owner, where, installed, store, replay) -> list[Row
     if self_val is None:
         return [Row(f"consumer.{KIND}[{owner}@{where}]", subject, CHECK, "ast", UNKNOWN, "the install is not a method")]
     found = {}
-    for builder, expr in _wrapper_buffers(program, self_val.cls, store):
+    for builder, expr in wrapper_buffers(program, self_val.cls, store):
         for a, p in traced_allocations(program, builder, self_val, expr, where, _DirectTracer).values():
             found.setdefault((a.site, a.view), (a, p))
     if not found:
