@@ -168,6 +168,7 @@ def test_only_block_b_follows_the_mode_and_every_block_b_is_covered(monkeypatch)
     up to BLOCK_B_MAX.  Planted: a BLOCK_B chooser without the cap (a 1-node tree at the
     compiled budget takes 2048 requests) is caught."""
     assert _only_block_b_follows_the_mode() == []
+    assert plan.BLOCK_B_MAX == plan.pow2(ENV.batch[1])   # the largest batch fits one program
     for bs in (1, 3, 64, 256):   # compiled, nothing of the batch is read
         assert plan.kv_blocks(bs, 4, 3, compiled=True) == plan.kv_blocks(1, 4, 3, compiled=True)
         assert plan.tree_blocks(bs, 16, compiled=True) == plan.tree_blocks(1, 16, compiled=True)
