@@ -98,14 +98,15 @@ def _row(program, self_val, init, name, call, width_expr, where, replay) -> Row:
     allocation = f"{where} {ast.unparse(call)}"
     tracer = _CompressedTracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
     frame = tracer.top_frame(init, self_val)
-    given = [RATIO >= 1, GROUP >= 1] + ([n <= RATIO] if guard else [])
+    given = {"ratio_positive": RATIO >= 1, "page_group_positive": GROUP >= 1,
+             **({"sglang_refuses_n_above_ratio": n <= RATIO} if guard else {})}
     judged = []
     for wv, wp in _resolve(tracer, width_expr, frame, Path(trail=(where,))):
         if not isinstance(wv, Num):
             return Row(row_id, subject, CHECK, "ast", UNKNOWN,
                        f"the width `{ast.unparse(width_expr)}` was not traced to a number: {wv}", allocation=allocation)
-        j = judge_page_table(n, wv.term, list(wp.conds) + given, row_id,
-                             lambda s, d, p: spec.compressed_pages_read(s, d, RATIO, GROUP), REPORTED)
+        j = judge_page_table(n, wv.term, list(wp.conds), row_id,
+                             lambda s, d, p: spec.compressed_pages_read(s, d, RATIO, GROUP), REPORTED, given=given)
         if j.verdict != judge.INFEASIBLE:
             judged.append((j, wv.term))
     if not judged:

@@ -265,13 +265,16 @@ def _table_widths(tracer, expr, frame) -> list:
     return out
 
 
-def page_table_contract(delta, width, conds) -> dict:
+def page_table_contract(delta, width, conds, given: dict | None = None) -> dict:
+    """The judgement's hypotheses: the contract, the traced path's conditions (``conds``,
+    ``path_<i>``) and facts a stage read from sglang (``given``, under their own names)."""
     hyps = {**labelled(spec.context_ok(C)), **labelled(spec.tree_shape_ok(K, D, n)),
             "page_size_positive": page >= 1, "seq_len_nonneg": SEQ >= 0,
             # sglang admits a request up to max_req_len = min(context_len - 1, ...) tokens.
             "admitted_below_context": SEQ <= C - 1, "delta_nonneg": delta >= 0}
     for i, c in enumerate(conds):
         hyps[f"path_{i}"] = c
+    hyps.update(given or {})
     return hyps
 
 
@@ -280,14 +283,14 @@ READ_PAST = ("the kernel reads past the filled row", "makes the kernel read past
 
 
 def judge_page_table(delta, width, conds, name="page_table", columns=spec.page_table_columns_read,
-                     reported=PAGE_TABLE_REPORTED, past=READ_PAST) -> judge.Judgement:
+                     reported=PAGE_TABLE_REPORTED, past=READ_PAST, given: dict | None = None) -> judge.Judgement:
     """The columns read for one request (``columns(seq_len, delta, page_size)``, by default
     ``cache_seqlens = seq_len + delta``) against ``width`` filled columns, through the core
     (``past``: what a refutation means, said two ways; a writer judged the same way has its own)."""
     goal = columns(SEQ, delta, page) <= width
     required = f"{z3.simplify(columns(SEQ, delta, page))} columns"
     size = str(z3.simplify(width)) if z3.is_expr(width) else str(width)
-    hyps = page_table_contract(delta, width, conds)
+    hyps = page_table_contract(delta, width, conds, given)
     try:
         if core.satisfy(f"{name}/feasible", hyps) is None:
             return judge.Judgement(judge.INFEASIBLE, required, size)
