@@ -34,7 +34,7 @@ from specbound.proofs.model import C, n
 
 from specbound.audit import judge
 from specbound.audit.extract import Found, is_triton_jit
-from specbound.audit.kernels import bind_params, launch_finding, record_replay
+from specbound.audit.kernels import launch_finding, record_replay
 from specbound.audit.program import Program
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OVERREAD, OVERRUN, UNKNOWN, AuditReport, Row
 from specbound.audit.trace import Tracer
@@ -188,10 +188,8 @@ class _Fill(_Build):
                 "req_pool_indices": torch.arange(bs, dtype=torch.int64), "max_seq_pages": pages,
                 "seq_lens": torch.full((bs,), seq, dtype=torch.int32), "seq_len_delta": d, "seqlen_offset": d,
                 "page_size": p}
-        kwargs, missing = bind_params([(a, a not in self.build.required_params()) for a in self.build.params()],
-                                      feed, {})
-        if missing:
-            row.detail += f"; no replay: {self.build.name} takes {missing}, which the replay does not feed"
+        kwargs = self.bind(feed, row)
+        if kwargs is None:
             return
         f = launch_finding(lambda: fill(**kwargs))
         row.replay = {**values, "width": w, "pages": pages}

@@ -33,7 +33,7 @@ from specbound.proofs import core
 from specbound.proofs.model import C, bs, n
 
 from specbound.audit import judge
-from specbound.audit.kernels import bind_params, launch_finding, record_replay
+from specbound.audit.kernels import launch_finding, record_replay
 from specbound.audit.program import Program
 from specbound.audit.report import CRASH, ERROR, HOLDS_ONLY_IF, MATCHED, OVERRUN, UNKNOWN, AuditReport, Row
 from . import bindings
@@ -178,10 +178,8 @@ class _Packer(_Build):
         feed = {"mask": torch.ones(spec.custom_mask_batch_read(count, q, count * s), dtype=torch.bool),
                 "kv_indptr": kv, "packed_indptr": packed, "output": torch.zeros(size, dtype=torch.uint8),
                 "batch_size": count, "query_width": q, "max_kv_len": s + q}
-        kwargs, missing = bind_params([(p, p not in self.build.required_params()) for p in self.build.params()],
-                                      feed, {})
-        if missing:
-            row.detail += f"; no replay: {self.build.name} takes {missing}, which the replay does not feed"
+        kwargs = self.bind(feed, row)
+        if kwargs is None:
             return
         f = launch_finding(lambda: pack(**kwargs))
         row.replay = {**values, "buffer_numel": size, "bytes_packed": int(packed[-1])}

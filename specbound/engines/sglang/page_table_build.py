@@ -335,6 +335,16 @@ class _Build:
                 self.why = f"cannot define {self.build.name}: {type(e).__name__}: {e}"
         return self.loaded
 
+    def bind(self, feed: dict, row: Row) -> dict | None:
+        """The build's keyword arguments from ``feed`` (its optional parameters may be left out);
+        None, said in ``row``'s detail, when it takes one the replay does not feed."""
+        params = [(a, a not in self.build.required_params()) for a in self.build.params()]
+        kwargs, missing = bind_params(params, feed, {})
+        if missing:
+            row.detail += f"; no replay: {self.build.name} takes {missing}, which the replay does not feed"
+            return None
+        return kwargs
+
     def replay(self, row: Row, width, values: dict) -> None:
         """The counterexample's request (``cache_seqlens = seq_len + delta``) built by the package's
         own function into a table of the allocation's width: its last row is the request's."""
@@ -352,10 +362,8 @@ class _Build:
                 "req_pool_indices": torch.arange(bs, dtype=torch.int64),
                 "cache_seqlens": torch.full((bs,), length, dtype=torch.int32),
                 "page_table": torch.zeros((bs, w), dtype=torch.int32), "page_size": p}
-        kwargs, missing = bind_params([(a, a not in self.build.required_params()) for a in self.build.params()],
-                                      feed, {})
-        if missing:
-            row.detail += f"; no replay: {self.build.name} takes {missing}, which the replay does not feed"
+        kwargs = self.bind(feed, row)
+        if kwargs is None:
             return
         f = launch_finding(lambda: build(**kwargs))
         row.replay = {**values, "width": w, "pages": pages, "cache_seqlens": length}
