@@ -12,7 +12,8 @@ from pathlib import Path
 
 from specbound import kernels  # noqa: F401  - before triton: it may set TRITON_INTERPRET
 from specbound import spec
-from specbound.audit.report import HOLDS_ONLY_IF, MATCHED, OVERRUN
+from specbound.audit.report import HOLDS_ONLY_IF, MATCHED, OVERRUN, UNKNOWN
+from specbound.engines.sglang.consumers import LONGEST_UNTRACED, check_consumers
 from specbound.engines.sglang.fill_write import check_fill_writes
 from specbound.engines.sglang.locate import PACKAGE
 from specbound.engines.sglang.testing import write_sglang_package
@@ -94,14 +95,22 @@ class ToyXpuBackend:
 CONTEXT_WIDTH = "(self.max_context_len + self.page_size - 1) // self.page_size"   # XPU's graph table
 LONGEST = "(metadata.max_seq_len_k + self.page_size - 1) // self.page_size"      # XPU's clamp
 ROW = "consumer.page_table_fill_write[ToyXpuBackend.graph[page_table]@"
+GRAPH_TABLE = 'self.graph["page_table"][:bs, :]'
 
 
-def rows(root: Path, width: str, clamp: str = LONGEST, replay: bool = True) -> list:
+def rows(root: Path, width: str, clamp: str = LONGEST, replay: bool = True, readers: bool = False,
+         table: str = GRAPH_TABLE) -> list:
+    """The fill-write rows, or with ``readers`` the reader rows (``consumer.page_table``) of the
+    same call; ``table``: what the capture stores as the metadata's table."""
+    backend = BACKEND.replace("{width}", width).replace("{clamp}", clamp).replace(GRAPH_TABLE, table)
     write_sglang_package(root, {"kernels/ops/attention/toy_metadata.py": FILL,
-                                "srt/layers/attention/toy_backend.py":
-                                    BACKEND.replace("{width}", width).replace("{clamp}", clamp)}, "0.0.0+toy")
+                                "srt/layers/attention/toy_backend.py": backend}, "0.0.0+toy")
     rep = AuditReport(str(root), "toy", "test", engine="sglang")
-    check_fill_writes(Program(SourceIndex(root), PACKAGE), rep, replay=replay)
+    program = Program(SourceIndex(root), PACKAGE)
+    if readers:
+        check_consumers(SourceIndex(root), rep, program)
+        return [r for r in rep.rows if r.id.startswith("consumer.page_table[")]
+    check_fill_writes(program, rep, replay=replay)
     return rep.rows
 
 
@@ -135,3 +144,37 @@ def test_room_for_the_draft_tokens_is_matched(tmp_path):
 
 def test_a_clamp_of_the_tables_own_width_has_no_row_here(tmp_path):
     assert rows(tmp_path, CONTEXT_WIDTH, clamp=CONTEXT_WIDTH) == []
+
+
+# What attention reads of the same call: cdiv(seq_len + delta, P) columns of the row.  The clamp
+# (the batch's longest request) never cuts that read, so only the table's width can.
+
+def reader(got):
+    assert len(got) == 1 and got[0].id.startswith("consumer.page_table[ToyXpuBackend@"), \
+        [(r.id, r.status, r.detail[:200]) for r in got]
+    return got[0]
+
+
+def test_attention_reads_past_a_context_wide_table_unless_the_request_has_room(tmp_path):
+    row = reader(rows(tmp_path, CONTEXT_WIDTH, readers=True))
+    assert row.status == HOLDS_ONLY_IF, row.detail
+    cex = row.counterexample
+    # the counterexample is one sglang can reach: max_seq_len_k = max(seq_lens) + delta, delta = n
+    assert cex["max_seq_len_k"] >= cex["seq_len"] + cex["num_draft_tokens"]
+    assert cex["seq_len"] <= cex["max_context_len"] - 1
+    assert spec.page_table_columns_read(cex["seq_len"], cex["num_draft_tokens"], cex["page_size"]) > \
+        spec.cdiv(cex["max_context_len"], cex["page_size"])
+    assert "longest_covers_request" not in row.detail and "IndexError" in row.detail   # the stand-in read
+
+
+def test_attention_read_of_a_table_with_room_for_the_draft_is_matched(tmp_path):
+    width = "(self.max_context_len + self.num_draft_tokens + self.page_size - 1) // self.page_size"
+    row = reader(rows(tmp_path, width, readers=True))
+    assert row.status == MATCHED, row.detail
+    assert "longest_covers_request" in row.detail   # the proof used what sglang sets the clamp to
+
+
+def test_a_longest_request_clamp_is_not_judged_without_the_table(tmp_path):
+    # the clamp alone would prove every read in bounds: with the table untraced the row says so
+    row = reader(rows(tmp_path, CONTEXT_WIDTH, readers=True, table="self.make_table(bs)"))
+    assert row.status == UNKNOWN and LONGEST_UNTRACED in row.detail, row.detail

@@ -24,7 +24,8 @@ from specbound.proofs.model import j, page
 from specbound.audit import judge
 from specbound.audit.program import Program
 from specbound.audit.report import CRASH, ERROR, MATCHED, UNKNOWN, AuditReport, Row
-from .consumers import attention_nodes, selves, site_rows
+from .consumers import site_rows
+from .site_trace import attention_nodes, selves
 
 KIND = "clamped_gather"
 WIDTH = z3.Int("row_width")

@@ -28,9 +28,9 @@ from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OVERREAD, UNKN
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Num, Path
 from . import bindings
-from .consumers import PAGE_TABLE_REPORTED, _resolve, attention_nodes, judge_page_table, replay_read, selves, \
-    site_rows
+from .consumers import PAGE_TABLE_REPORTED, judge_page_table, replay_read, site_rows
 from .sparse_page_table import _table_allocations
+from .site_trace import attention_nodes, resolve, selves
 
 KIND = "compressed_page_table"
 RATIO, GROUP = z3.Int("compress_ratio"), z3.Int("compressed_page_size")
@@ -101,7 +101,7 @@ def _row(program, self_val, init, name, call, width_expr, where, replay) -> Row:
     given = {"ratio_positive": RATIO >= 1, "page_group_positive": GROUP >= 1,
              **({"sglang_refuses_n_above_ratio": n <= RATIO} if guard else {})}
     judged = []
-    for wv, wp in _resolve(tracer, width_expr, frame, Path(trail=(where,))):
+    for wv, wp in resolve(tracer, width_expr, frame, Path(trail=(where,))):
         if not isinstance(wv, Num):
             return Row(row_id, subject, CHECK, "ast", UNKNOWN,
                        f"the width `{ast.unparse(width_expr)}` was not traced to a number: {wv}", allocation=allocation)

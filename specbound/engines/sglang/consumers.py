@@ -6,10 +6,13 @@ verify, per the spec's consumer contracts (:mod:`specbound.spec.consumers`).
   fill tells the attention kernel ``cache_seqlens = seq_len + delta`` and fills at most
   ``max_seq_pages`` columns, so the kernel reads ``spec.page_table_columns_read(seq_len,
   delta, page_size)`` columns of a row of at most ``max_seq_pages`` valid ones (and of the
-  traced allocation's width, when the table is traced).  A request is admitted with
-  ``seq_len <= C - 1`` (sglang's ``max_req_len = min(context_len - 1, ...)``,
-  ``managers/tp_worker.py``).  ``matched``; ``holds only if seq_len[b] + delta <= C`` (a
-  condition sglang does not check); ``overread`` otherwise.
+  traced allocation's width, when the table is traced through its record field or graph dict).
+  A request is admitted with ``seq_len <= C - 1`` (sglang's ``max_req_len = min(context_len -
+  1, ...)``, ``managers/tp_worker.py``).  A clamp of ``<x>.max_seq_len_k`` (XPU: the batch's
+  longest request, :class:`.site_trace.LongestTracer`) bounds the request, not the row: it is
+  judged only against a traced table's width, ``unknown`` without one.  ``matched``; ``holds
+  only if seq_len[b] + delta <= C`` (a condition sglang does not check); ``overread``
+  otherwise.
 * ``consumer.custom_mask[...]``: every slice copy ``buf[:k] = <x>.custom_mask`` (or
   ``buf[:k].copy_(<x>.custom_mask)``): the verify mask copied into a backend's buffer,
   which the attention kernel then reads through ``mask_indptr`` (``n * (seq_len + n)``
@@ -33,14 +36,17 @@ from specbound.audit import judge
 from specbound.audit.extract import SourceIndex
 from specbound.audit.program import Program
 from specbound.audit.report import CRASH, ERROR, HOLDS_ONLY_IF, MATCHED, OVERREAD, UNKNOWN, AuditReport, Row
-from specbound.audit.trace import Tracer
-from specbound.audit.trace_values import Alloc, EnumMember, Instance, Num, Path, term_ids
+from specbound.audit.trace_values import Alloc, EnumMember, Num, Path, term_ids
 from . import bindings
 from .locate import PACKAGE
+from .site_trace import LONGEST, LongestTracer, attention_nodes, call_argument, longest_bounds, mentions, resolve, \
+    selves, traced_allocations, traced_tables
 
 FILL_PARAMS = ("page_table", "max_seq_pages", "seq_len_delta")
 SEQ = z3.Int("seq_len[b]")
 PAGE_TABLE_REPORTED = (("seq_len", SEQ), ("num_draft_tokens", n), ("page_size", page), ("max_context_len", C))
+LONGEST_UNTRACED = ("the fill is clamped by the batch's longest KV length (max_seq_len_k), which bounds the "
+                    "request, not the row, and the page_table argument was not traced to its allocation")
 # Per consumer kind: the row status of a refuted buffer (a reader overreads, a copy raises).
 REFUTED_STATUS = {"page_table": OVERREAD, "custom_mask_copy": CRASH}
 VERDICT = {judge.MATCHED: MATCHED, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF, judge.ERROR: ERROR}
@@ -56,40 +62,6 @@ def check_consumers(index: SourceIndex, report: AuditReport, program: Program | 
 
 # --- shared ------------------------------------------------------------------------------------
 
-def selves(program: Program, func):
-    return [Instance(c) for c in program.classes_running(func)] if func.cls else [None]
-
-
-def call_argument(call: ast.Call, params: list[str], name: str):
-    """The expression ``call`` passes for parameter ``name`` of a function with ``params``; None
-    when it is not passed, or hidden behind a ``*args``."""
-    for kw in call.keywords:
-        if kw.arg == name:
-            return kw.value
-    if name in params:
-        i = params.index(name)
-        if i < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: i + 1]):
-            return call.args[i]
-    return None
-
-
-def dominating_statements(func_node, lineno: int) -> list:
-    """Statements that run before line ``lineno`` on every path: those in the statement lists
-    enclosing it, before the statement that holds it."""
-    out = []
-
-    def visit(body):
-        for stmt in body:
-            if stmt.lineno <= lineno <= stmt.end_lineno:
-                for field in ("body", "orelse", "finalbody"):
-                    inner = getattr(stmt, field, None)
-                    if isinstance(inner, list) and inner and inner[0].lineno <= lineno <= inner[-1].end_lineno:
-                        visit(inner)
-                return
-            out.append(stmt)
-    visit(func_node.body)
-    return out
-
 
 def site_rows(report: AuditReport, kind: str, owner: str, where: str, check: str, make) -> None:
     """The rows ``make()`` gives for one site, timed together; the audit's own failure there is
@@ -104,22 +76,6 @@ def site_rows(report: AuditReport, kind: str, owner: str, where: str, check: str
         row.seconds = time.perf_counter() - t0
         report.add(row)
 
-
-def _resolve(tracer: Tracer, expr, frame, path: Path) -> list:
-    tracer.steps = 0
-    return tracer.resolve(expr, frame, path)
-
-
-def traced_allocations(program: Program, fn, self_val, expr, where: str, tracer_cls=Tracer) -> dict:
-    """The allocations ``expr`` (in ``fn``, run by ``self_val``) traces to, each once with
-    the path it was found under, for a buffer of the target-verify pass."""
-    tracer = tracer_cls(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
-    frame = tracer.top_frame(fn, self_val)
-    found = {}
-    for v, p in _resolve(tracer, expr, frame, Path(trail=(where,))):
-        if isinstance(v, Alloc):
-            found.setdefault((v.site, v.view, term_ids(list(v.dims))), (v, p))
-    return found
 
 
 # --- page tables -------------------------------------------------------------------------------
@@ -137,7 +93,7 @@ def _fill_functions(program: Program, fill_params=FILL_PARAMS):
     return out
 
 
-def _page_table_rows(program: Program, fill_params=FILL_PARAMS, tracer_cls=Tracer,
+def _page_table_rows(program: Program, fill_params=FILL_PARAMS, tracer_cls=LongestTracer,
                      columns=spec.page_table_columns_read, kind="page_table", keep=None,
                      reported=PAGE_TABLE_REPORTED) -> list[Row]:
     """``fill_params``: the fill's (table, clamp, delta) parameter names; ``columns``: the
@@ -165,7 +121,7 @@ def _page_table_rows(program: Program, fill_params=FILL_PARAMS, tracer_cls=Trace
     return rows
 
 
-def _page_table_row(program, fill, params, site, self_val, fill_params=FILL_PARAMS, tracer_cls=Tracer,
+def _page_table_row(program, fill, params, site, self_val, fill_params=FILL_PARAMS, tracer_cls=LongestTracer,
                     columns=spec.page_table_columns_read, kind="page_table", keep=None,
                     reported=PAGE_TABLE_REPORTED) -> Row | None:
     owner = self_val.cls.name if self_val is not None else site.caller.qual
@@ -180,15 +136,21 @@ def _page_table_row(program, fill, params, site, self_val, fill_params=FILL_PARA
     if exprs[delta_param] is None or exprs[clamp_param] is None:
         return Row(row_id, subject, check, "ast", UNKNOWN, f"the call passes no {delta_param} / {clamp_param} "
                                                            f"(parameters {params})")
-    tables = _table_widths(tracer, exprs[table_param], frame)
+    tables = _table_widths(program, site, self_val, exprs[table_param], where, tracer_cls)
     judged, seen = [], set()
-    for dv, dp in _resolve(tracer, exprs[delta_param], frame, Path()):
+    for dv, dp in resolve(tracer, exprs[delta_param], frame, Path()):
         if keep is not None and not (isinstance(dv, Num) and keep(dv.term)):
             continue
-        for wv, wp in _resolve(tracer, exprs[clamp_param], frame, dp):
+        for wv, wp in resolve(tracer, exprs[clamp_param], frame, dp):
             if not isinstance(dv, Num) or not isinstance(wv, Num):
                 bad = dv if not isinstance(dv, Num) else wv
                 judged.append((judge.Judgement("unknown", detail=f"not traced to a number: {bad}"), None))
+                continue
+            # A clamp of the batch's longest KV length: what sglang sets it to, under its own names;
+            # it bounds the request, not the row, so only a traced table's width can judge it.
+            longest = any(mentions(t, LONGEST) for t in (dv.term, wv.term))
+            if longest and not tables:
+                judged.append((judge.Judgement("unknown", detail=LONGEST_UNTRACED), None))
                 continue
             for width, note in tables or [(None, "")]:
                 limit = wv.term if width is None else spec.smin(wv.term, width)
@@ -196,7 +158,9 @@ def _page_table_row(program, fill, params, site, self_val, fill_params=FILL_PARA
                 if ident in seen:
                     continue
                 seen.add(ident)
-                j = judge_page_table(dv.term, limit, list(wp.conds), row_id, columns, reported)
+                j = judge_page_table(dv.term, limit, list(wp.conds), row_id, columns,
+                                     (*reported, ("max_seq_len_k", LONGEST)) if longest else reported,
+                                     given=longest_bounds(SEQ, dv.term) if longest else None)
                 if j.verdict != judge.INFEASIBLE:
                     judged.append((j, (dv.term, wv.term, note, limit)))
     if not judged and keep is not None:
@@ -222,7 +186,7 @@ def _page_table_row(program, fill, params, site, self_val, fill_params=FILL_PARA
         detail += " | other paths: " + "; ".join(others)
     row = Row(row_id, subject, check, "z3", status, detail, j.counterexample, size=j.size, required=j.required)
     if status in (OVERREAD, HOLDS_ONLY_IF) and j.counterexample:
-        replay_read(row, delta, limit, j.counterexample, reported)
+        replay_read(row, delta, limit, j.counterexample, (*reported, ("max_seq_len_k", LONGEST)))
     return row
 
 
@@ -253,13 +217,16 @@ def replay_read(row: Row, delta, width, values: dict, reported=PAGE_TABLE_REPORT
     row.status = ERROR   # the model says it reads past the row, the stand-in does not: the audit's model is off
 
 
-def _table_widths(tracer, expr, frame) -> list:
-    """Widths of the page-table allocations the ``page_table`` argument traces to (empty when
-    the trail ends: the fill's clamp is then the width judged)."""
+def _table_widths(program, site, self_val, expr, where, tracer_cls) -> list:
+    """Widths of the 2-D page-table allocations the ``page_table`` argument traces to, through a
+    metadata record's field and a graph dict's entry (:func:`.site_trace.traced_tables`); empty
+    when the trail ends (the fill's clamp is then the width judged)."""
     if expr is None:
         return []
+    obj, field = (expr.value, expr.attr) if isinstance(expr, ast.Attribute) else (expr, None)
     out = []
-    for v, _ in _resolve(tracer, expr, frame, Path()):
+    for v, _, _ in traced_tables(program, site.caller, self_val, obj, field, site.call.lineno, where,
+                                 tracer_cls).values():
         if isinstance(v, Alloc) and v.dims and isinstance(v.dims[-1], (int, z3.ArithRef)) and not v.view:
             out.append((v.dims[-1], f"; the table allocated at {v.site} ({v.text})"))
     return out
@@ -320,19 +287,6 @@ def judge_page_table(delta, width, conds, name="page_table", columns=spec.page_t
 
 
 # --- the verify mask copied into a backend's custom-mask buffer ----------------------------------
-
-def attention_nodes(program: Program, text: str, whole_words: bool = True, folder: str = "/layers/attention/"):
-    """(function, AST node) of every node in a function of a file under ``folder`` (the
-    attention backends, ``srt/layers/attention/``, by default) that mentions ``text``."""
-    for p in program.files_mentioning(text, whole_words=whole_words):
-        if folder not in str(p).replace("\\", "/"):
-            continue
-        tree = program.index.tree(p)
-        if tree is None:
-            continue
-        for fn in program._functions_in(p, tree):
-            for node in program.walk(fn.node):
-                yield fn, node
 
 
 def _mask_copies(program: Program):

@@ -39,9 +39,10 @@ from specbound.audit.program import Program
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OVERRUN, UNKNOWN, AuditReport, Row
 from specbound.audit.trace_values import Alloc, Ended, Items, Num, Path, term_ids
 from . import bindings
-from .consumers import attention_nodes, call_argument, selves, site_rows, traced_allocations
+from .consumers import site_rows
 from .page_table_build import _bare_seq_lens
 from .verify_kv import KERNEL, KERNEL_FILES, WRITER_PARAMS, _Kernel, _VerifyTracer
+from .site_trace import attention_nodes, call_argument, selves, traced_allocations
 
 KIND = "direct_kv_indices"
 MAX_ENVS = 16        # paths through the ifs that assign the launch's lengths and buffer

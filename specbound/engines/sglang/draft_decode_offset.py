@@ -25,10 +25,10 @@ from specbound.proofs.model import D
 
 from specbound.audit.program import Program
 from specbound.audit.report import AuditReport
-from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Num
 from .consumers import FILL_PARAMS, PAGE_TABLE_REPORTED, _page_table_rows
 from .offset_page_table import OFFSET_FILL_PARAMS, _QWidthTracer
+from .site_trace import LongestTracer, mentions
 
 STEP_ATTR = "speculative_step_id"
 STEP = z3.Int("step")
@@ -41,7 +41,7 @@ def _step_term(e):
     return None
 
 
-class _StepTracer(Tracer):
+class _StepTracer(LongestTracer):
     """``<x>.speculative_step_id`` is the draft step, ``0 <= step <= num_steps - 2``."""
 
     def _resolve(self, e, frame, path, receiver):
@@ -55,15 +55,7 @@ class _StepQWidthTracer(_StepTracer, _QWidthTracer):
 
 
 def _uses_step(term) -> bool:
-    if not z3.is_expr(term):
-        return False
-    todo = [term]
-    while todo:
-        t = todo.pop()
-        if z3.eq(t, STEP):
-            return True
-        todo.extend(t.children())
-    return False
+    return mentions(term, STEP)
 
 
 def draft_decode_offset_columns_read(seq_len, delta, page_size):

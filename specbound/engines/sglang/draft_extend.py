@@ -33,8 +33,9 @@ from specbound.audit.program import Program
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, OVERREAD, UNKNOWN, AuditReport, Row
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, Path
-from .consumers import REFUTED_STATUS, VERDICT, attention_nodes, judge_page_table, replay_read, selves
+from .consumers import REFUTED_STATUS, VERDICT, judge_page_table, replay_read
 from . import bindings
+from .site_trace import attention_nodes, selves
 
 DRAFT_COUNTS = ("num_draft_tokens", "speculative_num_draft_tokens", "draft_token_num")
 TABLE_KEY = "page_table"

@@ -38,9 +38,9 @@ from specbound.audit.program import Program
 from specbound.audit.report import CRASH, ERROR, MATCHED, UNKNOWN, AuditReport, Row
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, Num, Path, source_text
-from .consumers import call_argument, dominating_statements, selves
 from .draft_extend import graph_dict_entries
 from . import bindings
+from .site_trace import call_argument, dominating_statements, selves
 
 FILL_PARAMS = ("page_table", "cache_loc", "decode_length", "page_size")
 STEP, LAST_PAGE_LEN = z3.Ints("step last_page_len")

@@ -17,7 +17,7 @@ reads; these judge what the fill writes.
 * ``<x>.num_tokens_per_req`` is read as ``n`` (the target-verify rows per request; DSpark's
   draft block packs fewer).  A delta not traced (a loop's step) is named in the detail.
 * The table is followed through the metadata record and graph dict
-  (:func:`.page_table_build.traced_tables`); judged like the page-table build
+  (:func:`.site_trace.traced_tables`); judged like the page-table build
   (:func:`.consumers.judge_page_table`, a write past the row): ``matched``, ``holds only if
   seq_len[b] + delta <= max_context_len`` or ``overrun``, replayed by the package's own fill under
   the checked interpreter.
@@ -30,23 +30,21 @@ import ast
 import z3
 
 from specbound import spec
-from specbound.proofs.model import C, n
+from specbound.proofs.model import C
 
 from specbound.audit import judge
 from specbound.audit.extract import Found, is_triton_jit
 from specbound.audit.kernels import launch_finding, record_replay
 from specbound.audit.program import Program
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OVERREAD, OVERRUN, UNKNOWN, AuditReport, Row
-from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, Num, Path
 from . import bindings
-from .consumers import FILL_PARAMS, PAGE_TABLE_REPORTED, SEQ, _fill_functions, _resolve, call_argument, \
-    judge_page_table, selves, site_rows
+from .consumers import FILL_PARAMS, PAGE_TABLE_REPORTED, SEQ, _fill_functions, judge_page_table, site_rows
 from .offset_page_table import OFFSET_FILL_PARAMS
-from .page_table_build import _Build, traced_tables
+from .page_table_build import _Build
+from .site_trace import LONGEST, LongestTracer, call_argument, mentions, resolve, selves, traced_tables
 
 KIND = "page_table_fill_write"
-LONGEST = z3.Int("max_seq_len_k")
 REPORTED = (*PAGE_TABLE_REPORTED, ("max_seq_len_k", LONGEST))
 VERDICT = {judge.MATCHED: MATCHED, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF, OVERREAD: OVERRUN}
 ORDER = (OVERRUN, ERROR, HOLDS_ONLY_IF, UNKNOWN, MATCHED)
@@ -54,26 +52,6 @@ FILL_PAST = ("the fill stores past the row", "makes the fill store past its row"
 CHECK = "the pages the fill stores per row (spec.fill_columns_stored, clamped by the batch's longest request) " \
         "stay in the table's row"
 
-
-class _LongestTracer(Tracer):
-    """``<x>.max_seq_len_k``: the batch's longest KV length; ``<x>.num_tokens_per_req``: ``n``."""
-
-    def _resolve(self, e, frame, path, receiver):
-        if isinstance(e, ast.Attribute) and not receiver and e.attr in ("max_seq_len_k", "num_tokens_per_req"):
-            return [(Num(LONGEST if e.attr == "max_seq_len_k" else n), path)]
-        return super()._resolve(e, frame, path, receiver)
-
-
-def _mentions(term, var) -> bool:
-    if not z3.is_expr(term):
-        return False
-    todo = [term]
-    while todo:
-        t = todo.pop()
-        if t.eq(var):
-            return True
-        todo += t.children()
-    return False
 
 
 def check_fill_writes(program: Program, report: AuditReport, replay: bool = True) -> None:
@@ -92,13 +70,13 @@ def check_fill_writes(program: Program, report: AuditReport, replay: bool = True
 
 def _rows(program, fill, params, params_of, site, self_val, owner, where, replay) -> list[Row]:
     table_param, clamp_param, delta_param = params_of
-    tracer = _LongestTracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
+    tracer = LongestTracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
     frame = tracer.top_frame(site.caller, self_val)
     exprs = {name: call_argument(site.call, params, name) for name in params_of}
     if exprs[clamp_param] is None or exprs[delta_param] is None:
         return []
-    clamps = [(v.term, p) for v, p in _resolve(tracer, exprs[clamp_param], frame, Path())
-              if isinstance(v, Num) and _mentions(v.term, LONGEST)]
+    clamps = [(v.term, p) for v, p in resolve(tracer, exprs[clamp_param], frame, Path())
+              if isinstance(v, Num) and mentions(v.term, LONGEST)]
     if not clamps:
         return []   # a clamp of its own width: the reader rows judge the call
     subject = f"{owner} ({where}) -> {fill.name} (stores min(cdiv(seq_len + delta, P), max_seq_pages) pages)"
@@ -112,7 +90,7 @@ def _rows(program, fill, params, params_of, site, self_val, owner, where, replay
     if not allocs:
         return [Row(f"consumer.{KIND}[{owner}@{where}]", subject, CHECK, "ast", UNKNOWN,
                     f"`{ast.unparse(table)}` was not traced to a 2-D allocation")]
-    deltas = _resolve(tracer, exprs[delta_param], frame, Path())
+    deltas = resolve(tracer, exprs[delta_param], frame, Path())
     runner = package_runner(program, fill) if replay else None
     return [_row(owner, where, subject, a, p, label, clamps, deltas, runner) for a, p, label in allocs]
 

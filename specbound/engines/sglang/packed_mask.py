@@ -37,11 +37,12 @@ from specbound.audit.kernels import launch_finding, record_replay
 from specbound.audit.program import Program
 from specbound.audit.report import CRASH, ERROR, HOLDS_ONLY_IF, MATCHED, OVERRUN, UNKNOWN, AuditReport, Row
 from . import bindings
-from .consumers import attention_nodes, dominating_statements, selves, site_rows, traced_allocations
+from .consumers import site_rows
 from .direct_kv import _DirectTracer
 from .fill_write import package_runner
 from .page_table_build import _Build
 from .plan_copy import grouped_installs, wrapper_buffers
+from .site_trace import attention_nodes, dominating_statements, selves, traced_allocations
 
 KIND = "packed_mask"
 PACKED_BUFFER = "_custom_mask_buf"

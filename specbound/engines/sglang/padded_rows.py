@@ -33,9 +33,9 @@ from specbound import spec
 from specbound.proofs import core
 from specbound.proofs.model import fill, n
 
-from .consumers import attention_nodes
 from specbound.audit.program import Program
 from specbound.audit.report import DIVERGED, ERROR, MATCHED, UNKNOWN, AuditReport, Row
+from .site_trace import attention_nodes
 
 # Names a backend adds back to the bare prefix that are at least the padded q width n: the
 # draft-token count itself, FlashMLA's fixed q window (= num_draft_tokens), TRT-LLM MLA's

@@ -36,7 +36,7 @@ from specbound.proofs.model import bs, n
 
 from specbound.audit.program import Program
 from specbound.audit.report import CRASH, DIVERGED, ERROR, MATCHED, UNKNOWN, AuditReport, Row
-from .consumers import attention_nodes, dominating_statements, selves
+from .site_trace import attention_nodes, dominating_statements, selves
 
 DRAFT_COUNTS = ("num_draft_tokens", "speculative_num_draft_tokens", "draft_token_num")
 RAW_BS = z3.Int("raw_bs")

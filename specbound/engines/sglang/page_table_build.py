@@ -14,7 +14,7 @@ is whole blocks.  In target verify ``cache_seqlens = seq_len + n`` (ragged verif
   parameter of the caller (sglang's ``_fill_page_table_device(metadata, ...)``), each call of
   that caller is a site instead, so the rows name where the table is chosen.
 * The table is followed to its allocation through the record field it is set on
-  (:func:`_field_values`), then by the tracer.  ``pages_per_block`` is the kernel's block of
+  (:func:`.site_trace.field_values`), then by the tracer.  ``pages_per_block`` is the kernel's block of
   tokens (a module constant it divides by ``PAGE_SIZE``) over ``page_size``, with ``page_size``
   one of the block's divisors (the build asserts it divides the block); unread, any block.
 * Judged like the verify page tables (:func:`.consumers.judge_page_table`): ``matched``, ``holds
@@ -36,10 +36,9 @@ from specbound.audit.extract import Found, is_triton_jit
 from specbound.audit.kernels import Unavailable, bind_params, launch_finding, record_replay, triton_env
 from specbound.audit.program import Program
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OVERREAD, OVERRUN, UNKNOWN, AuditReport, Row
-from specbound.audit.trace import Tracer
-from specbound.audit.trace_values import Alloc, Path, term_ids
-from . import bindings
-from .consumers import PAGE_TABLE_REPORTED, call_argument, dominating_statements, judge_page_table, selves, site_rows
+from specbound.audit.trace_values import Alloc, Path
+from .consumers import PAGE_TABLE_REPORTED, judge_page_table, site_rows
+from .site_trace import call_argument, selves, traced_tables
 
 BUILD_PARAMS = ("req_to_token", "cache_seqlens", "page_table", "page_size")
 TABLE = "page_table"
@@ -48,7 +47,6 @@ LENGTHS = "cache_seqlens"
 BLOCK = z3.Int("pages_per_block")
 REPORTED = (*PAGE_TABLE_REPORTED, ("pages_per_block", BLOCK))
 VERDICT = {judge.MATCHED: MATCHED, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF, OVERREAD: OVERRUN}
-MAX_HOPS = 8
 WRITE_PAST = ("the build stores past the row", "makes the build store past its row")
 
 
@@ -155,70 +153,6 @@ def _sites(program: Program, build: Found) -> list:
     return out
 
 
-def _is_self_attr(e) -> bool:
-    return isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self"
-
-
-def _field_values(program: Program, fn, self_val, obj, field, line: int, hops: int = 0) -> list:
-    """(expression, function) of what ``<obj>.<field>`` holds at line ``line`` of ``fn``: the
-    last assignment of it that runs before (in the enclosing statement lists); through
-    ``obj = <y>`` before, a parameter's arguments, and a record stored as ``self.<d>[<k>] =
-    <x>`` and read back as ``self.<d>[<key>]``.  Empty where the trail ends."""
-    if field is None:
-        return [(obj, fn)]
-    if hops > MAX_HOPS:
-        return []
-    text = ast.unparse(obj)
-    for stmt in reversed(dominating_statements(fn.node, line)):
-        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
-            continue
-        target = stmt.targets[0]
-        if isinstance(target, ast.Attribute) and target.attr == field and ast.unparse(target.value) == text:
-            return [(stmt.value, fn)]
-        if ast.unparse(target) == text:
-            return _field_values(program, fn, self_val, stmt.value, field, stmt.lineno, hops + 1)
-    if isinstance(obj, ast.Name) and obj.id in fn.params():
-        params, out = [a for a in fn.params() if a != "self"], []
-        for site in program.calls_to(fn.name):
-            if self_val is not None and self_val.cls not in program.classes_running(site.caller):
-                continue
-            arg = call_argument(site.call, params, obj.id)
-            if arg is not None:
-                out += _field_values(program, site.caller, self_val, arg, field, site.call.lineno, hops + 1)
-        return out
-    if isinstance(obj, ast.Subscript) and _is_self_attr(obj.value) and not isinstance(obj.slice, ast.Constant) \
-            and self_val is not None:
-        out = []
-        for method in program.visible_methods(self_val.cls).values():
-            for node in program.walk(method.node):
-                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript) \
-                        and ast.unparse(node.targets[0].value) == ast.unparse(obj.value) \
-                        and not isinstance(node.targets[0].slice, ast.Constant):
-                    out += _field_values(program, method, self_val, node.value, field, node.lineno, hops + 1)
-        return out
-    return []
-
-
-def _dict_entry(program: Program, self_val, expr, fn):
-    """``self.<d>["key"]`` (sliced or not) as the entry of the dict literal assigned to
-    ``self.<d>`` (the backends' CUDA-graph metadata dicts), with the method that assigns it;
-    anything else unchanged; and the table's name for the row (``<d>[key]``, or None)."""
-    base = expr
-    while isinstance(base, ast.Subscript) and (isinstance(base.slice, ast.Slice) or isinstance(base.slice, ast.Tuple)
-                                               and all(isinstance(x, ast.Slice) for x in base.slice.elts)):
-        base = base.value
-    if self_val is None or not (isinstance(base, ast.Subscript) and _is_self_attr(base.value)
-                                and isinstance(base.slice, ast.Constant)):
-        return expr, fn, None
-    for method in program.visible_methods(self_val.cls).values():
-        for node in program.walk(method.node):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Dict) \
-                    and ast.unparse(node.targets[0]) == ast.unparse(base.value):
-                for k, v in zip(node.value.keys, node.value.values):
-                    if isinstance(k, ast.Constant) and k.value == base.slice.value:
-                        return v, method, f"{base.value.attr}[{k.value}]"
-    return expr, fn, None
-
 
 def _rows(program, fn, self_val, owner, where, call, obj, field, build, block, runner, delta) -> list[Row]:
     subject = f"{owner} ({where}) -> {build.name} ({build.where}) -> stores cdiv(cache_seqlens, page_size) pages"
@@ -233,24 +167,6 @@ def _rows(program, fn, self_val, owner, where, call, obj, field, build, block, r
                     f"`{ast.unparse(obj)}{'.' + field if field else ''}` was not traced to a 2-D allocation: {why}")]
     return [_judged(owner, where, subject, check, a, p, block, runner, delta, label) for a, p, label in allocs]
 
-
-def traced_tables(program, fn, self_val, obj, field, line: int, where: str) -> dict:
-    """What ``<obj>.<field>`` (or ``obj`` itself when ``field`` is None) at line ``line`` of ``fn``
-    holds, followed through the record field (:func:`_field_values`) and a graph dict's entry, then
-    by the tracer: a key per value -> (value, path, the table's name for a row or None)."""
-    tracer = Tracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
-    found = {}
-    values = _field_values(program, fn, self_val, obj, field, line)
-    if not values and field is not None:   # no assignment of the field: the tracer's own reading
-        values = [(ast.Attribute(value=obj, attr=field, ctx=ast.Load(), lineno=line, col_offset=0), fn)]
-    named = f"{ast.unparse(obj)}.{field}" if field else None
-    for expr, holder_fn in values:
-        expr, holder_fn, label = _dict_entry(program, self_val, expr, holder_fn)
-        tracer.steps = 0
-        for v, p in tracer.resolve(expr, tracer.top_frame(holder_fn, self_val), Path(trail=(where,))):
-            key = (v.site, v.view, term_ids(list(v.dims))) if isinstance(v, Alloc) else repr(v)
-            found.setdefault(key, (v, p, label or named))
-    return found
 
 
 def _bare_seq_lens(e) -> bool:

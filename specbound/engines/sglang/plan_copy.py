@@ -35,8 +35,9 @@ from specbound.audit import judge
 from specbound.audit.program import Program
 from specbound.audit.report import CRASH, ERROR, HOLDS_ONLY_IF, MATCHED, UNKNOWN, AuditReport, Row
 from . import bindings
-from .consumers import attention_nodes, replay_slice_copy, selves, site_rows, traced_allocations
+from .consumers import replay_slice_copy, site_rows
 from .direct_kv import _DirectTracer, enclosing, verify_test
+from .site_trace import attention_nodes, selves, traced_allocations
 
 KIND = "plan_copy"
 PLAN_BUFFER = "_paged_kv_indices_buf"

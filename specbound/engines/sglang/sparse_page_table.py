@@ -33,8 +33,9 @@ from specbound.audit.report import ERROR, HOLDS_ONLY_IF, OVERREAD, UNKNOWN, Audi
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Num, Path
 from . import bindings
-from .consumers import PAGE_TABLE_REPORTED, REFUTED_STATUS, SEQ, VERDICT, _resolve, attention_nodes, judge_page_table
-from .consumers import replay_read, selves
+from .consumers import PAGE_TABLE_REPORTED, REFUTED_STATUS, SEQ, VERDICT, judge_page_table
+from .consumers import replay_read
+from .site_trace import attention_nodes, resolve, selves
 
 FILL_KEYWORDS = ("req_to_token", "page_table_1")
 BOUND_KEYWORDS = ("max_seqlen_k", "max_len")
@@ -135,7 +136,7 @@ def _row(program, cls, init, name, call, width_expr, fills) -> Row:
     # the allocating method run by this class (a base's init_cuda_graph_state reads the subclass's attributes)
     frame = tracer.top_frame(init, next((s for s in selves(program, init) if s and s.cls.name == cls.name), None))
     judged = []
-    for wv, wp in _resolve(tracer, width_expr, frame, Path(trail=(where,))):
+    for wv, wp in resolve(tracer, width_expr, frame, Path(trail=(where,))):
         if not isinstance(wv, Num):
             judged.append((None, f"the width `{ast.unparse(width_expr)}` was not traced to a number: {wv}"))
             continue

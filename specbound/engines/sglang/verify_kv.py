@@ -28,7 +28,7 @@ from specbound.audit.trace_values import Ended
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OVERRUN, UNKNOWN, AuditReport, Row
 from .bindings import BINDINGS
 from .launch import KV_ALIASES
-from .consumers import attention_nodes, selves, traced_allocations
+from .site_trace import attention_nodes, selves, traced_allocations
 
 WRITER_PARAMS = ("kv_indices_buf", "paged_kernel_lens")
 KERNEL = "create_flashinfer_kv_indices_triton"
