@@ -201,3 +201,11 @@ def kv_params(size=None) -> dict:
     hyps.update(labelled(spec.context_ok(C)))
     hyps.update(labelled(spec.batch_size_ok(size, name="num_seqs")))
     return hyps
+
+
+def one_request() -> dict:
+    """A request ``b`` of a well-formed batch (tree parameters, admitted lengths) with a positive
+    page size: the hypotheses of the consumer theorems that judge one request's row."""
+    hyps = {**tree_params(), "request_in_batch[b]": in_batch(b), "page_size_positive": page >= 1}
+    hyps.update(per_request(seq_len_conds))
+    return hyps

@@ -8,11 +8,12 @@ import z3
 
 from specbound.spec import SpecArgumentError
 
-from . import consumer_theorems, convention_theorems, draft_kv_theorems, verify_mask_theorems, walk_theorems
+from . import consumer_theorems, convention_theorems, draft_kv_theorems, page_table_theorems, verify_mask_theorems
+from . import walk_theorems
 from .theorem import Theorem, TheoremResult, run
 
 BUILDERS = (*verify_mask_theorems.THEOREMS, *walk_theorems.THEOREMS, *draft_kv_theorems.THEOREMS,
-            *convention_theorems.THEOREMS, *consumer_theorems.THEOREMS)
+            *convention_theorems.THEOREMS, *consumer_theorems.THEOREMS, *page_table_theorems.THEOREMS)
 
 
 def theorems() -> list[Theorem]:

@@ -19,14 +19,18 @@ from .conditions import (
     require, seq_len_nonneg_ok, seq_len_ok, table_shape_ok, tree_shape_ok,
 )
 from .consumers import (
-    compressed_page_table_width, compressed_pages_read, custom_mask_batch_read, custom_mask_read_len, custom_mask_read_start, direct_kv_indices_written,
-    draft_decode_offset_columns_read,
-    draft_decode_page_table_width, draft_extend_columns_read,
-    expand_page_table_width, expand_scatter_columns, gather_column, req_to_token_last_column, fill_columns_stored, expand_scatter_source_columns, offset_page_table_columns_read,
-    packed_mask_numel, packed_mask_request_bytes,
-    padded_draft_extend_prefix_len, page_table_build_columns_stored, plan_copy_kv_indices_len, page_table_columns_read, req_to_token_row_width, sparse_page_table_columns_read,
-    verify_kv_indices_numel, verify_kv_indices_start, verify_kv_indices_written, verify_mask_extraction_index,
-    verify_mask_extraction_live, verify_page_table_width,
+    custom_mask_batch_read, custom_mask_read_len, custom_mask_read_start, direct_kv_indices_written,
+    packed_mask_numel, packed_mask_request_bytes, padded_draft_extend_prefix_len,
+    plan_copy_kv_indices_len, verify_kv_indices_numel, verify_kv_indices_start,
+    verify_kv_indices_written, verify_mask_extraction_index, verify_mask_extraction_live,
+)
+from .page_table_consumers import (
+    compressed_page_table_width, compressed_pages_read, draft_decode_offset_columns_read,
+    draft_decode_page_table_width, draft_extend_columns_read, expand_page_table_width,
+    expand_scatter_columns, expand_scatter_source_columns, fill_columns_stored, gather_column,
+    offset_page_table_columns_read, page_table_build_columns_stored, page_table_columns_read,
+    req_to_token_last_column, req_to_token_row_width, sparse_page_table_columns_read,
+    verify_page_table_width,
 )
 from .draft_kv import (
     draft_branches, draft_kv_capacity_ok, draft_kv_capacity_steps, draft_kv_indices_buffer_width,

@@ -10,8 +10,9 @@ counterexamples) or ``refuted``.  Buffer rows (``buffer.*``: an allocation that 
 kernel) are ``matched``, ``overrun``, ``holds only if`` or ``unknown``.
 
 Consumer rows (``consumer.*``: a buffer judged against what a reader or a torch copy touches,
-per the spec's consumer contracts, ``spec/consumers.py``) are ``matched``, ``holds only if``,
-``overread`` (an attention kernel reads past its row or the buffer) or ``crash`` (a torch copy
+per the spec's consumer contracts, ``spec/consumers.py`` and ``spec/page_table_consumers.py``)
+are ``matched``, ``holds only if``, ``overread`` (an attention kernel reads past its row or the
+buffer) or ``crash`` (a torch copy
 into a too-short slice raises).
 
 Exit status of ``specbound audit <engine>``: 1 when a row is a finding (or, with ``--strict``, an

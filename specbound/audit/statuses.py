@@ -50,7 +50,8 @@ TABLE = (
     Status("holds only if", FINDING, "a buffer too small for the spec's contract, large enough only under one "
            "extra condition the engine does not check (named in the row)"),
     Status("overread", FINDING, "an attention kernel reads past its row or the buffer for the metadata it is "
-           "given (a consumer contract, spec/consumers.py): wrong results or an illegal address"),
+           "given (a consumer contract, spec/consumers.py or spec/page_table_consumers.py): wrong results or an "
+           "illegal address"),
     Status("crash", FINDING, "a torch copy into the buffer raises at this size: the server dies instead of "
            "corrupting memory"),
     Status("refuted", FINDING, "a property of the engine's kernel is false on an input of its own contract "
