@@ -12,7 +12,7 @@ from pathlib import Path
 
 from specbound import kernels  # noqa: F401  - before triton: it may set TRITON_INTERPRET
 from specbound import spec
-from specbound.audit.report import HOLDS_ONLY_IF, MATCHED, OVERRUN, UNKNOWN
+from specbound.audit.report import HOLDS_ONLY_IF, MATCHED, OVERREAD, OVERRUN, UNKNOWN
 from specbound.engines.sglang.consumers import LONGEST_UNTRACED, check_consumers
 from specbound.engines.sglang.fill_write import check_fill_writes
 from specbound.engines.sglang.locate import PACKAGE
@@ -99,11 +99,13 @@ GRAPH_TABLE = 'self.graph["page_table"][:bs, :]'
 
 
 def rows(root: Path, width: str, clamp: str = LONGEST, replay: bool = True, readers: bool = False,
-         table: str = GRAPH_TABLE) -> list:
+         table: str = GRAPH_TABLE, delta: str = "seq_len_delta=offset", fill: str = FILL) -> list:
     """The fill-write rows, or with ``readers`` the reader rows (``consumer.page_table``) of the
-    same call; ``table``: what the capture stores as the metadata's table."""
-    backend = BACKEND.replace("{width}", width).replace("{clamp}", clamp).replace(GRAPH_TABLE, table)
-    write_sglang_package(root, {"kernels/ops/attention/toy_metadata.py": FILL,
+    same call; ``table``: what the capture stores as the metadata's table; ``delta``: what the
+    backend passes its fill as the delta."""
+    backend = BACKEND.replace("{width}", width).replace("{clamp}", clamp).replace(GRAPH_TABLE, table) \
+        .replace("seq_len_delta=offset", delta)
+    write_sglang_package(root, {"kernels/ops/attention/toy_metadata.py": fill,
                                 "srt/layers/attention/toy_backend.py": backend}, "0.0.0+toy")
     rep = AuditReport(str(root), "toy", "test", engine="sglang")
     program = Program(SourceIndex(root), PACKAGE)
@@ -178,3 +180,49 @@ def test_a_longest_request_clamp_is_not_judged_without_the_table(tmp_path):
     # the clamp alone would prove every read in bounds: with the table untraced the row says so
     row = reader(rows(tmp_path, CONTEXT_WIDTH, readers=True, table="self.make_table(bs)"))
     assert row.status == UNKNOWN and LONGEST_UNTRACED in row.detail, row.detail
+
+
+# FlashAttention before 0.5.15 clamps with the longest length it is given, seq_lens.max().item().
+COMMITTED = "(seq_lens.max().item() + self.page_size - 1) // self.page_size"
+
+
+def test_a_clamp_of_the_longest_committed_length_leaves_the_draft_pages_unfilled(tmp_path):
+    # the fill stops at max(seq_lens)'s pages, attention reads seq_len + n: stale entries are read
+    row = reader(rows(tmp_path, CONTEXT_WIDTH, clamp=COMMITTED, readers=True))
+    assert row.status == OVERREAD and "delta = n" in row.detail, row.detail
+    cex = row.counterexample
+    assert cex["seq_len"] <= cex["max(seq_lens)"] <= cex["max_context_len"] - 1
+    assert spec.page_table_columns_read(cex["seq_len"], cex["num_draft_tokens"], cex["page_size"]) > \
+        spec.cdiv(cex["max(seq_lens)"], cex["page_size"])
+
+
+def test_a_clamp_of_the_longest_committed_length_is_matched_without_a_delta(tmp_path):
+    row = reader(rows(tmp_path, CONTEXT_WIDTH, clamp=COMMITTED, readers=True, delta="seq_len_delta=0"))
+    assert row.status == MATCHED and "longest_length_covers_request" in row.detail, row.detail
+    write = only(rows(tmp_path / "w", CONTEXT_WIDTH, clamp=COMMITTED, delta="seq_len_delta=0"))
+    assert write.status == MATCHED, write.detail
+
+
+def test_a_delta_not_traced_keeps_the_fill_write_from_matched(tmp_path):
+    width = "(self.max_context_len + self.num_draft_tokens + self.page_size - 1) // self.page_size"
+    row = only(rows(tmp_path, width, delta="seq_len_delta=(offset if offset else self.lookup_offset())"))
+    assert row.status == UNKNOWN and "a delta was not traced" in row.detail, row.detail
+
+
+def test_the_draft_step_delta_is_judged_by_the_draft_decode_rows_not_the_verify_ones(tmp_path):
+    got = rows(tmp_path, CONTEXT_WIDTH, readers=True, delta="seq_len_delta=self.speculative_step_id + 1")
+    assert got == [], [(r.id, r.status) for r in got]
+    # the fill still writes cdiv(seq_len + step + 1, P) pages into a context-wide row
+    write = only(rows(tmp_path / "w", CONTEXT_WIDTH, delta="seq_len_delta=self.speculative_step_id + 1",
+                      replay=False))
+    assert write.status == HOLDS_ONLY_IF and "step" in write.counterexample, write.detail
+
+
+def test_a_fills_launch_of_its_own_kernel_is_not_a_site(tmp_path):
+    # the kernel takes the fill's parameters under the same names: its launch passes them
+    # through, and the backend's call (with the table it chooses) is the one judged
+    fill = FILL.replace("max_seq_pages,\n                     delta,", "max_seq_pages,\n                     seq_len_delta,") \
+        .replace("tl.cdiv(seq + delta, PAGE)", "tl.cdiv(seq + seq_len_delta, PAGE)")
+    assert "max_seq_pages,\n                     seq_len_delta," in fill
+    got = rows(tmp_path, CONTEXT_WIDTH, readers=True, fill=fill)
+    assert [r.id.split("@")[0] for r in got] == ["consumer.page_table[ToyXpuBackend"], [(r.id, r.status) for r in got]

@@ -8,11 +8,13 @@ verify, per the spec's consumer contracts (:mod:`specbound.spec.consumers`).
   delta, page_size)`` columns of a row of at most ``max_seq_pages`` valid ones (and of the
   traced allocation's width, when the table is traced through its record field or graph dict).
   A request is admitted with ``seq_len <= C - 1`` (sglang's ``max_req_len = min(context_len -
-  1, ...)``, ``managers/tp_worker.py``).  A clamp of ``<x>.max_seq_len_k`` (XPU: the batch's
-  longest request, :class:`.site_trace.LongestTracer`) bounds the request, not the row: it is
-  judged only against a traced table's width, ``unknown`` without one.  ``matched``; ``holds
-  only if seq_len[b] + delta <= C`` (a condition sglang does not check); ``overread``
-  otherwise.
+  1, ...)``, ``managers/tp_worker.py``).  A clamp of the batch's longest request
+  (``<x>.max_seq_len_k`` or ``seq_lens.max().item()``: XPU, FlashAttention before 0.5.15;
+  :class:`.site_trace.MetadataTracer`) bounds the request, not the row: it is judged only
+  against a traced table's width, ``unknown`` without one.  A delta of the draft step
+  (``speculative_step_id + 1``) is :mod:`.draft_decode_offset`'s row, not judged here.
+  ``matched``; ``holds only if seq_len[b] + delta <= C`` (a condition sglang does not check);
+  ``overread`` otherwise.
 * ``consumer.custom_mask[...]``: every slice copy ``buf[:k] = <x>.custom_mask`` (or
   ``buf[:k].copy_(<x>.custom_mask)``): the verify mask copied into a backend's buffer,
   which the attention kernel then reads through ``mask_indptr`` (``n * (seq_len + n)``
@@ -39,14 +41,14 @@ from specbound.audit.report import CRASH, ERROR, HOLDS_ONLY_IF, MATCHED, OVERREA
 from specbound.audit.trace_values import Alloc, EnumMember, Num, Path, term_ids
 from . import bindings
 from .locate import PACKAGE
-from .site_trace import LONGEST, LongestTracer, attention_nodes, call_argument, longest_bounds, mentions, resolve, \
-    selves, traced_allocations, traced_tables
+from .site_trace import STEP, MetadataTracer, attention_nodes, batch_bounded, batch_bounds, call_argument, mentions, \
+    reported_with, resolve, selves, traced_allocations, traced_tables
 
 FILL_PARAMS = ("page_table", "max_seq_pages", "seq_len_delta")
 SEQ = z3.Int("seq_len[b]")
 PAGE_TABLE_REPORTED = (("seq_len", SEQ), ("num_draft_tokens", n), ("page_size", page), ("max_context_len", C))
-LONGEST_UNTRACED = ("the fill is clamped by the batch's longest KV length (max_seq_len_k), which bounds the "
-                    "request, not the row, and the page_table argument was not traced to its allocation")
+LONGEST_UNTRACED = ("the fill is clamped by the batch's longest request (max_seq_len_k or max(seq_lens)), which "
+                    "bounds the request, not the row, and the page_table argument was not traced to its allocation")
 # Per consumer kind: the row status of a refuted buffer (a reader overreads, a copy raises).
 REFUTED_STATUS = {"page_table": OVERREAD, "custom_mask_copy": CRASH}
 VERDICT = {judge.MATCHED: MATCHED, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF, judge.ERROR: ERROR}
@@ -80,6 +82,18 @@ def site_rows(report: AuditReport, kind: str, owner: str, where: str, check: str
 
 # --- page tables -------------------------------------------------------------------------------
 
+def fill_sites(program: Program, fill_params=FILL_PARAMS):
+    """(fill, its parameters, call site) of every call of a fill from a function that is not a
+    fill itself: a fill launching its own kernel with its parameters passes them through, and
+    its callers' rows judge them with the table they choose."""
+    fills = _fill_functions(program, fill_params)
+    keys = {fill.key for fill, _ in fills}
+    for fill, params in fills:
+        for site in program.calls_to(fill.name):
+            if site.caller.key not in keys:
+                yield fill, params, site
+
+
 def _fill_functions(program: Program, fill_params=FILL_PARAMS):
     out = []
     for p in program.files_mentioning(fill_params[2]):
@@ -93,36 +107,39 @@ def _fill_functions(program: Program, fill_params=FILL_PARAMS):
     return out
 
 
-def _page_table_rows(program: Program, fill_params=FILL_PARAMS, tracer_cls=LongestTracer,
-                     columns=spec.page_table_columns_read, kind="page_table", keep=None,
+def not_step(value) -> bool:
+    """A delta that is not the draft step's (those are :mod:`.draft_decode_offset`'s rows)."""
+    return not (isinstance(value, Num) and mentions(value.term, STEP))
+
+
+def _page_table_rows(program: Program, fill_params=FILL_PARAMS, tracer_cls=MetadataTracer,
+                     columns=spec.page_table_columns_read, kind="page_table", keep=not_step,
                      reported=PAGE_TABLE_REPORTED) -> list[Row]:
     """``fill_params``: the fill's (table, clamp, delta) parameter names; ``columns``: the
     consumer contract giving the columns read (the delta is its second argument); ``kind``: the
-    row id's prefix; ``keep``: which traced deltas the rows judge (all by default; a call none
-    of whose deltas is kept gives no row); ``reported``: the counterexample's quantities."""
+    row id's prefix; ``keep``: which traced delta values the rows judge (all but the draft
+    step's by default; a call none of whose deltas is kept gives no row); ``reported``: the
+    counterexample's quantities."""
     rows = []
-    for fill, params in _fill_functions(program, fill_params):
-        for site in program.calls_to(fill.name):
-            if site.caller.key == fill.key:
+    for fill, params, site in fill_sites(program, fill_params):
+        for self_val in selves(program, site.caller):
+            t0 = time.perf_counter()
+            try:
+                row = _page_table_row(program, fill, params, site, self_val, fill_params, tracer_cls, columns,
+                                      kind, keep, reported)
+            except Exception as e:  # noqa: BLE001 - the audit's own failure is an error row
+                row = Row(f"consumer.{kind}[{site.caller.qual}]", site.caller.where,
+                          "page-table columns read fit the row", "z3", ERROR,
+                          f"the consumer check failed: {type(e).__name__}: {e}")
+            if row is None:
                 continue
-            for self_val in selves(program, site.caller):
-                t0 = time.perf_counter()
-                try:
-                    row = _page_table_row(program, fill, params, site, self_val, fill_params, tracer_cls, columns,
-                                          kind, keep, reported)
-                except Exception as e:  # noqa: BLE001 - the audit's own failure is an error row
-                    row = Row(f"consumer.{kind}[{site.caller.qual}]", site.caller.where,
-                              "page-table columns read fit the row", "z3", ERROR,
-                              f"the consumer check failed: {type(e).__name__}: {e}")
-                if row is None:
-                    continue
-                row.seconds = time.perf_counter() - t0
-                rows.append(row)
+            row.seconds = time.perf_counter() - t0
+            rows.append(row)
     return rows
 
 
-def _page_table_row(program, fill, params, site, self_val, fill_params=FILL_PARAMS, tracer_cls=LongestTracer,
-                    columns=spec.page_table_columns_read, kind="page_table", keep=None,
+def _page_table_row(program, fill, params, site, self_val, fill_params=FILL_PARAMS, tracer_cls=MetadataTracer,
+                    columns=spec.page_table_columns_read, kind="page_table", keep=not_step,
                     reported=PAGE_TABLE_REPORTED) -> Row | None:
     owner = self_val.cls.name if self_val is not None else site.caller.qual
     where = f"{site.caller.rel}:{site.call.lineno}"
@@ -138,8 +155,9 @@ def _page_table_row(program, fill, params, site, self_val, fill_params=FILL_PARA
                                                            f"(parameters {params})")
     tables = _table_widths(program, site, self_val, exprs[table_param], where, tracer_cls)
     judged, seen = [], set()
-    for dv, dp in resolve(tracer, exprs[delta_param], frame, Path()):
-        if keep is not None and not (isinstance(dv, Num) and keep(dv.term)):
+    traced_deltas = resolve(tracer, exprs[delta_param], frame, Path())
+    for dv, dp in traced_deltas:
+        if not keep(dv):
             continue
         for wv, wp in resolve(tracer, exprs[clamp_param], frame, dp):
             if not isinstance(dv, Num) or not isinstance(wv, Num):
@@ -148,8 +166,7 @@ def _page_table_row(program, fill, params, site, self_val, fill_params=FILL_PARA
                 continue
             # A clamp of the batch's longest KV length: what sglang sets it to, under its own names;
             # it bounds the request, not the row, so only a traced table's width can judge it.
-            longest = any(mentions(t, LONGEST) for t in (dv.term, wv.term))
-            if longest and not tables:
+            if (batch_bounded(dv.term) or batch_bounded(wv.term)) and not tables:
                 judged.append((judge.Judgement("unknown", detail=LONGEST_UNTRACED), None))
                 continue
             for width, note in tables or [(None, "")]:
@@ -159,12 +176,12 @@ def _page_table_row(program, fill, params, site, self_val, fill_params=FILL_PARA
                     continue
                 seen.add(ident)
                 j = judge_page_table(dv.term, limit, list(wp.conds), row_id, columns,
-                                     (*reported, ("max_seq_len_k", LONGEST)) if longest else reported,
-                                     given=longest_bounds(SEQ, dv.term) if longest else None)
+                                     reported_with(reported, (dv.term, wv.term)),
+                                     given=batch_bounds(SEQ, dv.term, (dv.term, wv.term)))
                 if j.verdict != judge.INFEASIBLE:
                     judged.append((j, (dv.term, wv.term, note, limit)))
-    if not judged and keep is not None:
-        return None
+    if not judged and traced_deltas and all(not keep(v) for v, _ in traced_deltas):
+        return None   # every delta is another kind's
     if not judged:
         return Row(row_id, subject, check, "ast", UNKNOWN, "no path to the call is consistent with the preconditions")
     # A path not traced outranks a proof on the others: the row is then not `matched`.
@@ -186,7 +203,7 @@ def _page_table_row(program, fill, params, site, self_val, fill_params=FILL_PARA
         detail += " | other paths: " + "; ".join(others)
     row = Row(row_id, subject, check, "z3", status, detail, j.counterexample, size=j.size, required=j.required)
     if status in (OVERREAD, HOLDS_ONLY_IF) and j.counterexample:
-        replay_read(row, delta, limit, j.counterexample, (*reported, ("max_seq_len_k", LONGEST)))
+        replay_read(row, delta, limit, j.counterexample, reported_with(reported, (delta, clamp)))
     return row
 
 

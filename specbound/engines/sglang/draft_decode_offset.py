@@ -4,10 +4,11 @@ the draft-decode graph, where a step backend builds its metadata with the offset
 ``seqlen_offset``, FlashAttention's ``normal_decode_set_metadata`` with ``seq_len_delta``).
 
 The rows of :mod:`.consumers` and :mod:`.offset_page_table` judge the same calls but leave this
-offset untraced: it comes from the loop that builds one backend per step
-(``for i in range(speculative_num_steps - 1): ...(speculative_step_id=i)``).  Here
-``<x>.speculative_step_id`` is the step ``step`` with ``0 <= step <= num_steps - 2``, and
-only the paths whose offset depends on it are judged (the other offsets are those rows'),
+offset to these rows: it comes from the loop that builds one backend per step
+(``for i in range(speculative_num_steps - 1): ...(speculative_step_id=i)``).
+``<x>.speculative_step_id`` is the step ``step`` with ``0 <= step <= num_steps - 2``
+(:class:`.site_trace.MetadataTracer`), and only the paths whose offset depends on it are
+judged here (the other offsets are those rows'),
 against :func:`specbound.spec.draft_decode_offset_columns_read`: the kernel reads
 ``ceil((seq_len + step + 1) / page_size)`` columns of a row of at most the fill's clamp.
 Statuses, counterexample and stand-in replay are those of the verify page tables; the
@@ -16,9 +17,7 @@ counterexample names the step.
 
 from __future__ import annotations
 
-import ast
 
-import z3
 
 from specbound import spec
 from specbound.proofs.model import D
@@ -28,34 +27,13 @@ from specbound.audit.report import AuditReport
 from specbound.audit.trace_values import Num
 from .consumers import FILL_PARAMS, PAGE_TABLE_REPORTED, _page_table_rows
 from .offset_page_table import OFFSET_FILL_PARAMS, _QWidthTracer
-from .site_trace import LongestTracer, mentions
+from .site_trace import STEP, MetadataTracer, mentions
 
-STEP_ATTR = "speculative_step_id"
-STEP = z3.Int("step")
 REPORTED = PAGE_TABLE_REPORTED + (("step", STEP), ("num_steps", D))
 
 
-def _step_term(e):
-    if isinstance(e, ast.Attribute) and e.attr == STEP_ATTR:
-        return STEP
-    return None
-
-
-class _StepTracer(LongestTracer):
-    """``<x>.speculative_step_id`` is the draft step, ``0 <= step <= num_steps - 2``."""
-
-    def _resolve(self, e, frame, path, receiver):
-        if not receiver and _step_term(e) is not None:
-            return [(Num(STEP), path.cond(z3.And(0 <= STEP, STEP <= D - 2)))]
-        return super()._resolve(e, frame, path, receiver)
-
-
-class _StepQWidthTracer(_StepTracer, _QWidthTracer):
-    pass
-
-
-def _uses_step(term) -> bool:
-    return mentions(term, STEP)
+def _uses_step(value) -> bool:
+    return isinstance(value, Num) and mentions(value.term, STEP)
 
 
 def draft_decode_offset_columns_read(seq_len, delta, page_size):
@@ -65,7 +43,7 @@ def draft_decode_offset_columns_read(seq_len, delta, page_size):
 
 
 def check_draft_decode_offsets(program: Program, report: AuditReport) -> None:
-    for params, tracer in ((FILL_PARAMS, _StepTracer), (OFFSET_FILL_PARAMS, _StepQWidthTracer)):
+    for params, tracer in ((FILL_PARAMS, MetadataTracer), (OFFSET_FILL_PARAMS, _QWidthTracer)):
         for row in _page_table_rows(program, params, tracer, draft_decode_offset_columns_read, kind="page_table_draft_decode",
                                     keep=_uses_step, reported=REPORTED):
             report.add(row)

@@ -8,14 +8,15 @@ delta) / P), max_seq_pages)`` columns of a row, never comparing them with the ro
 reader rows of the same call (:mod:`.consumers`, ``consumer.page_table``) judge what attention
 reads; these judge what the fill writes.
 
-* A call of a fill (:func:`.consumers._fill_functions`: ``page_table``, ``max_seq_pages`` and
-  ``seq_len_delta`` or ``seqlen_offset``) is a site when its clamp is traced to a term of
-  ``<x>.max_seq_len_k``, read as the batch's longest KV length this pass: at least the request's
-  ``seq_len + delta`` and at most ``C - 1 + delta`` (sglang sets it to ``max(seq_lens) +
-  kv_len_offset``, the offset the fill is given as its delta, ``xpu_backend.py:1770``).  A clamp
-  traced to anything else (the table's width) is the reader rows' business: no row here.
-* ``<x>.num_tokens_per_req`` is read as ``n`` (the target-verify rows per request; DSpark's
-  draft block packs fewer).  A delta not traced (a loop's step) is named in the detail.
+* A call of a fill (:func:`.consumers.fill_sites`: ``page_table``, ``max_seq_pages`` and
+  ``seq_len_delta`` or ``seqlen_offset``) is a site when its clamp is traced to the batch's
+  longest request (:class:`.site_trace.MetadataTracer`): ``<x>.max_seq_len_k``, at least the
+  request's ``seq_len + delta`` and at most ``C - 1 + delta`` (sglang sets it to
+  ``max(seq_lens) + kv_len_offset``, the offset the fill is given as its delta,
+  ``xpu_backend.py:1770``), or ``seq_lens.max().item()`` (FlashAttention before 0.5.15).  A
+  clamp traced to anything else (the table's width) is the reader rows' business: no row here.
+* ``<x>.num_tokens_per_req`` is read as ``n`` and ``<x>.speculative_step_id`` as the draft
+  step; a delta not traced is named in the detail and keeps the row from ``matched``.
 * The table is followed through the metadata record and graph dict
   (:func:`.site_trace.traced_tables`); judged like the page-table build
   (:func:`.consumers.judge_page_table`, a write past the row): ``matched``, ``holds only if
@@ -30,7 +31,7 @@ import ast
 import z3
 
 from specbound import spec
-from specbound.proofs.model import C
+
 
 from specbound.audit import judge
 from specbound.audit.extract import Found, is_triton_jit
@@ -39,13 +40,13 @@ from specbound.audit.program import Program
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OVERREAD, OVERRUN, UNKNOWN, AuditReport, Row
 from specbound.audit.trace_values import Alloc, Num, Path
 from . import bindings
-from .consumers import FILL_PARAMS, PAGE_TABLE_REPORTED, SEQ, _fill_functions, judge_page_table, site_rows
+from .consumers import FILL_PARAMS, PAGE_TABLE_REPORTED, SEQ, fill_sites, judge_page_table, site_rows
 from .offset_page_table import OFFSET_FILL_PARAMS
 from .page_table_build import _Build
-from .site_trace import LONGEST, LongestTracer, call_argument, mentions, resolve, selves, traced_tables
+from .site_trace import MetadataTracer, batch_bounded, batch_bounds, call_argument, reported_with, resolve, selves, \
+    traced_tables
 
 KIND = "page_table_fill_write"
-REPORTED = (*PAGE_TABLE_REPORTED, ("max_seq_len_k", LONGEST))
 VERDICT = {judge.MATCHED: MATCHED, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF, OVERREAD: OVERRUN}
 ORDER = (OVERRUN, ERROR, HOLDS_ONLY_IF, UNKNOWN, MATCHED)
 FILL_PAST = ("the fill stores past the row", "makes the fill store past its row")
@@ -57,26 +58,23 @@ CHECK = "the pages the fill stores per row (spec.fill_columns_stored, clamped by
 def check_fill_writes(program: Program, report: AuditReport, replay: bool = True) -> None:
     """``replay``: run the package's fill at each finding's counterexample."""
     for params_of in (FILL_PARAMS, OFFSET_FILL_PARAMS):
-        for fill, params in _fill_functions(program, params_of):
-            for site in program.calls_to(fill.name):
-                if site.caller.key == fill.key:
-                    continue
-                for self_val in selves(program, site.caller):
-                    owner = self_val.cls.name if self_val is not None else site.caller.qual
-                    where = f"{site.caller.rel}:{site.call.lineno}"
-                    site_rows(report, KIND, owner, where, CHECK,
-                              lambda: _rows(program, fill, params, params_of, site, self_val, owner, where, replay))
+        for fill, params, site in fill_sites(program, params_of):
+            for self_val in selves(program, site.caller):
+                owner = self_val.cls.name if self_val is not None else site.caller.qual
+                where = f"{site.caller.rel}:{site.call.lineno}"
+                site_rows(report, KIND, owner, where, CHECK,
+                          lambda: _rows(program, fill, params, params_of, site, self_val, owner, where, replay))
 
 
 def _rows(program, fill, params, params_of, site, self_val, owner, where, replay) -> list[Row]:
     table_param, clamp_param, delta_param = params_of
-    tracer = LongestTracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
+    tracer = MetadataTracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
     frame = tracer.top_frame(site.caller, self_val)
     exprs = {name: call_argument(site.call, params, name) for name in params_of}
     if exprs[clamp_param] is None or exprs[delta_param] is None:
         return []
     clamps = [(v.term, p) for v, p in resolve(tracer, exprs[clamp_param], frame, Path())
-              if isinstance(v, Num) and mentions(v.term, LONGEST)]
+              if isinstance(v, Num) and batch_bounded(v.term)]
     if not clamps:
         return []   # a clamp of its own width: the reader rows judge the call
     subject = f"{owner} ({where}) -> {fill.name} (stores min(cdiv(seq_len + delta, P), max_seq_pages) pages)"
@@ -105,22 +103,25 @@ def _row(owner, where, subject, a, path, label, clamps, deltas, runner) -> Row:
             untraced.add(getattr(dv, "reason", str(dv))[:120])
             continue
         for clamp, cp in clamps:
-            conds = [*path.conds, *dp.conds, *cp.conds, LONGEST >= SEQ + dv.term, LONGEST <= C - 1 + dv.term]
-            j = judge_page_table(dv.term, width, conds, row_id,
-                                 lambda s, d, p, clamp=clamp: spec.fill_columns_stored(s, d, p, clamp), REPORTED,
-                                 past=FILL_PAST)
+            terms = (dv.term, clamp)
+            j = judge_page_table(dv.term, width, [*path.conds, *dp.conds, *cp.conds], row_id,
+                                 lambda s, d, p, clamp=clamp: spec.fill_columns_stored(s, d, p, clamp),
+                                 reported_with(PAGE_TABLE_REPORTED, terms), past=FILL_PAST,
+                                 given=batch_bounds(SEQ, dv.term, terms))
             if j.verdict != judge.INFEASIBLE:
-                judged.append((j, dv.term))
+                judged.append((j, dv.term, reported_with(PAGE_TABLE_REPORTED, terms)))
     if not judged:
         return Row(row_id, subject, CHECK, "ast", UNKNOWN, "no traced delta is consistent with the preconditions"
                    + (f" (untraced: {'; '.join(sorted(untraced))})" if untraced else ""))
     judged.sort(key=lambda e: ORDER.index(VERDICT.get(e[0].verdict, ERROR)))
-    j, delta = judged[0]
+    j, delta, reported = judged[0]
     status = VERDICT.get(j.verdict, ERROR)
     detail = (f"holds only if {j.condition}: " if j.condition else "") + j.detail
+    if status == MATCHED and untraced:   # a delta not traced outranks a proof on the others
+        status, detail = UNKNOWN, f"a delta was not traced; the traced ones: {detail}"
     detail += f" [delta = {z3.simplify(delta) if z3.is_expr(delta) else delta}; the table allocated at {a.site}]"
     others = sorted({f"delta {z3.simplify(d) if z3.is_expr(d) else d}: {VERDICT.get(x.verdict, x.verdict)}"
-                     for x, d in judged[1:]})
+                     for x, d, _ in judged[1:]})
     if others:
         detail += " | other deltas: " + "; ".join(others)
     if untraced:
@@ -128,7 +129,7 @@ def _row(owner, where, subject, a, path, label, clamps, deltas, runner) -> Row:
     row = Row(row_id, subject, CHECK, "z3", status, detail, j.counterexample, allocation=f"{a.site} {a.text}",
               size=j.size, required=j.required)
     if status in (OVERRUN, HOLDS_ONLY_IF) and j.counterexample and runner is not None:
-        runner.replay(row, width, {**j.counterexample, "delta": judge.evaluate(delta, j.counterexample, REPORTED)})
+        runner.replay(row, width, {**j.counterexample, "delta": judge.evaluate(delta, j.counterexample, reported)})
     return row
 
 
@@ -153,7 +154,7 @@ class _Fill(_Build):
         import torch
 
         fill = self._load()
-        w = judge.evaluate(width, values, REPORTED)
+        w = judge.evaluate(width, values, PAGE_TABLE_REPORTED)
         if fill is None or w is None:
             row.detail += f"; no replay: {self.why or 'the width is not concrete at the counterexample'}"
             return

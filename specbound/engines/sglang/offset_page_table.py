@@ -29,13 +29,13 @@ from specbound.audit.program import Program
 from specbound.audit.report import AuditReport
 from specbound.audit.trace_values import Num
 from .consumers import _page_table_rows
-from .site_trace import LongestTracer
+from .site_trace import MetadataTracer
 
 OFFSET_FILL_PARAMS = ("page_table", "max_seq_pages", "seqlen_offset")
 Q_WIDTH = "max_seq_len_q"
 
 
-class _QWidthTracer(LongestTracer):
+class _QWidthTracer(MetadataTracer):
     """``<x>.max_seq_len_q`` is the target-verify graph's q width per request, ``n``."""
 
     def _resolve(self, e, frame, path, receiver):

@@ -3,10 +3,11 @@ on, the expression passed for a parameter, the statements that run before a line
 allocations an expression or a record's field traces to (through a metadata record and a
 CUDA-graph dict), and the attention-backend nodes that mention a name.
 
-``<x>.max_seq_len_k`` is read by :class:`LongestTracer` as the batch's longest KV length this
-pass (``LONGEST``): sglang's XPU backend sets it to ``max(seq_lens) + kv_len_offset``
-(``xpu_backend.py``), the offset it hands its page-table fill as the delta, so a stage that
-meets it states ``seq_len + delta <= LONGEST <= C - 1 + delta`` (:func:`longest_bounds`).
+:class:`MetadataTracer` reads what the plain tracer cannot follow as the spec's quantities:
+the batch's longest request (``<x>.max_seq_len_k``, ``seq_lens.max().item()``), the draft
+step, the verify rows per request.  A stage that meets the longest request states what sglang
+sets it to under named hypotheses (:func:`batch_bounds`) and judges it against a traced
+width only: it bounds the request, not the row.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import ast
 
 import z3
 
-from specbound.proofs.model import C, n
+from specbound.proofs.model import C, D, n
 
 from specbound.audit.program import Program
 from specbound.audit.trace import Tracer
@@ -176,15 +177,43 @@ def traced_tables(program, fn, self_val, obj, field, line: int, where: str, trac
 
 
 LONGEST = z3.Int("max_seq_len_k")
+LONGEST_COMMITTED = z3.Int("max(seq_lens)")
+STEP = z3.Int("step")
+LENGTHS = ("seq_lens", "seq_lens_cpu")
 
 
-class LongestTracer(Tracer):
-    """``<x>.max_seq_len_k``: the batch's longest KV length; ``<x>.num_tokens_per_req``: ``n``."""
+class MetadataTracer(Tracer):
+    """Reads of a pass's metadata the plain tracer cannot follow, as the spec's quantities:
+    ``<x>.max_seq_len_k`` is ``LONGEST``, the batch's longest KV length this pass (XPU,
+    FlashAttention before 0.5.15); ``<lengths>.max().item()`` is ``LONGEST_COMMITTED``, the
+    longest of the lengths the pass is given; ``<x>.num_tokens_per_req`` is ``n`` (the
+    target-verify rows per request; DSpark's draft block packs fewer);
+    ``<x>.speculative_step_id`` is the draft step ``STEP``, ``0 <= step <= num_steps - 2`` (one
+    backend per step, built in a loop the tracer does not unroll)."""
 
     def _resolve(self, e, frame, path, receiver):
-        if isinstance(e, ast.Attribute) and not receiver and e.attr in ("max_seq_len_k", "num_tokens_per_req"):
-            return [(Num(LONGEST if e.attr == "max_seq_len_k" else n), path)]
+        if isinstance(e, ast.Attribute) and not receiver:
+            if e.attr == "max_seq_len_k":
+                return [(Num(LONGEST), path)]
+            if e.attr == "num_tokens_per_req":
+                return [(Num(n), path)]
+            if e.attr == "speculative_step_id":
+                return [(Num(STEP), path.cond(z3.And(0 <= STEP, STEP <= D - 2)))]
+        if _longest_of_lengths(e) and not receiver:
+            return [(Num(LONGEST_COMMITTED), path)]
         return super()._resolve(e, frame, path, receiver)
+
+
+def _longest_of_lengths(e) -> bool:
+    """``seq_lens.max().item()`` / ``seq_lens_cpu.max().item()`` (or ``<x>.seq_lens...``)."""
+    if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "item"):
+        return False
+    inner = e.func.value
+    if not (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and inner.func.attr == "max"
+            and not inner.args):
+        return False
+    base = inner.func.value
+    return (isinstance(base, ast.Name) and base.id in LENGTHS) or (isinstance(base, ast.Attribute) and base.attr in LENGTHS)
 
 
 def mentions(term, var) -> bool:
@@ -199,7 +228,31 @@ def mentions(term, var) -> bool:
     return False
 
 
-def longest_bounds(seq, delta) -> dict:
-    """What sglang's ``max_seq_len_k = max(seq_lens) + kv_len_offset`` gives a request of
-    ``seq`` tokens when the fill's delta is that offset, under its own names."""
-    return {"longest_covers_request": LONGEST >= seq + delta, "longest_admitted": LONGEST <= C - 1 + delta}
+def batch_bounded(term) -> bool:
+    """Whether ``term`` is bounded by the batch's longest request rather than by a width."""
+    return mentions(term, LONGEST) or mentions(term, LONGEST_COMMITTED)
+
+
+def batch_bounds(seq, delta, terms) -> dict:
+    """What the batch's longest request is for a request of ``seq`` tokens, under their own
+    names, for the quantities ``terms`` mention: sglang sets ``max_seq_len_k = max(seq_lens) +
+    kv_len_offset``, the offset it hands the fill as ``delta`` (``xpu_backend.py``), and every
+    length it is given is admitted below the context."""
+    out = {}
+    if any(mentions(t, LONGEST) for t in terms):
+        out.update(longest_covers_request=LONGEST >= seq + delta, longest_admitted=LONGEST <= C - 1 + delta)
+    if any(mentions(t, LONGEST_COMMITTED) for t in terms):
+        out.update(longest_length_covers_request=LONGEST_COMMITTED >= seq,
+                   longest_length_admitted=LONGEST_COMMITTED <= C - 1)
+    return out
+
+
+def reported_with(reported: tuple, terms) -> tuple:
+    """``reported`` (a counterexample's (name, term) pairs) with the batch and step quantities
+    ``terms`` mention."""
+    have = {str(t) for _, t in reported}
+    extra = (("max_seq_len_k", LONGEST), ("max(seq_lens)", LONGEST_COMMITTED), ("step", STEP), ("num_steps", D))
+    need = [(name, v) for name, v in extra if str(v) not in have and any(mentions(t, v) for t in terms)]
+    if any(v is STEP for _, v in need) and "num_steps" not in {nm for nm, _ in need} and str(D) not in have:
+        need.append(("num_steps", D))
+    return (*reported, *need)
