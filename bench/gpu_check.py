@@ -6,7 +6,7 @@
    removed from its environment, so the kernels compile (the guard-band tests of
    tests/test_kernels_gpu.py run; the interpreter-only tests skip);
 2. times the compiled launch wrappers (validation included, as a caller sees them) and
-   the raw kernel launches (CUDA events) for the tree build at (K, D, n) = (4, 5, 8) in
+   the launches alone through the same launch plans (CUDA events) for the tree build at (K, D, n) = (4, 5, 8) in
    every layout and the draft kv_indices at K = 4, 5 steps, page 1 and 16, for bs 1..256
    and seq lens up to 4096;
 3. writes everything to a JSON file (default: $OUT/gpu_check.json if $OUT is set, else
@@ -30,6 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTEST_TIMEOUT_S = 200
+POISON = -7   # what the timed launches' buffers hold before they run
 
 
 def run_tests() -> dict:
@@ -77,62 +78,70 @@ def _wall_ms(fn, repeats: int = 20) -> float:
     return statistics.median(samples)
 
 
-def run_timing(deadline: float) -> list[dict]:
+def _poisoned(t, bool_poison: bool):
+    """A buffer like ``t``, every cell ``POISON`` (``bool_poison`` for a mask of bools)."""
     import torch
 
+    return torch.full_like(t, bool_poison if t.dtype == torch.bool else POISON)
+
+
+def timing_cases(device, sizes=(1, 8, 32, 64, 128, 256), seed: int = 0, bool_poison: bool = True):
+    """(record, wrapper, raw) per timed shape: ``wrapper`` is the launch wrapper as a caller
+    sees it (validation included), ``raw`` the launches alone (``launch_tree`` / ``launch_kv``:
+    the same launch plans as the wrapper, no validation; host-computed prefix sums passed in),
+    writing into buffers of their own, poisoned first (``POISON``; ``bool_poison`` in a mask
+    of bools), so a cell the launch skips shows.  Both return their outputs, so a test can run them on the CPU under the
+    interpreter and compare (tests/test_gpu_check.py)."""
     from specbound import kernels, spec  # before triton: it picks interpreted or compiled
-    import triton
     from specbound.kernels import draft_kv as kvmod
     from specbound.kernels import tree_build as tbmod
     from specbound.reference.samples import random_kv_batch, random_tree_batch
     from specbound.spec import TreeMaskMode
 
-    dev = torch.device("cuda")
-    rng = random.Random(0)
-    results = []
+    rng = random.Random(seed)
     k, d, n = 4, 5, 8
-    for bs in (1, 8, 32, 64, 128, 256):
-        if time.time() > deadline:
-            break
-        batch = [x.to(dev) for x in random_tree_batch(rng, bs, k, d, n, max_seq_len=4096)]
+    for bs in sizes:
+        batch = [x.to(device) for x in random_tree_batch(rng, bs, k, d, n, max_seq_len=4096)]
         seq = batch[2].tolist()
-        prefix = torch.tensor(spec.prefix_sums(seq)[:-1], device=dev)
+        prefix = spec.prefix_sums(seq)
         for mode in TreeMaskMode:
             kw = dict(topk=k, depth=d, num_draft_tokens=n, mode=mode)
-            out = kernels.build_tree(*batch, **kw)
-            block_b, nodes = tbmod.tree_blocks(bs, n)
+            outs = [_poisoned(o, bool_poison) for o in kernels.build_tree(*batch, **kw)]
 
-            def raw():
-                tbmod.build_tree_kernel[(triton.cdiv(bs, block_b),)](
-                    batch[0], batch[1], batch[2], prefix, *out, bs, k, spec.parent_list_width(k, d),
-                    spec.selected_index_width(n), n, MODE=int(mode), DEPTH=d, BLOCK_B=block_b, NODES=nodes)
+            def raw(outs=outs, batch=batch, seq=seq, prefix=prefix, mode=mode):
+                tbmod.launch_tree(*batch, *outs, topk=k, depth=d, num_draft_tokens=n, mode=mode,
+                                  seq_lens_list=seq, prefix=prefix)
+                return outs
 
-            results.append({"op": "build_tree", "mode": mode.name, "bs": bs, "K": k, "D": d, "n": n,
-                            "max_seq_len": max(seq), "kernel_ms": round(_cuda_ms(raw), 4),
-                            "wrapper_ms": round(_wall_ms(lambda: kernels.build_tree(*batch, **kw)), 4)})
+            yield ({"op": "build_tree", "mode": mode.name, "bs": bs, "K": k, "D": d, "n": n, "max_seq_len": max(seq)},
+                   lambda batch=batch, kw=kw: list(kernels.build_tree(*batch, **kw)), raw)
     for page in (1, 16):
-        for bs in (1, 8, 32, 64, 128, 256):
-            if time.time() > deadline:
-                break
-            kb = random_kv_batch(rng, bs, 4, 5, page, max_seq_len=4096)
-            kb = [x.to(dev) for x in kb]
+        for bs in sizes:
+            kb = [x.to(device) for x in random_kv_batch(rng, bs, 4, 5, page, max_seq_len=4096)]
             seq = kb[2].tolist()
             kw = dict(topk=4, num_steps=5, page_size=page)
-            kv, indptr = kernels.draft_decode_kv_indices(*kb, **kw)
-            prefix = torch.tensor(spec.prefix_sums(seq)[:-1], device=dev)
-            blocks = kvmod.kv_blocks(bs, 4, 5)
+            kv, indptr = (_poisoned(t, bool_poison) for t in kernels.draft_decode_kv_indices(*kb, **kw))
+            prefix = spec.prefix_sums(seq)
 
-            def raw():
-                kvmod.draft_kv_kernel[(triton.cdiv(bs, blocks[0]),)](
-                    kb[0], kb[1], kb[2], prefix, kv, indptr, bs, 4, 5, page, kv.shape[1], indptr.shape[1],
-                    kb[1].stride(0), kb[1].stride(1),
-                    BLOCK_B=blocks[0], PAIRS=blocks[1], STEPS=blocks[2], BLOCK_C=blocks[3])
+            def raw(kb=kb, kv=kv, indptr=indptr, seq=seq, prefix=prefix, kw=kw):
+                kvmod.launch_kv(*kb, kv, indptr, **kw, seq_lens_list=seq, prefix=prefix)
+                return [kv, indptr]
 
-            results.append({"op": "draft_kv", "page_size": page, "bs": bs, "K": 4, "num_steps": 5,
-                            "max_seq_len": max(seq), "cells": len(spec.kv_indices_cells(seq, 4, 5, kv.shape[1]))
-                            if bs <= 8 else None,
-                            "kernel_ms": round(_cuda_ms(raw), 4),
-                            "wrapper_ms": round(_wall_ms(lambda: kernels.draft_decode_kv_indices(*kb, **kw)), 4)})
+            yield ({"op": "draft_kv", "page_size": page, "bs": bs, "K": 4, "num_steps": 5, "max_seq_len": max(seq),
+                    "cells": len(spec.kv_indices_cells(seq, 4, 5, kv.shape[1])) if bs <= 8 else None,
+                    "seq_lens": seq},
+                   lambda kb=kb, kw=kw: list(kernels.draft_decode_kv_indices(*kb, **kw)), raw)
+
+
+def run_timing(deadline: float) -> list[dict]:
+    import torch
+
+    results = []
+    for record, wrapper, raw in timing_cases(torch.device("cuda")):
+        if time.time() > deadline:
+            break
+        record.pop("seq_lens", None)
+        results.append({**record, "kernel_ms": round(_cuda_ms(raw), 4), "wrapper_ms": round(_wall_ms(wrapper), 4)})
     return results
 
 
