@@ -13,7 +13,7 @@ from pathlib import Path
 from specbound import kernels  # noqa: F401  - before triton: it may set TRITON_INTERPRET
 from specbound import spec
 from specbound.audit.report import HOLDS_ONLY_IF, MATCHED, OVERREAD, OVERRUN, UNKNOWN
-from specbound.engines.sglang.consumers import LONGEST_UNTRACED, check_consumers
+from specbound.engines.sglang.consumers import LONGEST_UNSET, LONGEST_UNTRACED, check_consumers
 from specbound.engines.sglang.fill_write import check_fill_writes
 from specbound.engines.sglang.locate import PACKAGE
 from specbound.engines.sglang.testing import write_sglang_package
@@ -98,13 +98,17 @@ ROW = "consumer.page_table_fill_write[ToyXpuBackend.graph[page_table]@"
 GRAPH_TABLE = 'self.graph["page_table"][:bs, :]'
 
 
+SETS_LONGEST = "metadata.max_seq_len_k = forward_batch.seq_lens_cpu.max().item() + offset"   # XPU's
+
+
 def rows(root: Path, width: str, clamp: str = LONGEST, replay: bool = True, readers: bool = False,
-         table: str = GRAPH_TABLE, delta: str = "seq_len_delta=offset", fill: str = FILL) -> list:
+         table: str = GRAPH_TABLE, delta: str = "seq_len_delta=offset", fill: str = FILL,
+         longest: str = SETS_LONGEST) -> list:
     """The fill-write rows, or with ``readers`` the reader rows (``consumer.page_table``) of the
     same call; ``table``: what the capture stores as the metadata's table; ``delta``: what the
     backend passes its fill as the delta."""
     backend = BACKEND.replace("{width}", width).replace("{clamp}", clamp).replace(GRAPH_TABLE, table) \
-        .replace("seq_len_delta=offset", delta)
+        .replace("seq_len_delta=offset", delta).replace(SETS_LONGEST, longest)
     write_sglang_package(root, {"kernels/ops/attention/toy_metadata.py": fill,
                                 "srt/layers/attention/toy_backend.py": backend}, "0.0.0+toy")
     rep = AuditReport(str(root), "toy", "test", engine="sglang")
@@ -226,3 +230,20 @@ def test_a_fills_launch_of_its_own_kernel_is_not_a_site(tmp_path):
     assert "max_seq_pages,\n                     seq_len_delta," in fill
     got = rows(tmp_path, CONTEXT_WIDTH, readers=True, fill=fill)
     assert [r.id.split("@")[0] for r in got] == ["consumer.page_table[ToyXpuBackend"], [(r.id, r.status) for r in got]
+
+
+WITH_DRAFT = "(self.max_context_len + self.num_draft_tokens + self.page_size - 1) // self.page_size"
+
+
+def test_a_longest_length_set_without_the_delta_leaves_the_draft_pages_unfilled(tmp_path):
+    # max_seq_len_k = max(seq_lens), the fill given delta = n: the clamp stops the fill at the
+    # committed pages, attention reads seq_len + n (stale entries), however wide the table
+    row = reader(rows(tmp_path, WITH_DRAFT, readers=True,
+                      longest="metadata.max_seq_len_k = forward_batch.seq_lens_cpu.max().item()"))
+    assert row.status == OVERREAD and "delta = n" in row.detail, row.detail
+    assert row.counterexample["max_seq_len_k"] == row.counterexample["max(seq_lens)"]
+
+
+def test_a_longest_length_never_set_is_not_judged(tmp_path):
+    row = reader(rows(tmp_path, WITH_DRAFT, readers=True, longest="pass"))
+    assert row.status == UNKNOWN and LONGEST_UNSET in row.detail, row.detail

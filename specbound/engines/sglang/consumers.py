@@ -26,6 +26,7 @@ verify, per the spec's consumer contracts (:mod:`specbound.spec.consumers`).
 from __future__ import annotations
 
 import ast
+import functools
 import time
 
 import z3
@@ -41,14 +42,15 @@ from specbound.audit.report import CRASH, ERROR, HOLDS_ONLY_IF, MATCHED, OVERREA
 from specbound.audit.trace_values import Alloc, EnumMember, Num, Path, term_ids
 from . import bindings
 from .locate import PACKAGE
-from .site_trace import STEP, MetadataTracer, attention_nodes, batch_bounded, batch_bounds, call_argument, mentions, \
-    reported_with, resolve, selves, traced_allocations, traced_tables
+from .site_trace import STEP, MetadataTracer, attention_nodes, batch_bounded, call_argument, longest_readings, \
+    longest_settings, mentions, reported_with, resolve, selves, traced_allocations, traced_tables
 
 FILL_PARAMS = ("page_table", "max_seq_pages", "seq_len_delta")
 SEQ = z3.Int("seq_len[b]")
 PAGE_TABLE_REPORTED = (("seq_len", SEQ), ("num_draft_tokens", n), ("page_size", page), ("max_context_len", C))
 LONGEST_UNTRACED = ("the fill is clamped by the batch's longest request (max_seq_len_k or max(seq_lens)), which "
                     "bounds the request, not the row, and the page_table argument was not traced to its allocation")
+LONGEST_UNSET = "the fill is clamped by max_seq_len_k, which no method of the class sets"
 # Per consumer kind: the row status of a refuted buffer (a reader overreads, a copy raises).
 REFUTED_STATUS = {"page_table": OVERREAD, "custom_mask_copy": CRASH}
 VERDICT = {judge.MATCHED: MATCHED, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF, judge.ERROR: ERROR}
@@ -155,6 +157,7 @@ def _page_table_row(program, fill, params, site, self_val, fill_params=FILL_PARA
                                                            f"(parameters {params})")
     tables = _table_widths(program, site, self_val, exprs[table_param], where, tracer_cls)
     judged, seen = [], set()
+    settings = functools.cache(lambda: longest_settings(program, self_val))
     traced_deltas = resolve(tracer, exprs[delta_param], frame, Path())
     for dv, dp in traced_deltas:
         if not keep(dv):
@@ -175,11 +178,14 @@ def _page_table_row(program, fill, params, site, self_val, fill_params=FILL_PARA
                 if ident in seen:
                     continue
                 seen.add(ident)
-                j = judge_page_table(dv.term, limit, list(wp.conds), row_id, columns,
-                                     reported_with(reported, (dv.term, wv.term)),
-                                     given=batch_bounds(SEQ, dv.term, (dv.term, wv.term)))
-                if j.verdict != judge.INFEASIBLE:
-                    judged.append((j, (dv.term, wv.term, note, limit)))
+                readings = longest_readings(settings, SEQ, dv.term, (dv.term, wv.term))
+                if not readings:
+                    judged.append((judge.Judgement("unknown", detail=LONGEST_UNSET), None))
+                for given in readings:
+                    j = judge_page_table(dv.term, limit, list(wp.conds), row_id, columns,
+                                         reported_with(reported, (dv.term, wv.term, *given.values())), given=given)
+                    if j.verdict != judge.INFEASIBLE:
+                        judged.append((j, (dv.term, wv.term, note, limit)))
     if not judged and traced_deltas and all(not keep(v) for v, _ in traced_deltas):
         return None   # every delta is another kind's
     if not judged:

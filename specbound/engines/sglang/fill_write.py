@@ -11,9 +11,10 @@ reads; these judge what the fill writes.
 * A call of a fill (:func:`.consumers.fill_sites`: ``page_table``, ``max_seq_pages`` and
   ``seq_len_delta`` or ``seqlen_offset``) is a site when its clamp is traced to the batch's
   longest request (:class:`.site_trace.MetadataTracer`): ``<x>.max_seq_len_k``, at least the
-  request's ``seq_len + delta`` and at most ``C - 1 + delta`` (sglang sets it to
-  ``max(seq_lens) + kv_len_offset``, the offset the fill is given as its delta,
-  ``xpu_backend.py:1770``), or ``seq_lens.max().item()`` (FlashAttention before 0.5.15).  A
+  request's ``seq_len + delta`` and at most ``C - 1 + delta`` when the class sets it to
+  ``max(seq_lens) + delta`` (XPU: ``max(seq_lens) + kv_len_offset``, the offset the fill is
+  given, ``xpu_backend.py:1770``), else each value it sets (:func:`.site_trace.longest_readings`),
+  or ``seq_lens.max().item()`` (FlashAttention before 0.5.15).  A
   clamp traced to anything else (the table's width) is the reader rows' business: no row here.
 * ``<x>.num_tokens_per_req`` is read as ``n`` and ``<x>.speculative_step_id`` as the draft
   step; a delta not traced is named in the detail and keeps the row from ``matched``.
@@ -27,6 +28,7 @@ reads; these judge what the fill writes.
 from __future__ import annotations
 
 import ast
+import functools
 
 import z3
 
@@ -40,11 +42,11 @@ from specbound.audit.program import Program
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OVERREAD, OVERRUN, UNKNOWN, AuditReport, Row
 from specbound.audit.trace_values import Alloc, Num, Path
 from . import bindings
-from .consumers import FILL_PARAMS, PAGE_TABLE_REPORTED, SEQ, fill_sites, judge_page_table, site_rows
+from .consumers import FILL_PARAMS, LONGEST_UNSET, PAGE_TABLE_REPORTED, SEQ, fill_sites, judge_page_table, site_rows
 from .offset_page_table import OFFSET_FILL_PARAMS
 from .page_table_build import _Build
-from .site_trace import MetadataTracer, batch_bounded, batch_bounds, call_argument, reported_with, resolve, selves, \
-    traced_tables
+from .site_trace import MetadataTracer, batch_bounded, call_argument, longest_readings, longest_settings, reported_with, \
+    resolve, selves, traced_tables
 
 KIND = "page_table_fill_write"
 VERDICT = {judge.MATCHED: MATCHED, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF, OVERREAD: OVERRUN}
@@ -90,10 +92,11 @@ def _rows(program, fill, params, params_of, site, self_val, owner, where, replay
                     f"`{ast.unparse(table)}` was not traced to a 2-D allocation")]
     deltas = resolve(tracer, exprs[delta_param], frame, Path())
     runner = package_runner(program, fill) if replay else None
-    return [_row(owner, where, subject, a, p, label, clamps, deltas, runner) for a, p, label in allocs]
+    settings = functools.cache(lambda: longest_settings(program, self_val))
+    return [_row(owner, where, subject, a, p, label, clamps, deltas, runner, settings) for a, p, label in allocs]
 
 
-def _row(owner, where, subject, a, path, label, clamps, deltas, runner) -> Row:
+def _row(owner, where, subject, a, path, label, clamps, deltas, runner, settings) -> Row:
     holder = (a.holder or label or a.func.split(".")[-1]).removeprefix("self.")
     row_id = f"consumer.{KIND}[{owner}.{holder}{a.view}@{where}]"
     width = a.dims[-1]
@@ -104,12 +107,16 @@ def _row(owner, where, subject, a, path, label, clamps, deltas, runner) -> Row:
             continue
         for clamp, cp in clamps:
             terms = (dv.term, clamp)
-            j = judge_page_table(dv.term, width, [*path.conds, *dp.conds, *cp.conds], row_id,
-                                 lambda s, d, p, clamp=clamp: spec.fill_columns_stored(s, d, p, clamp),
-                                 reported_with(PAGE_TABLE_REPORTED, terms), past=FILL_PAST,
-                                 given=batch_bounds(SEQ, dv.term, terms))
-            if j.verdict != judge.INFEASIBLE:
-                judged.append((j, dv.term, reported_with(PAGE_TABLE_REPORTED, terms)))
+            readings = longest_readings(settings, SEQ, dv.term, terms)
+            if not readings:
+                untraced.add(LONGEST_UNSET)
+            for given in readings:
+                reported = reported_with(PAGE_TABLE_REPORTED, (*terms, *given.values()))
+                j = judge_page_table(dv.term, width, [*path.conds, *dp.conds, *cp.conds], row_id,
+                                     lambda s, d, p, clamp=clamp: spec.fill_columns_stored(s, d, p, clamp),
+                                     reported, past=FILL_PAST, given=given)
+                if j.verdict != judge.INFEASIBLE:
+                    judged.append((j, dv.term, reported))
     if not judged:
         return Row(row_id, subject, CHECK, "ast", UNKNOWN, "no traced delta is consistent with the preconditions"
                    + (f" (untraced: {'; '.join(sorted(untraced))})" if untraced else ""))

@@ -5,9 +5,10 @@ CUDA-graph dict), and the attention-backend nodes that mention a name.
 
 :class:`MetadataTracer` reads what the plain tracer cannot follow as the spec's quantities:
 the batch's longest request (``<x>.max_seq_len_k``, ``seq_lens.max().item()``), the draft
-step, the verify rows per request.  A stage that meets the longest request states what sglang
-sets it to under named hypotheses (:func:`batch_bounds`) and judges it against a traced
-width only: it bounds the request, not the row.
+step, the verify rows per request.  A stage that meets the longest request states what the
+class sets it to, read from its own assignments, under named hypotheses
+(:func:`longest_readings`), and judges it against a traced width only: it bounds the
+request, not the row.
 """
 
 from __future__ import annotations
@@ -245,6 +246,46 @@ def batch_bounds(seq, delta, terms) -> dict:
         out.update(longest_length_covers_request=LONGEST_COMMITTED >= seq,
                    longest_length_admitted=LONGEST_COMMITTED <= C - 1)
     return out
+
+
+def longest_settings(program: Program, self_val) -> list:
+    """The values ``<x>.max_seq_len_k = <e>`` gives in the methods of ``self_val``'s class, each
+    read by :class:`MetadataTracer` in its method (``max(seq_lens) + kv_len_offset`` reads as
+    ``LONGEST_COMMITTED`` plus each offset the tracer finds)."""
+    if self_val is None:
+        return []
+    out = []
+    for method in program.visible_methods(self_val.cls).values():
+        for node in program.walk(method.node):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                    and isinstance(node.targets[0], ast.Attribute) and node.targets[0].attr == "max_seq_len_k":
+                tracer = MetadataTracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
+                for v, _ in resolve(tracer, node.value, tracer.top_frame(method, self_val), Path()):
+                    if isinstance(v, Num) and not any(z3.is_expr(v.term) and z3.eq(v.term, w) for w in out):
+                        out.append(v.term)
+    return out
+
+
+def _same(a, b) -> bool:
+    return z3.is_true(z3.simplify(a == b))
+
+
+def longest_readings(settings, seq, delta, terms) -> list[dict]:
+    """The hypotheses under which a judgement reads the batch's longest request, one dict per
+    reading, judged each: ``[batch_bounds(...)]`` when ``terms`` do not mention
+    ``max_seq_len_k`` or when the class sets it to ``max(seq_lens) + delta`` (the delta the
+    fill is given: XPU's ``kv_len_offset``); otherwise one reading per value the class sets it
+    to (``LONGEST == value``: a clamp the delta does not reach shows as a read past the filled
+    prefix); none (an empty list) when the class never sets it.  ``settings()``: those values
+    (:func:`longest_settings`), asked for only when needed."""
+    bounds = batch_bounds(seq, delta, terms)
+    if not any(mentions(t, LONGEST) for t in terms):
+        return [bounds]
+    values = settings()
+    if any(_same(v, LONGEST_COMMITTED + delta) for v in values):
+        return [bounds]
+    committed = batch_bounds(seq, delta, [LONGEST_COMMITTED])
+    return [{**committed, "longest_set_to": LONGEST == v} for v in values]
 
 
 def reported_with(reported: tuple, terms) -> tuple:
