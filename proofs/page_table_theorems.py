@@ -257,4 +257,28 @@ def ct_clamped_gather_read() -> Theorem:
     )
 
 
-THEOREMS = (ct_page_table_read, ct_page_table_offset_verify_read, ct_page_table_draft_extend_read, ct_expand_scatter_write, ct_page_table_draft_decode_offset_read, ct_page_table_build_write, ct_page_table_fill_write, ct_sparse_page_table_read, ct_compressed_page_table_read, ct_clamped_gather_read)
+LENGTH = z3.Int("length")
+
+
+def ct_strided_gather_read() -> Theorem:
+    def claim(d):
+        col = d.strided_gather_column(j, page)
+        return z3.Implies(j < d.strided_gather_pages(LENGTH, page, WIDTH), z3.And(0 <= col, col < WIDTH))
+    return Theorem(
+        id="CT-STRIDED-GATHER-READ", family=FAMILY,
+        statement=("a strided block-table gather req_to_token[rows, 0:length:page_size] from a row of width W reads, "
+                   "for every page j it returns (strided_gather_pages: torch clips the slice to the row), a column "
+                   "in [0, W)"),
+        hyps=lambda d: {"page_nonneg": j >= 0, "page_size_positive": page >= 1, "row_width_nonneg": WIDTH >= 0,
+                        "length_nonneg": LENGTH >= 0},
+        claim=claim, report=lambda: {"j": j, "page_size": page, "W": WIDTH, "length": LENGTH},
+        mutants=(
+            Mutant("MUT-STRIDED-GATHER-UNCLIPPED", "cdiv(length, page_size) pages: the slice read as if never clipped "
+                   "(an index tensor arange(0, length, page_size) instead of a slice)",
+                   overrides={"strided_gather_pages": lambda length, p, w: (length + p - 1) / p}),
+        ),
+    )
+
+
+THEOREMS = (ct_page_table_read, ct_page_table_offset_verify_read, ct_page_table_draft_extend_read, ct_expand_scatter_write, ct_page_table_draft_decode_offset_read, ct_page_table_build_write, ct_page_table_fill_write, ct_sparse_page_table_read, ct_compressed_page_table_read, ct_clamped_gather_read,
+            ct_strided_gather_read)

@@ -29,7 +29,8 @@ from .page_table_consumers import (
     draft_decode_page_table_width, draft_extend_columns_read, expand_page_table_width,
     expand_scatter_columns, expand_scatter_source_columns, fill_columns_stored, gather_column,
     offset_page_table_columns_read, page_table_build_columns_stored, page_table_columns_read,
-    req_to_token_last_column, req_to_token_row_width, sparse_page_table_columns_read,
+    req_to_token_last_column, req_to_token_row_width, sparse_page_table_columns_read, strided_gather_column,
+    strided_gather_pages,
     verify_page_table_width,
 )
 from .draft_kv import (

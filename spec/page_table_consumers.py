@@ -289,6 +289,26 @@ def gather_column(page, page_size, bound):
     return smin(j * check_int("page_size", page_size, minimum=1), bound)
 
 
+def strided_gather_pages(length, page_size, row_width):
+    """Pages a strided block-table gather returns per row, ``req_to_token[rows, 0:length:page_size]``
+    (or ``req_to_token[rows, :length][:, ::page_size]``): torch clips the slice to the row, so
+    ``cdiv(min(length, W), page_size)``, page ``j`` read at column ``j * page_size``
+    (:func:`strided_gather_column`).  Fewer pages than ``cdiv(length, page_size)`` when the
+    length passes the row: never a read past it.
+
+    Read from sglang's Ascend backend: 0.5.6 ``srt/layers/attention/ascend_backend.py`` (:257-260
+    eager, :350-352 graph replay, ``max_len = max(seq_lens) + n`` in target verify); 0.5.23
+    ``srt/hardware_backend/npu/attention/ascend_backend.py`` (:569-571, :998-1000, :1017-1019).
+    """
+    width = check_int("row_width", row_width, minimum=0)
+    return cdiv(smin(check_int("length", length, minimum=0), width), check_int("page_size", page_size, minimum=1))
+
+
+def strided_gather_column(page, page_size):
+    """The ``req_to_token`` column a strided gather reads for page ``j``: ``j * page_size``."""
+    return check_int("page", page, minimum=0) * check_int("page_size", page_size, minimum=1)
+
+
 def req_to_token_last_column(row_width):
     """The spec's clamp for a gather from a ``req_to_token`` row: its last column, ``W - 1``."""
     return check_int("row_width", row_width, minimum=1) - 1

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from specbound import spec
 from specbound.audit.report import CRASH, MATCHED, UNKNOWN
 from specbound.engines.sglang.clamped_gather import check_clamped_gathers
@@ -66,3 +68,33 @@ def test_unclamped_columns_are_not_judged(tmp_path):
 
 def test_a_backend_without_a_column_gather_has_no_row(tmp_path):
     assert rows(tmp_path, ".clamp(max=max_cols - 1)", gather="") == []
+
+
+# Ascend's block tables: a strided slice of the row, which torch clips to the row.
+STRIDED = "consumer.strided_gather[ToyBlockBackend@"
+
+
+@pytest.mark.parametrize("gather, length", [
+    ("self.req_to_token[req_indices][:, ::self.page_size]", "the whole row"),
+    ("self.req_to_token[req_indices, :max_blocks][:, ::self.page_size]", "`max_blocks`"),      # Ascend 0.5.6
+    ("self.req_to_token[req_indices, 0 : max_blocks : self.page_size]", "`max_blocks`"),     # Ascend 0.5.23
+])
+def test_a_strided_slice_of_the_row_is_matched(tmp_path, gather, length):
+    backend = BACKEND.replace("return self.req_to_token[req_indices]{gather} // self.page_size",
+                              f"return {gather} // self.page_size").replace("{clamp}", "")
+    pkg = write_sglang_package(tmp_path, {"srt/layers/attention/toy_backend.py": backend}, "0.0.0+toy")
+    row = only_strided(audit_rows(pkg.parent, check_clamped_gathers, PACKAGE))
+    assert row.status == MATCHED and "clipped by torch" in row.detail and f"a slice of {length}" in row.detail, \
+        row.detail
+
+
+def test_a_slice_from_an_offset_is_no_strided_gather(tmp_path):
+    # columns lo + j * P: not the contract's columns, so not judged by it
+    got = rows(tmp_path, "", gather="[:, 1::self.page_size]")
+    assert [r.id for r in got if r.id.startswith(STRIDED)] == []
+    assert only(got).status == UNKNOWN
+
+
+def only_strided(got):
+    assert len(got) == 1 and got[0].id.startswith(STRIDED), [(r.id, r.status, r.detail[:160]) for r in got]
+    return got[0]

@@ -171,6 +171,15 @@ def test_custom_mask_per_request_context_is_a_crash(tmp_path):
     assert rep.exit_code() == 1
 
 
+@pytest.mark.parametrize("folder", ["srt/hardware_backend/npu/attention", "srt/hardware_backend/musa/attention"])
+def test_a_backend_under_hardware_backend_is_audited_as_one_under_layers(tmp_path, folder):
+    """sglang moved its Ascend backend to srt/hardware_backend/npu/attention/ (0.5.7): the
+    consumer stages must follow it there, not stop checking it."""
+    _package(tmp_path, {f"{folder}/toy_backend.py": MASK_BACKEND.replace("{size}", "max_bs * self.max_context_len")})
+    row = only(consumer_rows(tmp_path), MASK)
+    assert row.status == CRASH and folder in row.id, row.id
+
+
 def test_run_audit_reports_consumer_findings(tmp_path):
     page_package(tmp_path, ROUNDED_DOWN)
     rep = run_audit(str(tmp_path / "sglang"), kernels=False)

@@ -1,7 +1,10 @@
 """Consumer rows ``consumer.clamped_gather[<class>@<gather>]``: a block table gathered per batch from
-``req_to_token`` rows, ``<x>.req_to_token[<rows>][:, <cols>]`` in a function of
-``srt/layers/attention/`` (sglang's MiniMax sparse backend), with ``<cols>`` a local assigned
-``(<pages>).clamp(max=<bound>)``.
+``req_to_token`` rows, ``<x>.req_to_token[<rows>][:, <cols>]`` in a function of an attention
+backend (:func:`.site_trace.in_folder`; sglang's MiniMax sparse backend), with ``<cols>`` a local
+assigned ``(<pages>).clamp(max=<bound>)``.  And ``consumer.strided_gather[<class>@<gather>]``: a
+strided slice of the rows instead (``[<rows>, 0:<L>:<P>]``, ``[<rows>, :<L>][:, ::<P>]``,
+``[<rows>][:, ::<P>]``: sglang's Ascend backend), in the row by construction
+(:func:`specbound.spec.strided_gather_pages`, theorem ``CT-STRIDED-GATHER-READ``): ``matched``.
 
 The contract (:func:`specbound.spec.gather_column`): page ``j`` reads column ``min(j * P, bound)``,
 in the row for every ``j`` exactly when ``bound <= W - 1`` (theorem ``CT-CLAMPED-GATHER-READ``).
@@ -28,6 +31,10 @@ from .consumers import site_rows
 from .site_trace import attention_nodes, selves
 
 KIND = "clamped_gather"
+STRIDED = "strided_gather"
+STRIDED_CHECK = "every column the strided gather reads (spec.strided_gather_column, of spec.strided_gather_pages) lies " \
+                "in the req_to_token row"
+LENGTH = z3.Int("length")
 WIDTH = z3.Int("row_width")
 REPORTED = (("page", j), ("page_size", page), ("row_width", WIDTH))
 CHECK = "every column the clamped gather reads (spec.gather_column) lies in the req_to_token row"
@@ -36,13 +43,51 @@ CHECK = "every column the clamped gather reads (spec.gather_column) lies in the 
 def check_clamped_gathers(program: Program, report: AuditReport, replay: bool = True) -> None:
     """``replay``: run the gather with torch at each finding's counterexample."""
     for fn, node in attention_nodes(program, "req_to_token"):
-        cols = _gather_columns(node)
-        if cols is None:
+        strided = _strided(node)
+        cols = None if strided is not None else _gather_columns(node)
+        if cols is None and strided is None:
             continue
         where = f"{fn.rel}:{node.lineno}"
         for self_val in selves(program, fn):
             owner = self_val.cls.name if self_val is not None else fn.qual
-            site_rows(report, KIND, owner, where, CHECK, lambda: [_row(fn, node, cols, owner, where, replay)])
+            if strided is not None:
+                site_rows(report, STRIDED, owner, where, STRIDED_CHECK,
+                          lambda: [_strided_row(node, strided, owner, where)])
+            else:
+                site_rows(report, KIND, owner, where, CHECK, lambda: [_row(fn, node, cols, owner, where, replay)])
+
+
+def _is_table(e) -> bool:
+    return isinstance(e, ast.Attribute) and e.attr == "req_to_token"
+
+
+def _step_slice(sl) -> bool:
+    """``[lo]:[hi]:step`` with ``lo`` absent or 0 and a step."""
+    return isinstance(sl, ast.Slice) and sl.step is not None and (
+        sl.lower is None or (isinstance(sl.lower, ast.Constant) and sl.lower.value == 0))
+
+
+def _strided(node):
+    """The strided gather's (length expression, or None for the whole row; step expression) of
+    ``<x>.req_to_token[<rows>, 0:<L>:<P>]``, ``<x>.req_to_token[<rows>, :<L>][:, ::<P>]`` or
+    ``<x>.req_to_token[<rows>][:, ::<P>]``, else None."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and len(node.slice.elts) == 2):
+        return None
+    first, cols = node.slice.elts
+    if not _step_slice(cols):
+        return None
+    if _is_table(node.value):
+        return cols.upper, cols.step
+    inner = node.value
+    whole = isinstance(first, ast.Slice) and first.lower is first.upper is first.step is None
+    if not (whole and cols.upper is None and isinstance(inner, ast.Subscript) and _is_table(inner.value)):
+        return None
+    if isinstance(inner.slice, ast.Tuple) and len(inner.slice.elts) == 2:
+        length = inner.slice.elts[1]
+        if isinstance(length, ast.Slice) and length.lower is None and length.step is None:
+            return length.upper, cols.step
+        return None
+    return None, cols.step
 
 
 def _gather_columns(node):
@@ -139,3 +184,30 @@ def _replay(row: Row, bound, x: dict) -> None:
         return
     row.detail += "; the torch replay did not raise"
     row.status = ERROR   # the model says it reads past the row, torch does not
+
+
+def _strided_row(node, strided, owner, where) -> Row:
+    """A slice of the row: torch clips it, so the gather reads ``spec.strided_gather_pages(L, P, W)``
+    pages at ``spec.strided_gather_column(j, P)``, in the row for every length, step and width
+    (the core is asked at the site, the claim of ``CT-STRIDED-GATHER-READ``)."""
+    length, step = strided
+    row_id = f"consumer.{STRIDED}[{owner}@{where}]"
+    subject = f"{owner} ({where}) -> {ast.unparse(node)}"
+    col = spec.strided_gather_column(j, page)
+    goal = z3.Implies(j < spec.strided_gather_pages(LENGTH, page, WIDTH), z3.And(0 <= col, col < WIDTH))
+    hyps = {"page_nonneg": j >= 0, "page_size_positive": page >= 1, "row_width_nonneg": WIDTH >= 0,
+            "length_nonneg": LENGTH >= 0}
+    reads = f"`{ast.unparse(length)}`" if length is not None else "the whole row"
+    try:
+        proof = core.check(f"{row_id}/in_row", goal, hyps=hyps)
+    except core.Refuted:
+        return Row(row_id, subject, STRIDED_CHECK, "z3", ERROR, "the core refuted a slice of the row: the spec's "
+                   "strided gather contract is off")
+    except core.Unknown as e:
+        return Row(row_id, subject, STRIDED_CHECK, "z3", ERROR, f"the solver gave no verdict: {e}")
+    return Row(row_id, subject, STRIDED_CHECK, "z3", MATCHED,
+               f"proved for every length, step `{ast.unparse(step)}` >= 1 and row width under "
+               f"{', '.join(sorted(proof.assumptions))}: a slice of {reads}, clipped by torch to the row; it returns "
+               f"cdiv(min(L, W), P) pages, fewer than cdiv(L, P) when L passes the row (what a reader of those pages "
+               f"then misses is not judged here)", size="cdiv(min(L, W), P) pages",
+               required="0 <= j * page_size < W")

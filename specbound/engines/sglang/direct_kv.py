@@ -8,9 +8,10 @@ by each request's length only, so the launch writes ``kv_indptr[bs] = S + bs*del
 ``delta`` the draft tokens the backend adds to the committed lengths (``n``, or 0 where it passes
 ``seq_lens`` as they are).
 
-* A *launch* is a subscripted call of the kernel in a function of ``srt/layers/attention/``
-  that runs only in target verify (inside ``if <x>.is_target_verify():``, or the ``else`` of its
-  negation), whose ``kv_indptr`` is set from ``torch.cumsum`` of the lengths it passes.
+* A *launch* is a subscripted call of the kernel in a function of an attention backend
+  (:func:`.site_trace.in_folder`) that runs only in target verify (inside ``if
+  <x>.is_target_verify():``, or the ``else`` of its negation), whose ``kv_indptr`` is set from
+  ``torch.cumsum`` of the lengths it passes.
 * Everything is read within the launch's own function (and, for a scratch, its own class's
   file): the lengths, the buffer and its size are taken along each path of the ``if``
   statements that assign them (:func:`_envs`), so a branch that widens the lengths is paired

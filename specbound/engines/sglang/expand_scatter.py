@@ -40,7 +40,7 @@ from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, Num, Path, source_text
 from .draft_extend import graph_dict_entries
 from . import bindings
-from .site_trace import call_argument, dominating_statements, selves
+from .site_trace import ATTENTION, call_argument, dominating_statements, in_folder, selves
 
 FILL_PARAMS = ("page_table", "cache_loc", "decode_length", "page_size")
 STEP, LAST_PAGE_LEN = z3.Ints("step last_page_len")
@@ -69,7 +69,7 @@ def check_expand_scatter(program: Program, report: AuditReport, replay: bool = T
 def _fills(program: Program):
     out = []
     for p in program.files_mentioning("scatter_", whole_words=False):
-        if "/layers/attention/" not in str(p).replace("\\", "/"):
+        if not in_folder(p, ATTENTION):
             continue
         tree = program.index.tree(p)
         if tree is None:

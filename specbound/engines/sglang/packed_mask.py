@@ -10,7 +10,8 @@ bounded by the request's length, never by the buffer.  A batch of ``bs`` request
 theorem ``CT-PACKED-MASK-WRITE`` states the per-request form), so the core is asked about the
 batch's longest request ``seq_len`` with ``0 <= seq_len <= C``.
 
-* A *pack* is a call in a function of ``srt/layers/attention/`` handing ``<x>._custom_mask_buf``
+* A *pack* is a call in a function of an attention backend (:func:`.site_trace.in_folder`) handing
+  ``<x>._custom_mask_buf``
   as a positional argument; it is *guarded* when an ``assert <e> <= <x>._custom_mask_buf.numel()``
   runs before it on every path (sglang's host assert: past the buffer the server dies, a
   ``crash``; unguarded the kernel writes past it, an ``overrun``).

@@ -7,7 +7,8 @@ The contract (:func:`specbound.spec.plan_copy_kv_indices_len`): the plan runs
 entries; a stream longer than the buffer makes ``copy_`` raise (the slice is clipped to the
 buffer): a crash, never a silent write.
 
-* A *plan* is a function of ``srt/layers/attention/`` running that slice copy of one of its
+* A *plan* is a function of an attention backend (:func:`.site_trace.in_folder`) running that
+  slice copy of one of its
   parameters into ``<x>._paged_kv_indices_buf``.
 * An *install* is ``<w>.begin_forward = partial(<plan>, <w>)`` in a loop ``for <w> in
   self.<d>[...]``, under an ``if`` that runs only in target verify (``<x>.is_target_verify()``

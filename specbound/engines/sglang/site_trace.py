@@ -79,11 +79,24 @@ def traced_allocations(program: Program, fn, self_val, expr, where: str, tracer_
     return found
 
 
-def attention_nodes(program: Program, text: str, whole_words: bool = True, folder: str = "/layers/attention/"):
+ATTENTION = "attention backends"
+
+
+def in_folder(path, folder: str) -> bool:
+    """Whether ``path`` lies under ``folder``; ``ATTENTION`` names the attention backends:
+    ``srt/layers/attention/`` and a hardware backend's ``srt/hardware_backend/<hw>/attention/``
+    (Ascend's since 0.5.7, MUSA's), so a backend that moves there stays audited."""
+    text = str(path).replace("\\", "/")
+    if folder == ATTENTION:
+        return "/layers/attention/" in text or ("/hardware_backend/" in text and "/attention/" in text)
+    return folder in text
+
+
+def attention_nodes(program: Program, text: str, whole_words: bool = True, folder: str = ATTENTION):
     """(function, AST node) of every node in a function of a file under ``folder`` (the
-    attention backends, ``srt/layers/attention/``, by default) that mentions ``text``."""
+    attention backends by default, :func:`in_folder`) that mentions ``text``."""
     for p in program.files_mentioning(text, whole_words=whole_words):
-        if folder not in str(p).replace("\\", "/"):
+        if not in_folder(p, folder):
             continue
         tree = program.index.tree(p)
         if tree is None:
