@@ -66,7 +66,6 @@ def check_consumers(index: SourceIndex, report: AuditReport, program: Program | 
 
 # --- shared ------------------------------------------------------------------------------------
 
-
 def site_rows(report: AuditReport, kind: str, owner: str, where: str, check: str, make) -> None:
     """The rows ``make()`` gives for one site, timed together; the audit's own failure there is
     an error row (``consumer.<kind>[<owner>@<where>]``), never a traceback."""
@@ -79,7 +78,6 @@ def site_rows(report: AuditReport, kind: str, owner: str, where: str, check: str
     for row in rows:
         row.seconds = time.perf_counter() - t0
         report.add(row)
-
 
 
 # --- page tables -------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ counterexample names the step.
 from __future__ import annotations
 
 
-
 from specbound import spec
 from specbound.proofs.model import D
 

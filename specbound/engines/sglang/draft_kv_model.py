@@ -79,7 +79,6 @@ from specbound.replay import load_kernel
 SOURCE = "kernels/ops/speculative/cache_locs.py"   # inside the sglang package (0.5.23)
 
 
-
 # The lane bounds' largest values over the serving envelope (kernels/plan.py): a lane bound
 # given as None is symbolic, one proof for every power of two up to its largest value.
 _PLAN = torch_free_module("plan")

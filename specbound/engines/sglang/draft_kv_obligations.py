@@ -313,7 +313,6 @@ def obligations(run, prop: str) -> list:
     return obs
 
 
-
 def _shares_symbol(cond, goal) -> bool:
     names = {str(x) for x in subterms(cond) if z3.is_const(x) and not z3.is_int_value(x)} - {"K", "D"}
     return any(z3.is_const(x) and str(x) in names for x in subterms(goal))

@@ -56,7 +56,6 @@ CHECK = "the pages the fill stores per row (spec.fill_columns_stored, clamped by
         "stay in the table's row"
 
 
-
 def check_fill_writes(program: Program, report: AuditReport, replay: bool = True) -> None:
     """``replay``: run the package's fill at each finding's counterexample."""
     for params_of in (FILL_PARAMS, OFFSET_FILL_PARAMS):

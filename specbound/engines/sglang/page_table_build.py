@@ -153,7 +153,6 @@ def _sites(program: Program, build: Found) -> list:
     return out
 
 
-
 def _rows(program, fn, self_val, owner, where, call, obj, field, build, block, runner, delta) -> list[Row]:
     subject = f"{owner} ({where}) -> {build.name} ({build.where}) -> stores cdiv(cache_seqlens, page_size) pages"
     check = (f"the pages the build stores per row (spec.page_table_build_columns_stored, cache_seqlens = seq_len + "
@@ -166,7 +165,6 @@ def _rows(program, fn, self_val, owner, where, call, obj, field, build, block, r
         return [Row(f"consumer.page_table_write[{owner}@{where}]", subject, check, "ast", UNKNOWN,
                     f"`{ast.unparse(obj)}{'.' + field if field else ''}` was not traced to a 2-D allocation: {why}")]
     return [_judged(owner, where, subject, check, a, p, block, runner, delta, label) for a, p, label in allocs]
-
 
 
 def _bare_seq_lens(e) -> bool:

@@ -183,7 +183,6 @@ def run_kernel(sp: TreeSpec, path: str, host: Host | None = None) -> Run:
     return run
 
 
-
 # --- obligations ---------------------------------------------------------------------------------
 
 # No NO-TRUNCATION: the kernel has no masked (arange) accesses, every access is one scalar cell.
