@@ -247,3 +247,13 @@ def test_a_longest_length_set_without_the_delta_leaves_the_draft_pages_unfilled(
 def test_a_longest_length_never_set_is_not_judged(tmp_path):
     row = reader(rows(tmp_path, WITH_DRAFT, readers=True, longest="pass"))
     assert row.status == UNKNOWN and LONGEST_UNSET in row.detail, row.detail
+
+
+def test_a_longest_length_set_to_a_value_not_read_is_not_judged(tmp_path):
+    # one assignment read (max(seq_lens), not paired with delta = n), one not: the one not read
+    # may be what the verify path runs, so the row is not judged on the other alone
+    longest = ("metadata.max_seq_len_k = forward_batch.seq_lens_cpu.max().item()\n"
+               "        if forward_batch.spec_info is not None:\n"
+               "            metadata.max_seq_len_k = self.mystery_longest()")
+    row = reader(rows(tmp_path, WITH_DRAFT, readers=True, longest=longest))
+    assert row.status == UNKNOWN and LONGEST_UNSET in row.detail, row.detail

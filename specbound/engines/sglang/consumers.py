@@ -50,7 +50,8 @@ SEQ = z3.Int("seq_len[b]")
 PAGE_TABLE_REPORTED = (("seq_len", SEQ), ("num_draft_tokens", n), ("page_size", page), ("max_context_len", C))
 LONGEST_UNTRACED = ("the fill is clamped by the batch's longest request (max_seq_len_k or max(seq_lens)), which "
                     "bounds the request, not the row, and the page_table argument was not traced to its allocation")
-LONGEST_UNSET = "the fill is clamped by max_seq_len_k, which no method of the class sets"
+LONGEST_UNSET = ("the fill is clamped by max_seq_len_k, which no method of the class sets to a value the audit "
+                 "reads")
 # Per consumer kind: the row status of a refuted buffer (a reader overreads, a copy raises).
 REFUTED_STATUS = {"page_table": OVERREAD, "custom_mask_copy": CRASH}
 VERDICT = {judge.MATCHED: MATCHED, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF, judge.ERROR: ERROR}

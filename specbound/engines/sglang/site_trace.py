@@ -261,22 +261,26 @@ def batch_bounds(seq, delta, terms) -> dict:
     return out
 
 
-def longest_settings(program: Program, self_val) -> list:
+def longest_settings(program: Program, self_val) -> tuple[list, bool]:
     """The values ``<x>.max_seq_len_k = <e>`` gives in the methods of ``self_val``'s class, each
     read by :class:`MetadataTracer` in its method (``max(seq_lens) + kv_len_offset`` reads as
-    ``LONGEST_COMMITTED`` plus each offset the tracer finds)."""
+    ``LONGEST_COMMITTED`` plus each offset the tracer finds), and whether every one was read."""
     if self_val is None:
-        return []
-    out = []
+        return [], False
+    out, complete = [], True
     for method in program.visible_methods(self_val.cls).values():
         for node in program.walk(method.node):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 \
                     and isinstance(node.targets[0], ast.Attribute) and node.targets[0].attr == "max_seq_len_k":
                 tracer = MetadataTracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
                 for v, _ in resolve(tracer, node.value, tracer.top_frame(method, self_val), Path()):
-                    if isinstance(v, Num) and not any(z3.is_expr(v.term) and z3.eq(v.term, w) for w in out):
-                        out.append(v.term)
-    return out
+                    if not isinstance(v, Num):
+                        complete = False
+                        continue
+                    term = v.term if z3.is_expr(v.term) else z3.IntVal(v.term)
+                    if not any(z3.eq(term, w) for w in out):
+                        out.append(term)
+    return out, complete
 
 
 def _same(a, b) -> bool:
@@ -289,14 +293,18 @@ def longest_readings(settings, seq, delta, terms) -> list[dict]:
     ``max_seq_len_k`` or when the class sets it to ``max(seq_lens) + delta`` (the delta the
     fill is given: XPU's ``kv_len_offset``); otherwise one reading per value the class sets it
     to (``LONGEST == value``: a clamp the delta does not reach shows as a read past the filled
-    prefix); none (an empty list) when the class never sets it.  ``settings()``: those values
-    (:func:`longest_settings`), asked for only when needed."""
+    prefix); none (an empty list) when the class never sets it or sets it to a value not read.
+    The pairing is by value, not by path: the class's assignment of ``max(seq_lens) + delta``
+    is taken to be the one the fill's path runs.  ``settings()``: :func:`longest_settings`,
+    asked for only when needed."""
     bounds = batch_bounds(seq, delta, terms)
     if not any(mentions(t, LONGEST) for t in terms):
         return [bounds]
-    values = settings()
+    values, complete = settings()
     if any(_same(v, LONGEST_COMMITTED + delta) for v in values):
         return [bounds]
+    if not complete:
+        return []
     committed = batch_bounds(seq, delta, [LONGEST_COMMITTED])
     return [{**committed, "longest_set_to": LONGEST == v} for v in values]
 
