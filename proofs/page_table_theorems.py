@@ -280,5 +280,31 @@ def ct_strided_gather_read() -> Theorem:
     )
 
 
+LONGEST_LENGTH = z3.Int("max(seq_lens)")
+
+
+def ct_block_table_copy() -> Theorem:
+    def claim(d):
+        length = LONGEST_LENGTH + n
+        return d.block_table_copy_fits(d.cdiv(length, page), length, page, d.verify_page_table_width(C, n, page),
+                                       d.req_to_token_row_width(C, n))
+    return Theorem(
+        id="CT-BLOCK-TABLE-COPY", family=FAMILY,
+        statement=("the target-verify block-table copy table[:bs, :cdiv(L, P)].copy_(req_to_token[rows, 0:L:P] // P), "
+                   "L = max(seq_lens) + n for a batch admitted below the context, runs (source and destination "
+                   "columns equal) in a table verify_page_table_width(C, n, P) wide, from rows "
+                   "req_to_token_row_width(C, n) wide"),
+        hyps=lambda d: {**labelled(spec.context_ok(C)), **labelled(spec.tree_shape_ok(K, D, n)),
+                        "page_size_positive": page >= 1, "longest_length_nonneg": LONGEST_LENGTH >= 0,
+                        "longest_length_admitted": LONGEST_LENGTH <= C - 1},
+        claim=claim, report=lambda: {"max(seq_lens)": LONGEST_LENGTH, "n": n, "C": C, "page_size": page},
+        mutants=(
+            Mutant("MUT-BLOCK-TABLE-CONTEXT-ONLY", "a table ceil(C / P) wide (Ascend up to 0.5.6): the draft tokens' "
+                   "pages make the copy's source wider than its destination",
+                   overrides={"verify_page_table_width": lambda c, nn, p: spec.cdiv(c, p)}),
+        ),
+    )
+
+
 THEOREMS = (ct_page_table_read, ct_page_table_offset_verify_read, ct_page_table_draft_extend_read, ct_expand_scatter_write, ct_page_table_draft_decode_offset_read, ct_page_table_build_write, ct_page_table_fill_write, ct_sparse_page_table_read, ct_compressed_page_table_read, ct_clamped_gather_read,
-            ct_strided_gather_read)
+            ct_strided_gather_read, ct_block_table_copy)

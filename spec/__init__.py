@@ -25,6 +25,7 @@ from .consumers import (
     verify_kv_indices_written, verify_mask_extraction_index, verify_mask_extraction_live,
 )
 from .page_table_consumers import (
+    block_table_copy_fits,
     compressed_page_table_width, compressed_pages_read, draft_decode_offset_columns_read,
     draft_decode_page_table_width, draft_extend_columns_read, expand_page_table_width,
     expand_scatter_columns, expand_scatter_source_columns, fill_columns_stored, gather_column,

@@ -309,6 +309,23 @@ def strided_gather_column(page, page_size):
     return check_int("page", page, minimum=0) * check_int("page_size", page_size, minimum=1)
 
 
+def block_table_copy_fits(columns, length, page_size, table_width, row_width):
+    """Whether ``table[:bs, :columns].copy_(req_to_token[rows, 0:length:page_size] // page_size)``
+    runs: torch clips the destination to the table, ``min(columns, table_width)`` columns, and
+    the source to the row, :func:`strided_gather_pages`; ``copy_`` needs the two equal (else it
+    raises: the server dies; a one-column source would broadcast instead).
+
+    Read from sglang's Ascend graph replay: 0.5.6 ``srt/layers/attention/ascend_backend.py``
+    :344-351 (``max_len = max(seq_lens) (+ n in target verify)``, ``columns = cdiv(max_len,
+    P)``, a table ``ceil(C / P)`` wide, :284-288); 0.5.23
+    ``srt/hardware_backend/npu/attention/ascend_backend.py`` :951-1000 (the table
+    ``(C + P - 1 + n) // P`` wide, :741-748).
+    """
+    cols = check_int("columns", columns, minimum=0)
+    return smin(cols, check_int("table_width", table_width, minimum=0)) == \
+        strided_gather_pages(length, page_size, row_width)
+
+
 def req_to_token_last_column(row_width):
     """The spec's clamp for a gather from a ``req_to_token`` row: its last column, ``W - 1``."""
     return check_int("row_width", row_width, minimum=1) - 1

@@ -90,7 +90,7 @@ class NamesMixin:
             if value is None:
                 out.append((Opaque(f"{name} ({type(stmt).__name__.lower()} target at {where})"), path))
                 continue
-            for p in self._guarded(frame, stmt, path):
+            for p in self._not_overwritten(frame, (stmt, idx, value), assigned, e, self._guarded(frame, stmt, path)):
                 p = replace(p.step(f"{where} {source_text(stmt)[:90]}"), holder=name)
                 if isinstance(value, ast.AugAssign):
                     vals = self._binop(ast.BinOp(value.target, value.op, value.value), frame, p)
@@ -100,6 +100,46 @@ class NamesMixin:
                     for w, r in self._unpack(v, idx, frame, q, value):
                         out.append((w, self._pin(r, key, w)))
         return out
+
+    def _not_overwritten(self, frame: Frame, a, assigned: list, use: ast.Name, paths: list) -> list:
+        """``paths`` extended by what must hold for assignment ``a`` to be the value ``use``
+        reads: a later reaching assignment directly inside one ``if`` branch, one block deeper
+        than ``a`` and outside any loop (``x = ...; if t: x += ...``), was skipped, so its
+        branch's test was false (paths where it is known true are dropped)."""
+        stmt_of, blocks = self._statements(frame.func)
+        ba = blocks.get(id(a[0]))
+        bu = blocks.get(id(stmt_of.get(id(use))), ())
+        if ba is None:
+            return paths
+        ifs, loops = self._branch_nodes(frame.func)
+        tests = []
+        for c in assigned:
+            bc = blocks.get(id(c[0]))
+            if c[0] is a[0] or bc is None or (c[0].lineno, c[0].col_offset) <= (a[0].lineno, a[0].col_offset):
+                continue
+            if len(bc) != len(ba) + 1 or bc[:-1] != ba or bu[:len(bc)] == bc or any(i in loops for i, _ in bc):
+                continue
+            node_id, field = bc[-1]
+            if node_id in ifs and field in ("body", "orelse"):
+                tests.append((ifs[node_id].test, field == "orelse"))
+        for test, polarity in tests:
+            nxt = []
+            for p in paths:
+                for t, q in self.test(test, frame, p):
+                    r = assume(q, t, polarity)
+                    if r is not None:
+                        nxt.append(r)
+            paths = nxt
+        return paths
+
+    def _branch_nodes(self, func: FuncInfo):
+        """id -> ``if`` statement, and the ids of the loops, of ``func``."""
+        key = ("branches", func.key)
+        if key not in self._locals:
+            nodes = list(ast.walk(func.node))
+            self._locals[key] = ({id(n): n for n in nodes if isinstance(n, ast.If)},
+                                 {id(n) for n in nodes if isinstance(n, (ast.For, ast.AsyncFor, ast.While))})
+        return self._locals[key]
 
     def _reaching(self, func: FuncInfo, use: ast.Name, assigned: list):
         """The assignments of a local that may reach ``use``, and whether the parameter's own

@@ -43,7 +43,7 @@ CHECK = "every column the clamped gather reads (spec.gather_column) lies in the 
 def check_clamped_gathers(program: Program, report: AuditReport, replay: bool = True) -> None:
     """``replay``: run the gather with torch at each finding's counterexample."""
     for fn, node in attention_nodes(program, "req_to_token"):
-        strided = _strided(node)
+        strided = strided_gather(node)
         cols = None if strided is not None else _gather_columns(node)
         if cols is None and strided is None:
             continue
@@ -67,7 +67,7 @@ def _step_slice(sl) -> bool:
         sl.lower is None or (isinstance(sl.lower, ast.Constant) and sl.lower.value == 0))
 
 
-def _strided(node):
+def strided_gather(node):
     """The strided gather's (length expression, or None for the whole row; step expression) of
     ``<x>.req_to_token[<rows>, 0:<L>:<P>]``, ``<x>.req_to_token[<rows>, :<L>][:, ::<P>]`` or
     ``<x>.req_to_token[<rows>][:, ::<P>]``, else None."""

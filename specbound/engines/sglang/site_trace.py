@@ -194,13 +194,14 @@ LONGEST = z3.Int("max_seq_len_k")
 LONGEST_COMMITTED = z3.Int("max(seq_lens)")
 STEP = z3.Int("step")
 LENGTHS = ("seq_lens", "seq_lens_cpu")
+CASTS = ("int", "long", "to", "clone", "contiguous")
 
 
 class MetadataTracer(Tracer):
     """Reads of a pass's metadata the plain tracer cannot follow, as the spec's quantities:
     ``<x>.max_seq_len_k`` is ``LONGEST``, the batch's longest KV length this pass (XPU,
-    FlashAttention before 0.5.15); ``<lengths>.max().item()`` is ``LONGEST_COMMITTED``, the
-    longest of the lengths the pass is given; ``<x>.num_tokens_per_req`` is ``n`` (the
+    FlashAttention before 0.5.15); ``X.max().item()`` is ``LONGEST_COMMITTED`` plus what ``X``
+    adds to the lengths the pass is given (``seq_lens[:bs].int() + n``, through locals: Ascend); ``<x>.num_tokens_per_req`` is ``n`` (the
     target-verify rows per request; DSpark's draft block packs fewer);
     ``<x>.speculative_step_id`` is the draft step ``STEP``, ``0 <= step <= num_steps - 2`` (one
     backend per step, built in a loop the tracer does not unroll)."""
@@ -213,21 +214,41 @@ class MetadataTracer(Tracer):
                 return [(Num(n), path)]
             if e.attr == "speculative_step_id":
                 return [(Num(STEP), path.cond(z3.And(0 <= STEP, STEP <= D - 2)))]
-        if _longest_of_lengths(e) and not receiver:
+        maxed = _max_item(e)
+        if maxed is not None and not receiver:
+            # Inside X.max().item(), a tensor of the lengths given (through slices, casts and
+            # locals) stands for its largest entry, and X's arithmetic follows it.
+            self._in_max = getattr(self, "_in_max", 0) + 1
+            try:
+                return self.resolve(maxed, frame, path)
+            finally:
+                self._in_max -= 1
+        if getattr(self, "_in_max", 0) and _lengths(e):
             return [(Num(LONGEST_COMMITTED), path)]
         return super()._resolve(e, frame, path, receiver)
 
 
-def _longest_of_lengths(e) -> bool:
-    """``seq_lens.max().item()`` / ``seq_lens_cpu.max().item()`` (or ``<x>.seq_lens...``)."""
-    if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "item"):
-        return False
+def _max_item(e):
+    """``X`` of ``X.max().item()``, else None."""
+    if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "item" and not e.args):
+        return None
     inner = e.func.value
-    if not (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and inner.func.attr == "max"
-            and not inner.args):
-        return False
-    base = inner.func.value
-    return (isinstance(base, ast.Name) and base.id in LENGTHS) or (isinstance(base, ast.Attribute) and base.attr in LENGTHS)
+    if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and inner.func.attr == "max" \
+            and not inner.args and not inner.keywords:
+        return inner.func.value
+    return None
+
+
+def _lengths(e) -> bool:
+    """``seq_lens`` / ``seq_lens_cpu`` (or ``<x>.seq_lens...``), through slices and casts."""
+    while True:
+        if isinstance(e, ast.Subscript):
+            e = e.value
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in CASTS:
+            e = e.func.value
+        else:
+            break
+    return (isinstance(e, ast.Name) and e.id in LENGTHS) or (isinstance(e, ast.Attribute) and e.attr in LENGTHS)
 
 
 def mentions(term, var) -> bool:

@@ -1,0 +1,77 @@
+"""The tracer on small sglang-shaped code written here: a value assigned before an ``if`` whose
+branch overwrites it reaches a later use only on the path where that branch was skipped (its
+test false), so ``w = C; if n is not None: w += n`` gives ``C + n`` alone; a test the tracer
+cannot evaluate keeps both.  And :class:`MetadataTracer`'s reading of ``X.max().item()`` of the
+lengths given, through slices, casts and locals (sglang's Ascend graph replay)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import z3
+
+from specbound.audit.extract import SourceIndex
+from specbound.audit.program import Program
+from specbound.audit.trace_values import Num, Path as TracePath
+from specbound.engines.sglang import bindings
+from specbound.engines.sglang.locate import PACKAGE
+from specbound.engines.sglang.site_trace import LONGEST_COMMITTED, MetadataTracer, resolve, selves, traced_allocations
+from specbound.engines.sglang.testing import write_sglang_package
+from specbound.proofs.model import C, n
+
+BACKEND = """
+import torch
+
+
+class ToyBackend:
+    def __init__(self, model_runner):
+        self.max_context_len = model_runner.model_config.context_len
+        self.speculative_num_draft_tokens = model_runner.server_args.speculative_num_draft_tokens
+
+    def init_cuda_graph_state(self, max_bs, max_num_tokens):
+        width = self.max_context_len
+        if {test}:
+            width += self.speculative_num_draft_tokens
+        self.table = torch.zeros(max_bs, width)
+
+    def read(self, seq_lens_cpu, bs, verify):
+        lens = seq_lens_cpu[:bs].int()
+        if verify:
+            lens = lens + self.speculative_num_draft_tokens
+        longest = lens.max().item()
+        return self.table, longest
+"""
+
+
+def _program(root: Path, test: str):
+    write_sglang_package(root, {"srt/layers/attention/toy_backend.py": BACKEND.replace("{test}", test)}, "0.0.0+toy")
+    program = Program(SourceIndex(root), PACKAGE)
+    path = next(p for p in program.files_mentioning("ToyBackend") if str(p).endswith("toy_backend.py"))
+    read = next(f for f in program._functions_in(path, program.index.tree(path)) if f.name == "read")
+    return program, read, selves(program, read)[0]
+
+
+def _widths(root: Path, test: str) -> set:
+    program, read, self_val = _program(root, test)
+    found = traced_allocations(program, read, self_val, ast.parse("self.table", mode="eval").body, "test")
+    return {str(z3.simplify(a.dims[-1])) for a, _ in found.values()}
+
+
+def test_a_value_overwritten_in_a_branch_taken_for_sure_reaches_only_through_it(tmp_path):
+    # n is a bound quantity, never None: the path that skips `width += n` does not exist
+    assert _widths(tmp_path, "self.speculative_num_draft_tokens is not None") == {str(z3.simplify(C + n))}
+
+
+def test_a_branch_the_tracer_cannot_decide_keeps_both_values(tmp_path):
+    assert _widths(tmp_path, "self.some_flag") == {str(C), str(z3.simplify(C + n))}
+
+
+def test_the_longest_of_the_lengths_is_read_through_slices_casts_and_locals(tmp_path):
+    program, read, self_val = _program(tmp_path, "True")
+    tracer = MetadataTracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
+    frame = tracer.top_frame(read, self_val)
+    use = next(node.value for node in ast.walk(read.node)
+               if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "longest")
+    got = {str(z3.simplify(v.term)) for v, _ in resolve(tracer, use, frame, TracePath()) if isinstance(v, Num)}
+    assert got == {str(LONGEST_COMMITTED), str(z3.simplify(LONGEST_COMMITTED + n))}
