@@ -53,15 +53,18 @@ class NamesMixin:
         """``path`` extended by the ``if`` tests around ``stmt`` (paths where a test is
         known false are dropped)."""
         self._function_locals(frame.func)
-        tests = self._guards[frame.func.key].get(id(stmt), ())
-        paths = [path]
+        return self._assuming(frame, self._guards[frame.func.key].get(id(stmt), ()), [path], note=True)
+
+    def _assuming(self, frame: Frame, tests, paths: list, note: bool = False) -> list:
+        """``paths`` extended by each ``(test, polarity)`` of ``tests``, paths where a test is
+        known to have the other value dropped (``note``: say where one was not evaluated)."""
         for test, polarity in tests:
             nxt = []
             for p in paths:
                 for t, q in self.test(test, frame, p):
                     r = assume(q, t, polarity)
                     if r is not None:
-                        if t is None:
+                        if t is None and note:
                             r = r.note(f"{frame.func.rel}:{test.lineno} `if {source_text(test)[:50]}` not evaluated")
                         nxt.append(r)
             paths = nxt
@@ -122,15 +125,7 @@ class NamesMixin:
             node_id, field = bc[-1]
             if node_id in ifs and field in ("body", "orelse"):
                 tests.append((ifs[node_id].test, field == "orelse"))
-        for test, polarity in tests:
-            nxt = []
-            for p in paths:
-                for t, q in self.test(test, frame, p):
-                    r = assume(q, t, polarity)
-                    if r is not None:
-                        nxt.append(r)
-            paths = nxt
-        return paths
+        return self._assuming(frame, tests, paths)
 
     def _branch_nodes(self, func: FuncInfo):
         """id -> ``if`` statement, and the ids of the loops, of ``func``."""
