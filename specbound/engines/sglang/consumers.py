@@ -42,8 +42,8 @@ from specbound.audit.report import CRASH, ERROR, HOLDS_ONLY_IF, MATCHED, OVERREA
 from specbound.audit.trace_values import Alloc, EnumMember, Num, Path, term_ids
 from . import bindings
 from .locate import PACKAGE
-from .site_trace import STEP, MetadataTracer, attention_nodes, batch_bounded, call_argument, longest_readings, \
-    longest_settings, mentions, reported_with, resolve, selves, traced_allocations, traced_tables
+from .site_trace import STEP, MetadataTracer, attention_nodes, batch_bounded, call_argument, functions_mentioning, \
+    longest_readings, longest_settings, mentions, reported_with, resolve, selves, traced_allocations, traced_tables
 
 FILL_PARAMS = ("page_table", "max_seq_pages", "seq_len_delta")
 SEQ = z3.Int("seq_len[b]")
@@ -97,14 +97,10 @@ def fill_sites(program: Program, fill_params=FILL_PARAMS):
 
 def _fill_functions(program: Program, fill_params=FILL_PARAMS):
     out = []
-    for p in program.files_mentioning(fill_params[2]):
-        tree = program.index.tree(p)
-        if tree is None:
-            continue
-        for fn in program._functions_in(p, tree):
-            params = [a for a in fn.params() if a != "self"]
-            if all(x in params for x in fill_params):
-                out.append((fn, params))
+    for fn in functions_mentioning(program, fill_params[2]):
+        params = [a for a in fn.params() if a != "self"]
+        if all(x in params for x in fill_params):
+            out.append((fn, params))
     return out
 
 

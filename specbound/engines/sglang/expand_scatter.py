@@ -40,7 +40,7 @@ from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, Num, Path, source_text
 from .draft_extend import graph_dict_entries
 from . import bindings
-from .site_trace import ATTENTION, call_argument, dominating_statements, in_folder, selves
+from .site_trace import ATTENTION, call_argument, dominating_statements, functions_mentioning, selves
 
 FILL_PARAMS = ("page_table", "cache_loc", "decode_length", "page_size")
 STEP, LAST_PAGE_LEN = z3.Ints("step last_page_len")
@@ -68,17 +68,11 @@ def check_expand_scatter(program: Program, report: AuditReport, replay: bool = T
 
 def _fills(program: Program):
     out = []
-    for p in program.files_mentioning("scatter_", whole_words=False):
-        if not in_folder(p, ATTENTION):
-            continue
-        tree = program.index.tree(p)
-        if tree is None:
-            continue
-        for fn in program._functions_in(p, tree):
-            if all(x in fn.params() for x in FILL_PARAMS) and any(
-                    isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "scatter_"
-                    for c in ast.walk(fn.node)):
-                out.append(fn)
+    for fn in functions_mentioning(program, "scatter_", whole_words=False, folder=ATTENTION):
+        if all(x in fn.params() for x in FILL_PARAMS) and any(
+                isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "scatter_"
+                for c in ast.walk(fn.node)):
+            out.append(fn)
     return out
 
 

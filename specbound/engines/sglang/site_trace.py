@@ -92,18 +92,24 @@ def in_folder(path, folder: str) -> bool:
     return folder in text
 
 
-def attention_nodes(program: Program, text: str, whole_words: bool = True, folder: str = ATTENTION):
-    """(function, AST node) of every node in a function of a file under ``folder`` (the
-    attention backends by default, :func:`in_folder`) that mentions ``text``."""
+def functions_mentioning(program: Program, text: str, whole_words: bool = True, folder: str = ""):
+    """Every function of a file under ``folder`` (anywhere by default; ``ATTENTION``: the
+    attention backends, :func:`in_folder`) that mentions ``text``."""
     for p in program.files_mentioning(text, whole_words=whole_words):
         if not in_folder(p, folder):
             continue
         tree = program.index.tree(p)
         if tree is None:
             continue
-        for fn in program._functions_in(p, tree):
-            for node in program.walk(fn.node):
-                yield fn, node
+        yield from program._functions_in(p, tree)
+
+
+def attention_nodes(program: Program, text: str, whole_words: bool = True, folder: str = ATTENTION):
+    """(function, AST node) of every node in a function of a file under ``folder`` (the
+    attention backends by default) that mentions ``text``."""
+    for fn in functions_mentioning(program, text, whole_words, folder):
+        for node in program.walk(fn.node):
+            yield fn, node
 
 
 def is_self_attr(e) -> bool:
@@ -201,8 +207,9 @@ class MetadataTracer(Tracer):
     """Reads of a pass's metadata the plain tracer cannot follow, as the spec's quantities:
     ``<x>.max_seq_len_k`` is ``LONGEST``, the batch's longest KV length this pass (XPU,
     FlashAttention before 0.5.15); ``X.max().item()`` is ``LONGEST_COMMITTED`` plus what ``X``
-    adds to the lengths the pass is given (``seq_lens[:bs].int() + n``, through locals: Ascend); ``<x>.num_tokens_per_req`` is ``n`` (the
-    target-verify rows per request; DSpark's draft block packs fewer);
+    adds to the lengths the pass is given (``seq_lens[:bs].int() + n``, through locals: Ascend);
+    ``<x>.num_tokens_per_req`` is ``n`` (the target-verify rows per request; DSpark's draft
+    block packs fewer);
     ``<x>.speculative_step_id`` is the draft step ``STEP``, ``0 <= step <= num_steps - 2`` (one
     backend per step, built in a loop the tracer does not unroll)."""
 

@@ -28,7 +28,7 @@ from specbound.audit.trace_values import Ended
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OVERRUN, UNKNOWN, AuditReport, Row
 from .bindings import BINDINGS
 from .launch import KV_ALIASES
-from .site_trace import attention_nodes, selves, traced_allocations
+from .site_trace import attention_nodes, functions_mentioning, selves, traced_allocations
 
 WRITER_PARAMS = ("kv_indices_buf", "paged_kernel_lens")
 KERNEL = "create_flashinfer_kv_indices_triton"
@@ -74,15 +74,11 @@ def check_verify_kv(program: Program, report: AuditReport, replay: bool = True) 
 def _writers(program: Program) -> dict[str, str]:
     """Writer name -> where it is defined."""
     out = {}
-    for p in program.files_mentioning("kv_indices_buf"):
-        tree = program.index.tree(p)
-        if tree is None:
-            continue
-        for fn in program._functions_in(p, tree):
-            if all(x in fn.params() for x in WRITER_PARAMS) and any(
-                    isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and isinstance(node.left, ast.Name)
-                    and node.left.id == "paged_kernel_lens" for node in ast.walk(fn.node)):
-                out.setdefault(fn.name, fn.where)
+    for fn in functions_mentioning(program, "kv_indices_buf"):
+        if all(x in fn.params() for x in WRITER_PARAMS) and any(
+                isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and isinstance(node.left, ast.Name)
+                and node.left.id == "paged_kernel_lens" for node in ast.walk(fn.node)):
+            out.setdefault(fn.name, fn.where)
     return out
 
 
