@@ -21,6 +21,7 @@ from .theorem import Mutant, Theorem
 
 FAMILY = "draft kv_indices"
 b2, t2, off = z3.Ints("b2 t2 offset")
+N_DRAFT = z3.Int("num_draft_tokens")   # free in the mutant: any tree size sglang accepts at K > 1
 
 
 def _report(*extra):
@@ -260,5 +261,34 @@ def kv_int32_safe() -> Theorem:
     )
 
 
+def kv_r2t_row_covers() -> Theorem:
+    s = seq_len(b)
+
+    def hyps(d):
+        h = {**kv_params()}
+        h.update(labelled(seq_len_conds(b)))
+        h.update(labelled(draft_room_conds(b)))
+        return h
+
+    def claim(d):
+        return d.kv_req_to_token_span(s, K, D, page) <= d.req_to_token_draft_row_width(C, K, D, page)
+    return Theorem(
+        id="KV-R2T-ROW-COVERS", family=FAMILY,
+        statement=("a request with draft room (seq_len[b] + D <= C) reads req_to_token only below "
+                   "req_to_token_draft_row_width(C, K, D, page_size): a row that wide holds the draft slots "
+                   "of every admitted request, contiguous or page aligned"),
+        hyps=hyps, claim=claim,
+        report=lambda: {"seq_len[b]": s, "K": K, "D": D, "page_size": page, "C": C},
+        lemmas=lambda: [core.instantiate(lemmas.mul_le_mono(), (s % page + D + page - 1) / page,
+                                         (page - 1 + D + page - 1) / page, K * page),
+                        core.instantiate(lemmas.div_le_mono(), s, C - D, page)],
+        mutants=(Mutant("MUT-R2T-CONTEXT-HEADROOM",
+                        "sglang's row, C + 4 + num_draft_tokens (every release at page_size 1; PR #26972 widened "
+                        "it for page_size > 1 only), with sglang's own num_draft_tokens = D + 1 at K = 1",
+                        overrides={"req_to_token_draft_row_width":
+                                   lambda c, kk, st, pg: c + 4 + z3.If(kk == 1, st + 1, z3.If(N_DRAFT >= 2, N_DRAFT, 2))}),),
+    )
+
+
 THEOREMS = (kv_tiling, kv_capacity, kv_steps_monotone, kv_indptr_matches_offsets,
-            kv_cuda_graph_covers, kv_paged_reads_in_row, kv_int32_safe)
+            kv_cuda_graph_covers, kv_paged_reads_in_row, kv_int32_safe, kv_r2t_row_covers)

@@ -50,6 +50,15 @@ def div_of_row():
 
 
 @cache
+def div_le_mono():
+    """``p >= 1 /\\ 0 <= x <= y  =>  (x div p) * p <= (y div p) * p``: rounding down to a page
+    keeps the order."""
+    return core.check_forall(
+        "L-DIV-LE-MONO",
+        lambda x, y, p: z3.Implies(z3.And(p >= 1, 0 <= x, x <= y), (x / p) * p <= (y / p) * p), 3)
+
+
+@cache
 def succ_times():
     """``(x + 1) * y = x*y + y``: lets congruence see that Q((k+1)*K) is Q(k*K + K)."""
     return core.check_forall("L-SUCC-TIMES", lambda x, y: (x + 1) * y == x * y + y, 2)

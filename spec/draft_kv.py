@@ -162,3 +162,23 @@ def kv_req_to_token_span(seq_len_b, topk, num_steps, page_size):
     page = check_int("page_size", page_size, minimum=1)
     paged = kv_prefix_base(s, page) + k * kv_pages_per_branch(s, st, page) * page
     return ite(_contiguous_branches(k, page), s + k * st, paged)
+
+
+def req_to_token_draft_row_width(max_context_len, topk, num_steps, page_size):
+    """The spec's ``req_to_token`` row width for the draft decode: at least
+    :func:`kv_req_to_token_span` of every request with draft room (``seq_len + num_steps <=
+    C``; theorem KV-R2T-ROW-COVERS).  The longest such request has ``seq_len = C - num_steps``:
+    contiguous branches end at ``C - num_steps + K*num_steps``; page-aligned ones at that
+    request's prefix base plus ``K`` branches of the most pages any request's extension spans,
+    ``ceil((page - 1 + num_steps) / page)`` (the largest ``seq_len % page`` is ``page - 1``).
+
+    A ``req_to_token`` row is also what sglang's decode reservation writes into (the draft
+    slots live there); ``C + 4 + num_draft_tokens``, the row sglang allocates at page size 1,
+    is narrower whenever ``(K - 1) * num_steps > 4 + num_draft_tokens``."""
+    c = check_int("max_context_len", max_context_len, minimum=1)
+    k = check_int("topk", topk, minimum=1)
+    st = check_int("num_steps", num_steps, minimum=1)
+    page = check_int("page_size", page_size, minimum=1)
+    longest = ite(c >= st, c - st, 0)
+    paged = kv_prefix_base(longest, page) + k * cdiv(page - 1 + st, page) * page
+    return ite(_contiguous_branches(k, page), longest + k * st, paged)

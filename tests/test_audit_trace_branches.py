@@ -75,3 +75,44 @@ def test_the_longest_of_the_lengths_is_read_through_slices_casts_and_locals(tmp_
                if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "longest")
     got = {str(z3.simplify(v.term)) for v, _ in resolve(tracer, use, frame, TracePath()) if isinstance(v, Num)}
     assert got == {str(LONGEST_COMMITTED), str(z3.simplify(LONGEST_COMMITTED + n))}
+
+
+# `a or b` where `a` is a number: Python's value, not a truth value (sglang's
+# `spec.speculative_num_steps or 1`, `max_speculative_num_draft_tokens() or 0`).
+OR_BACKEND = """
+import torch
+
+
+class ToyBackend:
+    def __init__(self, model_runner):
+        self.max_context_len = model_runner.model_config.context_len
+        self.speculative_num_draft_tokens = model_runner.server_args.speculative_num_draft_tokens
+
+    def init_cuda_graph_state(self, max_bs, max_num_tokens):
+        self.table = torch.zeros(max_bs, self.max_context_len + ({operands}))
+
+    def read(self, seq_lens_cpu, bs, verify):
+        return self.table, 0
+"""
+
+
+def _or_widths(root: Path, operands: str) -> set:
+    write_sglang_package(root, {"srt/layers/attention/toy_backend.py": OR_BACKEND.replace("{operands}", operands)},
+                         "0.0.0+toy")
+    program = Program(SourceIndex(root), PACKAGE)
+    path = next(p for p in program.files_mentioning("ToyBackend") if str(p).endswith("toy_backend.py"))
+    read = next(f for f in program._functions_in(path, program.index.tree(path)) if f.name == "read")
+    found = traced_allocations(program, read, selves(program, read)[0], ast.parse("self.table", mode="eval").body,
+                               "test")
+    return {(str(z3.simplify(a.dims[-1])), tuple(str(c) for c in p.conds)) for a, p in found.values()}
+
+
+def test_or_of_a_number_is_the_number_where_it_is_nonzero_and_the_default_where_it_is_zero(tmp_path):
+    assert _or_widths(tmp_path, "self.speculative_num_draft_tokens or 4") == {
+        (str(z3.simplify(C + n)), (str(n != 0),)), (str(z3.simplify(C + 4)), (str(z3.Not(n != 0)),))}
+
+
+def test_and_of_a_number_is_the_first_where_it_is_zero(tmp_path):
+    assert _or_widths(tmp_path, "self.speculative_num_draft_tokens and 4") == {
+        (str(z3.simplify(C + n)), (str(z3.Not(n != 0)),)),            # n itself, where it is 0
+        (str(z3.simplify(C + 4)), (str(z3.Not(z3.Not(n != 0))),))}

@@ -68,6 +68,20 @@ class Judgement:
     seconds: float = 0.0
 
 
+def settled(name: str, goal, hyps: dict, required: str, size: str, proved: str) -> Judgement | None:
+    """``INFEASIBLE`` when no input meets ``hyps``, ``MATCHED`` when the core proves ``goal`` under
+    them (``proved`` then the list of hypotheses used), None when it is refuted (the caller says
+    how).  ``core.Unknown`` propagates: no verdict is not a pass."""
+    if core.satisfy(f"{name}/feasible", hyps) is None:
+        return Judgement(INFEASIBLE, required, size)
+    try:
+        proof = core.check(f"{name}/fits", goal, hyps=hyps)
+    except core.Refuted:
+        return None
+    used = sorted(proof.assumptions)
+    return Judgement(MATCHED, required, size, assumptions=used, detail=f"{proved} {', '.join(used)}")
+
+
 # --- requirements -----------------------------------------------------------------------
 
 def kv_goal(numel, stride):

@@ -49,7 +49,7 @@ UNKNOWN = "unknown"
 PROVED = "proved"
 REFUTED = "refuted"
 # Consumer rows (`consumer.*`): what a reader or a torch copy of a buffer does past its end.
-OVERREAD = "overread"    # an attention kernel reads past its row or the buffer: wrong results or a fault
+OVERREAD = "overread"    # a kernel reads past its row or the buffer: wrong results or a fault
 CRASH = "crash"          # a torch copy raises at this size: the server dies instead of corrupting
 CONSUMER_FINDINGS = (OVERREAD, CRASH)
 

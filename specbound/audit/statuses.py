@@ -49,9 +49,9 @@ TABLE = (
            "replayed as an out-of-bounds store on the engine's kernel)"),
     Status("holds only if", FINDING, "a buffer too small for the spec's contract, large enough only under one "
            "extra condition the engine does not check (named in the row)"),
-    Status("overread", FINDING, "an attention kernel reads past its row or the buffer for the metadata it is "
-           "given (a consumer contract, spec/consumers.py or spec/page_table_consumers.py): wrong results or an "
-           "illegal address"),
+    Status("overread", FINDING, "an attention kernel (or the draft decode's kv build) reads past its row or the "
+           "buffer for the metadata it is given (a consumer contract, spec/consumers.py, "
+           "spec/page_table_consumers.py or spec.kv_req_to_token_span): wrong results or an illegal address"),
     Status("crash", FINDING, "a torch copy into the buffer raises at this size: the server dies instead of "
            "corrupting memory"),
     Status("refuted", FINDING, "a property of the engine's kernel is false on an input of its own contract "

@@ -154,6 +154,10 @@ class Tracer(NamesMixin, ParametersMixin, AttributesMixin, CallsMixin, HelpersMi
             return self._binop(e, frame, path)
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
             return [(Num(-v.term), p) if isinstance(v, Num) else (v, p) for v, p in self.resolve(e.operand, frame, path)]
+        if isinstance(e, ast.BoolOp):
+            chosen = self.operand_chosen(e, frame, path)
+            if chosen is not None:
+                return chosen
         if isinstance(e, (ast.Compare, ast.BoolOp)) or isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
             return [(t if t is not None else Opaque(text), p) for t, p in self.truth(e, frame, path)]
         if isinstance(e, ast.IfExp):

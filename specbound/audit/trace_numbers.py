@@ -10,8 +10,8 @@ import ast
 import z3
 
 from .trace_values import (
-    MAX_ALTERNATIVES, Ended, Items, Num, Opaque, combine, compare_values, describe, floordiv, negate, power,
-    source_text, symbolic, truth_of,
+    MAX_ALTERNATIVES, Ended, Items, Num, Opaque, assume, combine, compare_values, describe, floordiv, negate,
+    power, source_text, symbolic, truth_of,
 )
 
 
@@ -51,6 +51,33 @@ class NumbersMixin:
                 else:
                     out.append((Opaque(source_text(e)[:60]), q))
         return out
+
+    def operand_chosen(self, e: ast.BoolOp, frame, path):
+        """The value of ``a or b`` / ``a and b`` where an operand is a number (sglang's
+        ``spec.speculative_num_steps or 1``): Python returns the first operand that decides
+        it, so ``a`` where ``a != 0`` (``or``) and ``b`` under ``a == 0``.  None where no
+        operand is a number: the expression is a truth value, left to :meth:`truth`."""
+        out, live, numeric = [], [path], False
+        for i, operand in enumerate(e.values):
+            last, nxt = i == len(e.values) - 1, []
+            for p in live:
+                for v, q in self.resolve(operand, frame, p):
+                    numeric = numeric or isinstance(v, Num)
+                    if last:
+                        out.append((v, q))
+                        continue
+                    t = truth_of(v)
+                    decides = t if isinstance(e.op, ast.Or) else (None if t is None else negate(t))
+                    if decides is None:   # not known: either way, the value itself or the next one
+                        out.append((v, q))
+                        nxt.append(q)
+                        continue
+                    for polarity, target in ((True, out), (False, nxt)):
+                        r = assume(q, decides, polarity)
+                        if r is not None:
+                            target.append((v, r) if polarity else r)
+            live = nxt[:MAX_ALTERNATIVES]
+        return out if numeric else None
 
     def test(self, e, frame, path) -> list:
         """An ``if`` test or a conditional expression's test, evaluated cheaply: a parameter

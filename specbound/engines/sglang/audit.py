@@ -41,6 +41,7 @@ from .packed_mask import check_packed_masks
 from .compressed_page_table import check_compressed_page_tables
 from .clamped_gather import check_clamped_gathers
 from .fill_write import check_fill_writes
+from .req_to_token_row import check_req_to_token_rows
 from .helpers import SPEC_UTILS_FILE
 
 # The stages of a parallel run, grouped by process: the helper, buffer and consumer stages
@@ -217,6 +218,7 @@ def _consumers(index, rep, program, replay):
     check_clamped_gathers(program, rep, replay=replay)
     check_fill_writes(program, rep, replay=replay)
     check_page_table_builds(program, rep, replay=replay)
+    check_req_to_token_rows(program, rep, index=index, replay=replay)
 
 
 def _tree(index, rep, examples, seed):

@@ -77,7 +77,8 @@ def _as_replay(finding: kernels.Finding | None, case: dict, kernel: str, stand_i
     return Replay(verdict, finding.message, case, kernel, stand_in)
 
 
-def _load(index: SourceIndex, name: str, files, aliases, known: set[str]):
+def load(index: SourceIndex, name: str, files, aliases, known: set[str]):
+    """(found, loaded kernel, why not) of sglang's kernel ``name`` in ``files``."""
     found = index.find(name, files)
     if found is None:
         return None, None, f"this sglang has no `{name}`"
@@ -90,7 +91,7 @@ def _load(index: SourceIndex, name: str, files, aliases, known: set[str]):
 
 
 def _replay_kv(index: SourceIndex, case: dict) -> Replay:
-    found, kernel, why = _load(index, KV_KERNEL, KV_FILES, KV_ALIASES, kv_kernel.KV_FED)
+    found, kernel, why = load(index, KV_KERNEL, KV_FILES, KV_ALIASES, kv_kernel.KV_FED)
     if kernel is None:
         return Replay("error", why, case, f"sglang's {KV_KERNEL}")
     width = case["width"]
@@ -99,7 +100,7 @@ def _replay_kv(index: SourceIndex, case: dict) -> Replay:
 
 
 def _replay_tree(index: SourceIndex, case: dict) -> Replay:
-    found, kernel, why = _load(index, TREE_KERNEL, TREE_FILES, TREE_ALIASES,
+    found, kernel, why = load(index, TREE_KERNEL, TREE_FILES, TREE_ALIASES,
                                tree_kernel.TREE_FED)
     if kernel is not None:
         finding = tree_kernel.run_tree(kernel, found, case, mask_numel=case["mask_numel"])

@@ -277,14 +277,9 @@ def judge_page_table(delta, width, conds, name="page_table", columns=spec.page_t
     size = str(z3.simplify(width)) if z3.is_expr(width) else str(width)
     hyps = page_table_contract(delta, width, conds, given)
     try:
-        if core.satisfy(f"{name}/feasible", hyps) is None:
-            return judge.Judgement(judge.INFEASIBLE, required, size)
-        try:
-            proof = core.check(f"{name}/fits", goal, hyps=hyps)
-            return judge.Judgement(judge.MATCHED, required, size, assumptions=sorted(proof.assumptions),
-                                   detail=f"proved for all inputs under {', '.join(sorted(proof.assumptions))}")
-        except core.Refuted:
-            pass
+        done = judge.settled(name, goal, hyps, required, size, "proved for all inputs under")
+        if done is not None:
+            return done
         cex = judge.counterexample(hyps, [], goal, tuple(name for name, _ in reported), reported=reported,
                                    prefs=[n >= 2])
         if cex is not None:

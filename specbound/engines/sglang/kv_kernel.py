@@ -200,3 +200,20 @@ def run_kv_no_room(kernel, found, case, width, rows: int | None = None) -> Findi
     kv_indptr = torch.zeros((steps, bs_d + 1), dtype=torch.int32)
     kwargs, _ = bind(found, _values(batch, kv_indices, kv_indptr, k, steps, page, w), KV_ALIASES)
     return launch_finding(lambda: kernel[(steps, num_seqs, k)](**kwargs))
+
+
+def run_kv_in_row(kernel, found, case, row_width: int) -> Finding | None:
+    """One request's draft kv build with its ``req_to_token`` row the last (only) row of a pool
+    ``row_width`` wide, as sglang allocates it: a read past the row is past the tensor, which the
+    checked interpreter reports.  The kv_indices buffer is the spec's, so only the row can fault."""
+    import torch
+    from specbound.reference.samples import KvBatch, req_to_token
+
+    k, steps, page, seq = case["topk"], case["num_steps"], case["page_size"], case["seq_lens"]
+    batch = KvBatch(torch.tensor([0], dtype=torch.int64), req_to_token(1, row_width, torch.int32),
+                    torch.tensor(seq, dtype=torch.int64))
+    w = spec.draft_kv_indices_buffer_width(1, k, case["max_context_len"])
+    kv_indices = torch.full((steps, w), -1, dtype=torch.int64)
+    kv_indptr = torch.zeros((steps, k + 1), dtype=torch.int32)
+    kwargs, _ = bind(found, _values(batch, kv_indices, kv_indptr, k, steps, page, w), KV_ALIASES)
+    return launch_finding(lambda: kernel[(steps, 1, k)](**kwargs))
