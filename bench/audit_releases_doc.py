@@ -18,7 +18,7 @@ JUDGED = ("buffer.", "consumer.")       # the row families the bug classes are m
 FINDING, PASS = "finding", "pass"        # row kinds, as the audit's JSON spells them
 # What a finding does when sglang runs into it, per status.
 EFFECT = {"overrun": "silent corruption: a kernel writes past the buffer",
-          "overread": "wrong read: the attention kernel reads past its row or the buffer (wrong results, "
+          "overread": "wrong read: a kernel (attention, or the draft kv build) reads past its row or the buffer (wrong results, "
                       "or an illegal address)",
           "crash": "crash: a torch copy or gather, or a host assert, raises; the server dies",
           "oob": "silent corruption or a fault: a kernel accesses memory outside its tensors",
@@ -33,14 +33,15 @@ EFFECT = {"overrun": "silent corruption: a kernel writes past the buffer",
 # indices written by a backend's own launch; plan_copy.py: the kv-index stream copied;
 # fill_write.py: a page table written by a fill clamped to the batch, not the width; packed_mask.py:
 # the host assert before the packer raises; compressed_page_table.py: a page table read;
-# clamped_gather.py: a torch gather that raises).
+# clamped_gather.py: a torch gather that raises; req_to_token_row.py: the draft kv build reads past
+# the row).
 REFUTED_BY_PREFIX = {"buffer.": "overrun", "consumer.page_table[": "overread", "consumer.custom_mask[": "crash",
                      "consumer.verify_kv_indices[": "overrun", "consumer.page_table_draft_decode[": "overread",
                      "consumer.sparse_page_table[": "overread", "consumer.page_table_write[": "overrun",
                      "consumer.padded_verify_mask[": "crash", "consumer.direct_kv_indices[": "overrun",
                      "consumer.plan_copy[": "crash", "consumer.page_table_fill_write[": "overrun",
                      "consumer.packed_mask[": "crash", "consumer.compressed_page_table[": "overread",
-                     "consumer.clamped_gather[": "crash"}
+                     "consumer.clamped_gather[": "crash", "consumer.req_to_token_row[": "overread"}
 SITE = re.compile(r"@([\w./-]+\.py):(\d+)\]$")
 # A location inside a row's subject: " (file:line)", " (file:line (moved))", " at file:line".
 _AT_LINE = re.compile(r" \([\w./-]+\.(?:py|cuh):\d+(?: \(moved\))?\)| at [\w./-]+\.(?:py|cuh):\d+")

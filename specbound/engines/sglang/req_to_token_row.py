@@ -19,7 +19,8 @@ covers every request with draft room.
   ``max_speculative_num_draft_tokens()`` is ``n``, ``speculative_num_steps`` / ``_eagle_topk`` /
   ``_num_draft_tokens`` are ``D`` / ``K`` / ``n`` on any object, ``get_alloc_page_size()`` is the
   page size (decode-context parallelism off), and the algorithm is EAGLE with draft KV (its
-  ``is_uno()`` false, ``has_draft_kv()`` true): the draft decode runs only there.  A caller under
+  ``is_uno()`` false, ``has_draft_kv()`` true): the draft decode runs only there; the model's
+  configuration is opaque beyond its context length (``if`` tests on it stay unknown).  A caller under
   ``test/`` is not a path.
 * Judged through the core at page size 1 (sglang's default; the contiguous draft slots), per
   traced path (one row per site, over the first ``MAX_SELVES`` classes running it): every request
@@ -50,7 +51,7 @@ from specbound.audit.extract import SourceIndex
 from specbound.audit.program import Program
 from specbound.audit.report import ERROR, MATCHED, NOT_PRESENT, OVERREAD, UNKNOWN, AuditReport, Row
 from specbound.audit.trace import Tracer
-from specbound.audit.trace_values import EnumMember, Num, Path, Truth
+from specbound.audit.trace_values import EnumMember, Num, Opaque, Path, Truth
 from . import bindings, buffer_replay, kv_kernel
 from .launch import KV_ALIASES, KV_FILES, KV_KERNEL
 from .site_trace import functions_mentioning, resolve, selves
@@ -64,8 +65,12 @@ REPORTED = (("seq_len[b]", SEQ), ("topk", K), ("num_steps", D), ("num_draft_toke
 # Where sglang builds its pools: model_runner.py (0.5.1-0.5.13), model_runner_kv_cache_mixin.py (0.5.14-0.5.16),
 # mem_cache/kv_cache_configurator.py and unified_memory_pool.py (0.5.17 on), hardware backends' runners.
 POOL_FOLDERS = ("/srt/model_executor/", "/srt/mem_cache/", "/srt/hardware_backend/")
-NOT_SPECULATIVE = ("/hardware_backend/mlx/",)
-MAX_SELVES = 4   # MLX's model runner is a stub: no speculative decoding
+NOT_SPECULATIVE = ("/hardware_backend/mlx/",)   # MLX's model runner is a stub: no speculative decoding
+MAX_SELVES = 4
+# The model's configuration: of it the width reads the context length alone; the runner's
+# `if` tests on its other fields (mamba, hybrid, ...) are left unknown instead of being traced
+# through the model loader (which spent the tracer's budget on 0.5.4.post2-0.5.6.post2).
+MODEL_OBJECTS = ("model_config", "hf_config")
 TEST_FOLDER = "test/"
 # The algorithm whose draft decode reads the row: EAGLE (and its family), which keeps draft KV.
 EAGLE = {"is_uno": False, "has_draft_kv": True, "is_eagle": True, "is_eagle3": False, "is_none": False,
@@ -91,6 +96,8 @@ class RowTracer(Tracer):
                 return [(Num(QUANTITY[e.attr]), path)]
             if e.attr == "speculative_algorithm":
                 return [(EnumMember("SpeculativeAlgorithm", "EAGLE"), path)]
+            if e.attr in MODEL_OBJECTS:   # its context length is read above; its other fields, never
+                return [(Opaque(f"<{e.attr}>"), path)]
         if isinstance(e, ast.Call) and not e.args and not e.keywords:
             f = e.func
             name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
@@ -124,7 +131,7 @@ def check_req_to_token_rows(program: Program, report: AuditReport, index: Source
     replays: dict = {}
     for fn, call, width_expr in sites:
         where = f"{fn.rel}:{call.lineno}"
-        row_id = f"consumer.{KIND}[{source_of(call.func)}@{where}]"
+        row_id = f"consumer.{KIND}[{pool_name(fn, call)}@{where}]"
         t0 = time.perf_counter()
         try:
             row = _row(program, fn, call, width_expr, row_id, where,
@@ -149,6 +156,19 @@ def pool_sites(program: Program):
             if "size" in kw and width is not None and not isinstance(width, ast.Name) \
                     and "context_len" in source_of(width):
                 yield fn, node, width
+
+
+def pool_name(fn, call) -> str:
+    """The pool class a builder constructs: the callee, or for a local holding the class
+    (``req_to_token_pool_cls = ReqToTokenPool``, 0.5.21 on) the first class assigned to it, so a
+    row keeps its name across releases."""
+    callee = source_of(call.func)
+    if isinstance(call.func, ast.Name):
+        for node in ast.walk(fn.node):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and any(
+                    isinstance(t, ast.Name) and t.id == callee for t in node.targets):
+                return node.value.id
+    return callee
 
 
 def _from_tests(p: Path) -> bool:
