@@ -18,7 +18,7 @@ from specbound.engines.sglang import bindings
 from specbound.engines.sglang.locate import PACKAGE
 from specbound.engines.sglang.site_trace import LONGEST_COMMITTED, MetadataTracer, resolve, selves, traced_allocations
 from specbound.engines.sglang.testing import write_sglang_package
-from specbound.proofs.model import C, n
+from specbound.proofs.model import C, n, page
 
 BACKEND = """
 import torch
@@ -116,3 +116,41 @@ def test_and_of_a_number_is_the_first_where_it_is_zero(tmp_path):
     assert _or_widths(tmp_path, "self.speculative_num_draft_tokens and 4") == {
         (str(z3.simplify(C + n)), (str(z3.Not(n != 0)),)),            # n itself, where it is 0
         (str(z3.simplify(C + 4)), (str(z3.Not(z3.Not(n != 0))),))}
+
+
+NESTED_BACKEND = """
+import torch
+
+
+class ToyBackend:
+    def __init__(self, model_runner):
+        self.max_context_len = model_runner.model_config.context_len
+        self.speculative_num_draft_tokens = model_runner.server_args.speculative_num_draft_tokens
+        self.page_size = model_runner.page_size
+
+    def init_cuda_graph_state(self, max_bs, max_num_tokens):
+        width = self.max_context_len
+        if self.speculative_num_draft_tokens is not None:
+            if self.page_size > 1:
+                width = width + self.speculative_num_draft_tokens
+        self.table = torch.zeros(max_bs, width)
+
+    def read(self, seq_lens_cpu, bs, verify):
+        return self.table, 0
+"""
+
+
+def test_a_value_overwritten_two_ifs_deep_reaches_only_where_one_of_their_tests_is_false(tmp_path):
+    """sglang 0.5.23's get_req_to_token_extra_context_len: `extra = 4 + n; if spec: if page > 1: extra = max(...)`;
+    the first value reaches the return only with page_size <= 1 (n is never None)."""
+    write_sglang_package(tmp_path, {"srt/layers/attention/toy_backend.py": NESTED_BACKEND}, "0.0.0+toy")
+    program = Program(SourceIndex(tmp_path), PACKAGE)
+    path = next(p for p in program.files_mentioning("ToyBackend") if str(p).endswith("toy_backend.py"))
+    read = next(f for f in program._functions_in(path, program.index.tree(path)) if f.name == "read")
+    found = traced_allocations(program, read, selves(program, read)[0], ast.parse("self.table", mode="eval").body,
+                               "test")
+    by_width = {str(z3.simplify(a.dims[-1])): p.conds for a, p in found.values()}
+    assert set(by_width) == {str(C), str(z3.simplify(C + n))}
+    solver = z3.Solver()
+    solver.add(*by_width[str(C)], page > 1)
+    assert solver.check() == z3.unsat   # the context-only width is never the page > 1 width

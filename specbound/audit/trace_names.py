@@ -10,7 +10,8 @@ from dataclasses import replace
 
 from .program import FUNC_TYPES, FuncInfo, guards
 from .trace_values import (
-    Alloc, ClassRef, Ended, Frame, FuncRef, Items, Opaque, Path, assume, name_targets, no_args, row_of, source_text,
+    MAX_ALTERNATIVES, Alloc, ClassRef, Ended, Frame, FuncRef, Items, Opaque, Path, assume, combine, name_targets, negate,
+    no_args, row_of, source_text,
 )
 
 
@@ -106,26 +107,56 @@ class NamesMixin:
 
     def _not_overwritten(self, frame: Frame, a, assigned: list, use: ast.Name, paths: list) -> list:
         """``paths`` extended by what must hold for assignment ``a`` to be the value ``use``
-        reads: a later reaching assignment directly inside one ``if`` branch, one block deeper
-        than ``a`` and outside any loop (``x = ...; if t: x += ...``), was skipped, so its
-        branch's test was false (paths where it is known true are dropped)."""
+        reads: a later reaching assignment inside ``if`` branches nested below ``a``'s block,
+        outside any loop and not around ``use`` (``x = ...; if t: x += ...``, or ``if t1: if t2:
+        x = ...``), was skipped, so its branch's test was false, or one of the nested tests was
+        (paths where they are known to hold are dropped)."""
         stmt_of, blocks = self._statements(frame.func)
         ba = blocks.get(id(a[0]))
         bu = blocks.get(id(stmt_of.get(id(use))), ())
         if ba is None:
             return paths
         ifs, loops = self._branch_nodes(frame.func)
-        tests = []
+        tests, nested = [], []
         for c in assigned:
             bc = blocks.get(id(c[0]))
             if c[0] is a[0] or bc is None or (c[0].lineno, c[0].col_offset) <= (a[0].lineno, a[0].col_offset):
                 continue
-            if len(bc) != len(ba) + 1 or bc[:-1] != ba or bu[:len(bc)] == bc or any(i in loops for i, _ in bc):
+            deeper = bc[len(ba):]
+            if len(bc) <= len(ba) or bc[:len(ba)] != ba or bu[:len(ba) + 1] == bc[:len(ba) + 1] \
+                    or any(i in loops for i, _ in bc):
                 continue
-            node_id, field = bc[-1]
-            if node_id in ifs and field in ("body", "orelse"):
-                tests.append((ifs[node_id].test, field == "orelse"))
-        return self._assuming(frame, tests, paths)
+            if not all(node_id in ifs and field in ("body", "orelse") for node_id, field in deeper):
+                continue
+            branch = [(ifs[node_id].test, field == "body") for node_id, field in deeper]
+            if len(branch) == 1:
+                tests.append((branch[0][0], not branch[0][1]))
+            else:
+                nested.append(branch)
+        paths = self._assuming(frame, tests, paths)
+        for branch in nested:   # x = ...; if t1: if t2: x = ...: skipped means not (t1 and t2)
+            paths = self._not_all(frame, branch, paths)
+        return paths
+
+    def _not_all(self, frame: Frame, branch: list, paths: list) -> list:
+        """``paths`` under "not every ``(test, taken)`` of ``branch`` holds" (the branch chain to a
+        skipped assignment); where a test is not evaluated and none is known false, unchanged."""
+        out = []
+        for p in paths:
+            combos = [([], p)]
+            for test, taken in branch:
+                combos = [(acc + [t if t is None or taken else negate(t)], q)
+                          for acc, r in combos for t, q in self.test(test, frame, r)][:MAX_ALTERNATIVES]
+            for terms, q in combos:
+                if any(t is False for t in terms):
+                    out.append(q)
+                elif any(t is None for t in terms):
+                    out.append(q)
+                else:
+                    r = assume(q, negate(combine(terms, True)), True)
+                    if r is not None:
+                        out.append(r)
+        return out
 
     def _branch_nodes(self, func: FuncInfo):
         """id -> ``if`` statement, and the ids of the loops, of ``func``."""
