@@ -45,18 +45,24 @@ class ToyBackend:
 """
 
 
-def _program(root: Path, test: str):
-    write_sglang_package(root, {"srt/layers/attention/toy_backend.py": BACKEND.replace("{test}", test)}, "0.0.0+toy")
+def _program(root: Path, backend: str):
+    """The toy backend ``backend`` (source) written as a package: its program, ``read`` and its ``self``."""
+    write_sglang_package(root, {"srt/layers/attention/toy_backend.py": backend}, "0.0.0+toy")
     program = Program(SourceIndex(root), PACKAGE)
     path = next(p for p in program.files_mentioning("ToyBackend") if str(p).endswith("toy_backend.py"))
     read = next(f for f in program._functions_in(path, program.index.tree(path)) if f.name == "read")
     return program, read, selves(program, read)[0]
 
 
+def _tables(root: Path, backend: str) -> list:
+    """(allocation, path) of every allocation ``self.table`` traces to in ``read``."""
+    program, read, self_val = _program(root, backend)
+    return list(traced_allocations(program, read, self_val, ast.parse("self.table", mode="eval").body,
+                                   "test").values())
+
+
 def _widths(root: Path, test: str) -> set:
-    program, read, self_val = _program(root, test)
-    found = traced_allocations(program, read, self_val, ast.parse("self.table", mode="eval").body, "test")
-    return {str(z3.simplify(a.dims[-1])) for a, _ in found.values()}
+    return {str(z3.simplify(a.dims[-1])) for a, _ in _tables(root, BACKEND.replace("{test}", test))}
 
 
 def test_a_value_overwritten_in_a_branch_taken_for_sure_reaches_only_through_it(tmp_path):
@@ -69,7 +75,7 @@ def test_a_branch_the_tracer_cannot_decide_keeps_both_values(tmp_path):
 
 
 def test_the_longest_of_the_lengths_is_read_through_slices_casts_and_locals(tmp_path):
-    program, read, self_val = _program(tmp_path, "True")
+    program, read, self_val = _program(tmp_path, BACKEND.replace("{test}", "True"))
     tracer = MetadataTracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
     frame = tracer.top_frame(read, self_val)
     use = next(node.value for node in ast.walk(read.node)
@@ -98,14 +104,8 @@ class ToyBackend:
 
 
 def _or_widths(root: Path, operands: str) -> set:
-    write_sglang_package(root, {"srt/layers/attention/toy_backend.py": OR_BACKEND.replace("{operands}", operands)},
-                         "0.0.0+toy")
-    program = Program(SourceIndex(root), PACKAGE)
-    path = next(p for p in program.files_mentioning("ToyBackend") if str(p).endswith("toy_backend.py"))
-    read = next(f for f in program._functions_in(path, program.index.tree(path)) if f.name == "read")
-    found = traced_allocations(program, read, selves(program, read)[0], ast.parse("self.table", mode="eval").body,
-                               "test")
-    return {(str(z3.simplify(a.dims[-1])), tuple(str(c) for c in p.conds)) for a, p in found.values()}
+    return {(str(z3.simplify(a.dims[-1])), tuple(str(c) for c in p.conds))
+            for a, p in _tables(root, OR_BACKEND.replace("{operands}", operands))}
 
 
 def test_or_of_a_number_is_the_number_where_it_is_nonzero_and_the_default_where_it_is_zero(tmp_path):
@@ -144,13 +144,7 @@ class ToyBackend:
 def test_a_value_overwritten_two_ifs_deep_reaches_only_where_one_of_their_tests_is_false(tmp_path):
     """sglang 0.5.23's get_req_to_token_extra_context_len: `extra = 4 + n; if spec: if page > 1: extra = max(...)`;
     the first value reaches the return only with page_size <= 1 (n is never None)."""
-    write_sglang_package(tmp_path, {"srt/layers/attention/toy_backend.py": NESTED_BACKEND}, "0.0.0+toy")
-    program = Program(SourceIndex(tmp_path), PACKAGE)
-    path = next(p for p in program.files_mentioning("ToyBackend") if str(p).endswith("toy_backend.py"))
-    read = next(f for f in program._functions_in(path, program.index.tree(path)) if f.name == "read")
-    found = traced_allocations(program, read, selves(program, read)[0], ast.parse("self.table", mode="eval").body,
-                               "test")
-    by_width = {str(z3.simplify(a.dims[-1])): p.conds for a, p in found.values()}
+    by_width = {str(z3.simplify(a.dims[-1])): p.conds for a, p in _tables(tmp_path, NESTED_BACKEND)}
     assert set(by_width) == {str(C), str(z3.simplify(C + n))}
     hyps = {f"path_{i}": c for i, c in enumerate(by_width[str(C)])}
     assert core.satisfy("context_only_at_page_gt_1", {**hyps, "page_gt_1": page > 1}) is None   # never at page > 1

@@ -148,9 +148,7 @@ class NamesMixin:
                 combos = [(acc + [t if t is None or taken else negate(t)], q)
                           for acc, r in combos for t, q in self.test(test, frame, r)][:MAX_ALTERNATIVES]
             for terms, q in combos:
-                if any(t is False for t in terms):
-                    out.append(q)
-                elif any(t is None for t in terms):
+                if any(t is False or t is None for t in terms):   # not all hold, or not known: nothing to add
                     out.append(q)
                 else:
                     r = assume(q, negate(combine(terms, True)), True)

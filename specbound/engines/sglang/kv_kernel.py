@@ -189,16 +189,23 @@ def _width_note(width_fn, width_source: str) -> str:
 def run_kv_no_room(kernel, found, case, width, rows: int | None = None) -> Finding | None:
     """Run without the reference (which refuses the batch): only bounds matter here.
     ``rows`` (default ``num_steps``) and ``width`` give the kv_indices buffer's shape."""
-    import torch
     from specbound.reference.samples import random_kv_batch
 
     k, steps, page, seq = case["topk"], case["num_steps"], case["page_size"], case["seq_lens"]
-    num_seqs, bs_d = len(seq), len(seq) * case["topk"]
-    batch = random_kv_batch(random.Random(case["slot_seed"]), num_seqs, k, steps, page, seq_lens=seq)
-    w = width(num_seqs, k, case["max_context_len"])
-    kv_indices = torch.full((steps if rows is None else rows, w), -1, dtype=torch.int64)
-    kv_indptr = torch.zeros((steps, bs_d + 1), dtype=torch.int32)
-    kwargs, _ = bind(found, _values(batch, kv_indices, kv_indptr, k, steps, page, w), KV_ALIASES)
+    batch = random_kv_batch(random.Random(case["slot_seed"]), len(seq), k, steps, page, seq_lens=seq)
+    return _launch_bounds_only(kernel, found, batch, k, steps, page, width(len(seq), k, case["max_context_len"]), rows)
+
+
+def _launch_bounds_only(kernel, found, batch, k: int, steps: int, page: int, width: int,
+                        rows: int | None = None) -> Finding | None:
+    """``batch`` launched into a ``(rows or steps, width)`` kv_indices: the checked interpreter's
+    fault, if any (the outputs are not compared)."""
+    import torch
+
+    num_seqs = batch.seq_lens.numel()
+    kv_indices = torch.full((steps if rows is None else rows, width), -1, dtype=torch.int64)
+    kv_indptr = torch.zeros((steps, num_seqs * k + 1), dtype=torch.int32)
+    kwargs, _ = bind(found, _values(batch, kv_indices, kv_indptr, k, steps, page, width), KV_ALIASES)
     return launch_finding(lambda: kernel[(steps, num_seqs, k)](**kwargs))
 
 
@@ -212,8 +219,5 @@ def run_kv_in_row(kernel, found, case, row_width: int) -> Finding | None:
     k, steps, page, seq = case["topk"], case["num_steps"], case["page_size"], case["seq_lens"]
     batch = KvBatch(torch.tensor([0], dtype=torch.int64), req_to_token(1, row_width, torch.int32),
                     torch.tensor(seq, dtype=torch.int64))
-    w = spec.draft_kv_indices_buffer_width(1, k, case["max_context_len"])
-    kv_indices = torch.full((steps, w), -1, dtype=torch.int64)
-    kv_indptr = torch.zeros((steps, k + 1), dtype=torch.int32)
-    kwargs, _ = bind(found, _values(batch, kv_indices, kv_indptr, k, steps, page, w), KV_ALIASES)
-    return launch_finding(lambda: kernel[(steps, 1, k)](**kwargs))
+    return _launch_bounds_only(kernel, found, batch, k, steps, page,
+                               spec.draft_kv_indices_buffer_width(1, k, case["max_context_len"]))

@@ -51,7 +51,7 @@ from specbound.audit.extract import SourceIndex
 from specbound.audit.program import Program
 from specbound.audit.report import ERROR, MATCHED, NOT_PRESENT, OVERREAD, UNKNOWN, AuditReport, Row
 from specbound.audit.trace import Tracer
-from specbound.audit.trace_values import EnumMember, Num, Opaque, Path, Truth
+from specbound.audit.trace_values import EnumMember, Num, Opaque, Path, Truth, source_text
 from . import bindings, buffer_replay, kv_kernel
 from .launch import KV_ALIASES, KV_FILES, KV_KERNEL
 from .site_trace import functions_mentioning, resolve, selves
@@ -90,7 +90,7 @@ class RowTracer(Tracer):
 
     def _resolve(self, e, frame, path, receiver):
         if isinstance(e, ast.Attribute):
-            if e.attr == "context_len" and source_of(e.value).endswith("model_config"):
+            if e.attr == "context_len" and source_text(e.value).endswith("model_config"):
                 return [(Num(C), path)]
             if e.attr in QUANTITY:
                 return [(Num(QUANTITY[e.attr]), path)]
@@ -108,10 +108,6 @@ class RowTracer(Tracer):
             if isinstance(f, ast.Attribute) and name in EAGLE:
                 return [(Truth(EAGLE[name]), path)]
         return super()._resolve(e, frame, path, receiver)
-
-
-def source_of(e) -> str:
-    return ast.unparse(e)
 
 
 def check_req_to_token_rows(program: Program, report: AuditReport, index: SourceIndex | None = None,
@@ -154,7 +150,7 @@ def pool_sites(program: Program):
             kw = {k.arg: k.value for k in node.keywords}
             width = kw.get("max_context_len")
             if "size" in kw and width is not None and not isinstance(width, ast.Name) \
-                    and "context_len" in source_of(width):
+                    and "context_len" in source_text(width):
                 yield fn, node, width
 
 
@@ -162,7 +158,7 @@ def pool_name(fn, call) -> str:
     """The pool class a builder constructs: the callee, or for a local holding the class
     (``req_to_token_pool_cls = ReqToTokenPool``, 0.5.21 on) the first class assigned to it, so a
     row keeps its name across releases."""
-    callee = source_of(call.func)
+    callee = source_text(call.func)
     if isinstance(call.func, ast.Name):
         for node in ast.walk(fn.node):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and any(
@@ -187,16 +183,16 @@ def _widths(program, fn, width_expr, where) -> list:
 
 
 def _row(program, fn, call, width_expr, row_id, where, replay) -> Row:
-    subject = (f"{fn.qual} ({where}) -> {source_of(call.func)}(max_context_len={source_of(width_expr)}) -> "
+    subject = (f"{fn.qual} ({where}) -> {source_text(call.func)}(max_context_len={source_text(width_expr)}) -> "
                "draft decode kv build (reads seq_len + K*num_steps slots) / decode reservation (writes them)")
     verdicts, untraced, seen = [], [], set()
     widths = _widths(program, fn, width_expr, where)
     if not widths:
-        untraced.append(f"`{source_of(width_expr)}` was not traced to a number: no value was found for it")
+        untraced.append(f"`{source_text(width_expr)}` was not traced to a number: no value was found for it")
     for wv, wp in widths:
         if not isinstance(wv, Num):
             if core.satisfy(f"{row_id}/untraced_feasible", row_contract(0, list(wp.conds))) is not None:
-                untraced.append(f"`{source_of(width_expr)}` was not traced to a number on a path: "
+                untraced.append(f"`{source_text(width_expr)}` was not traced to a number on a path: "
                                 f"{getattr(wv, 'reason', wv)}")
             continue
         key = (str(wv.term), tuple(str(c) for c in wp.conds))
@@ -206,7 +202,7 @@ def _row(program, fn, call, width_expr, row_id, where, replay) -> Row:
         j = judge_row(wv.term, list(wp.conds), row_id)
         if j.verdict != judge.INFEASIBLE:
             verdicts.append((j, wv.term))
-    allocation = f"{where} {source_of(call)[:160]}"
+    allocation = f"{where} {source_text(call)[:160]}"
     order = [OVERREAD, judge.ERROR, judge.MATCHED]
     verdicts.sort(key=lambda v: order.index(v[0].verdict) if v[0].verdict in order else 1)
     if untraced and not (verdicts and verdicts[0][0].verdict == OVERREAD):
