@@ -40,6 +40,12 @@ def _row():
     return {"row_in_grid": z3.And(1 <= iters, iters <= D)}
 
 
+def _extension(s):
+    """Extension ``e`` of branch ``t`` in draft step ``iters`` of a request of length ``s``."""
+    return {**kv_params(), **_row(), "branch_in_request": z3.And(0 <= t, t < K),
+            "extension_in_row": z3.And(0 <= e, e < iters), **labelled(spec.seq_len_ok(s, C))}
+
+
 def _segment(d, i, ti):
     start = d.kv_segment_start(P(i), i, ti, K, iters, seq_len(i))
     return start, start + d.kv_segment_len(seq_len(i), iters)
@@ -199,10 +205,7 @@ def kv_paged_reads_in_row() -> Theorem:
     s = seq_len(b)
 
     def hyps(d):
-        h = {**kv_params(), **_row(), "branch_in_request": z3.And(0 <= t, t < K),
-             "extension_in_row": z3.And(0 <= e, e < iters)}
-        h.update(labelled(spec.seq_len_ok(s, C)))
-        return h
+        return _extension(s)
 
     def claim(d):
         read = d.kv_extension_read(s, t, e, K, D, page)
@@ -225,6 +228,32 @@ def kv_paged_reads_in_row() -> Theorem:
                                    "kv_extension_read": lambda sl, ti, ee, kk, st, pg: z3.If(
                                        z3.Or(pg == 1, kk == 1), sl + ti * st + ee,
                                        (sl / pg) * pg + ti * ((sl % pg + st) / pg) * pg + sl % pg + ee)}),),
+    )
+
+
+def kv_r2t_read_end() -> Theorem:
+    s = seq_len(b)
+
+    def hyps(d):
+        return _extension(s)
+
+    def claim(d):
+        end = d.kv_req_to_token_read_end(s, K, D, page)
+        span = d.kv_req_to_token_span(s, K, D, page)
+        return z3.And(d.kv_extension_read(s, t, e, K, D, page) < end, end <= span,
+                      z3.Implies(z3.Or(page == 1, K == 1), end == span))
+    return Theorem(
+        id="KV-R2T-READ-END", family=FAMILY,
+        statement=("every extension read of req_to_token lies below kv_req_to_token_read_end, the last branch's "
+                   "last slot plus one; that end is at most the span (equal to it for contiguous branches), so "
+                   "a row as wide as the end is all the draft kv build reads"),
+        hyps=hyps, claim=claim,
+        report=lambda: {"seq_len[b]": s, "K": K, "D": D, "page_size": page, "t": t, "e": e, "iters": iters},
+        lemmas=lambda: [core.instantiate(lemmas.cdiv_covers(), s % page + D, page)],
+        mutants=(Mutant("MUT-R2T-READ-END-LAST", "the end is the last slot read, not one past it: a row that wide "
+                        "misses the last branch's last draft slot",
+                        overrides={"kv_req_to_token_read_end": lambda sl, kk, st, pg: spec.kv_extension_read(
+                            sl, kk - 1, st - 1, kk, st, pg)}),),
     )
 
 
@@ -290,5 +319,34 @@ def kv_r2t_row_covers() -> Theorem:
     )
 
 
+COMMITTED, MAX_COMMITTED, RESERVE = z3.Ints("kv_committed_len max_committed_len reserve")
+
+
+def kv_r2t_reservation_covers() -> Theorem:
+    def hyps(d):
+        return {"page_size_positive": page >= 1, "reserve_nonneg": RESERVE >= 0,
+                "committed_nonneg": COMMITTED >= 0, "scheduler_bound": COMMITTED <= MAX_COMMITTED}
+
+    def claim(d):
+        return d.decode_reservation_end(COMMITTED, RESERVE, page) <= \
+            d.req_to_token_reservation_row_width(MAX_COMMITTED, RESERVE, page)
+    return Theorem(
+        id="KV-R2T-RESERVATION-COVERS", family=FAMILY,
+        statement=("a request the scheduler keeps decoding (kv_committed_len <= max_committed_len) has its decode "
+                   "reservation, committed + reserve rounded up to whole pages, inside "
+                   "req_to_token_reservation_row_width(max_committed_len, reserve, page_size)"),
+        hyps=hyps, claim=claim,
+        report=lambda: {"kv_committed_len": COMMITTED, "max_committed_len": MAX_COMMITTED, "reserve": RESERVE,
+                        "page_size": page},
+        lemmas=lambda: [core.instantiate(lemmas.div_le_mono(), COMMITTED + RESERVE + page - 1,
+                                         MAX_COMMITTED + RESERVE + page - 1, page)],
+        mutants=(Mutant("MUT-R2T-RESERVATION-UNALIGNED",
+                        "the row as wide as the longest committed length plus the reserve, not rounded up to whole "
+                        "pages: the reservation's last page runs past it",
+                        overrides={"req_to_token_reservation_row_width": lambda c, r, pg: c + r}),),
+    )
+
+
 THEOREMS = (kv_tiling, kv_capacity, kv_steps_monotone, kv_indptr_matches_offsets,
-            kv_cuda_graph_covers, kv_paged_reads_in_row, kv_int32_safe, kv_r2t_row_covers)
+            kv_cuda_graph_covers, kv_paged_reads_in_row, kv_r2t_read_end, kv_int32_safe, kv_r2t_row_covers,
+            kv_r2t_reservation_covers)

@@ -35,10 +35,11 @@ from .page_table_consumers import (
     verify_page_table_width,
 )
 from .draft_kv import (
-    draft_branches, draft_kv_capacity_ok, draft_kv_capacity_steps, draft_kv_indices_buffer_width,
+    decode_reservation_end, draft_branches, draft_kv_capacity_ok, draft_kv_capacity_steps, draft_kv_indices_buffer_width,
     draft_kv_indices_used_len, kv_copy_lossless, kv_extension_read, kv_extension_start, kv_indices_cell,
     kv_indptr_entry, kv_indptr_row_len, kv_last_page_len, kv_pages_per_branch, kv_positions_prefix,
-    kv_prefix_base, kv_req_to_token_span, req_to_token_draft_row_width, kv_segment_len, kv_segment_start,
+    kv_prefix_base, kv_req_to_token_read_end, kv_req_to_token_span, req_to_token_draft_row_width, kv_segment_len,
+    kv_segment_start, req_to_token_reservation_row_width,
 )
 from .dtypes import INDEX_DTYPES, INT_WIDTHS, KV_DTYPES, TOKEN_DTYPE, int_bits, signed_bound
 from .errors import SpecArgumentError, SpecTypeError

@@ -164,6 +164,17 @@ def kv_req_to_token_span(seq_len_b, topk, num_steps, page_size):
     return ite(_contiguous_branches(k, page), s + k * st, paged)
 
 
+def kv_req_to_token_read_end(seq_len_b, topk, num_steps, page_size):
+    """One past the last ``req_to_token`` slot the draft kv build reads for request ``b``: the
+    last extension of the last branch, in the last draft step (theorem KV-R2T-READ-END).  Equal
+    to :func:`kv_req_to_token_span` for contiguous branches; below it when branches are page
+    aligned, because a branch's last page is read only up to its ``num_steps`` slots (the span
+    counts whole pages: what sglang reserves, not what the kernel reads)."""
+    k = check_int("topk", topk, minimum=1)
+    st = check_int("num_steps", num_steps, minimum=1)
+    return kv_extension_read(seq_len_b, k - 1, st - 1, k, st, page_size) + 1
+
+
 def req_to_token_draft_row_width(max_context_len, topk, num_steps, page_size):
     """The spec's ``req_to_token`` row width for the draft decode: at least
     :func:`kv_req_to_token_span` of every request with draft room (``seq_len + num_steps <=
@@ -182,3 +193,23 @@ def req_to_token_draft_row_width(max_context_len, topk, num_steps, page_size):
     longest = ite(c >= st, c - st, 0)
     paged = kv_prefix_base(longest, page) + k * cdiv(page - 1 + st, page) * page
     return ite(_contiguous_branches(k, page), longest + k * st, paged)
+
+
+# --- the decode reservation's writes into req_to_token ---------------------------------
+
+def decode_reservation_end(committed_len, reserve, page_size):
+    """One past the last ``req_to_token`` slot a decode step's reservation writes for a request:
+    its committed length plus the reserve, rounded up to whole pages (the reservation allocates
+    pages; sglang's ``page_aligned_decode_alloc_lens`` and the kernel ``assign_req_to_token_pool``
+    that stores the slots).  The row must be at least this wide (theorem KV-R2T-RESERVATION-COVERS)."""
+    c = check_int("committed_len", committed_len, minimum=0)
+    r = check_int("reserve", reserve, minimum=0)
+    page = check_int("page_size", page_size, minimum=1)
+    return cdiv(c + r, page) * page
+
+
+def req_to_token_reservation_row_width(max_committed_len, reserve, page_size):
+    """The spec's ``req_to_token`` row width for the decode reservation: the end of the
+    reservation of the longest request still decoding (the engine's scheduler bounds its
+    committed length by ``max_committed_len``)."""
+    return decode_reservation_end(max_committed_len, reserve, page_size)
