@@ -20,11 +20,15 @@ from specbound.engines.sglang.bindings import BINDINGS
 from specbound.engines.sglang.buffers import check_buffers
 from specbound.engines.sglang.expand_scatter import check_expand_scatter
 from specbound.engines.sglang.locate import PACKAGE, NotInstalled, locate
+from specbound.engines.sglang.req_to_token_row import check_req_to_token_rows
 
 REGISTRY = "srt/debug_utils/pr_fix_toggle.py"
 # PR -> (the check that judges it, the row-id prefixes that must turn red when it is undone)
 JUDGED = {
     27360: ("expand", ("consumer.expand_page_table[FlashAttentionBackend@srt/layers/attention/flashattention_backend.py:",)),
+    # the req_to_token row's page > 1 headroom, in every pool builder that calls sglang's sizing helper
+    26972: ("r2t", ("consumer.req_to_token_row_paged[ReqToTokenPool@srt/mem_cache/kv_cache_configurator.py:",
+                    "consumer.req_to_token_row_paged[DecodeReqToTokenPool@srt/mem_cache/kv_cache_configurator.py:")),
 }
 # Registered, but the edits no longer match sglang's source: the sizing they undo moved into
 # draft_kv_indices_buffer_width (helper.draft_kv_indices_buffer_width, buffer.draft_kv_indices rows;
@@ -34,10 +38,10 @@ STALE = {27338: "FlashInfer's draft kv_indices graph row without the topk factor
          27460: "FlashInfer MLA's draft kv_indices graph row without the topk factor"}
 NOT_BUFFER_SIZES = {25015: "draft positions advanced in the wrong place (values, not a size)",
                     26329: "the prefill's tail tokens (values, not a size)"}
-# consumer.req_to_token_row judges page size 1; this fix widens the row for page_size > 1 with topk > 1
-NOT_JUDGED = {26972: "req_to_token row headroom at page_size > 1 (consumer.req_to_token_row judges page size 1)"}
+NOT_JUDGED: dict = {}
 CHECKS = {"buffers": lambda index, program, rep: check_buffers(index, rep, replay=False, program=program),
-          "expand": lambda index, program, rep: check_expand_scatter(program, rep, replay=False)}
+          "expand": lambda index, program, rep: check_expand_scatter(program, rep, replay=False),
+          "r2t": lambda index, program, rep: check_req_to_token_rows(program, rep, replay=False)}
 
 
 def parse_reverts(source: str) -> dict[int, list[dict]]:

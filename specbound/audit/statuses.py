@@ -51,7 +51,7 @@ TABLE = (
            "extra condition the engine does not check (named in the row)"),
     Status("overread", FINDING, "an attention kernel (or the draft decode's kv build) reads past its row or the "
            "buffer for the metadata it is given (a consumer contract, spec/consumers.py, "
-           "spec/page_table_consumers.py or spec.kv_req_to_token_span): wrong results or an illegal address"),
+           "spec/page_table_consumers.py or spec.kv_req_to_token_read_end): wrong results or an illegal address"),
     Status("crash", FINDING, "a torch copy into the buffer raises at this size: the server dies instead of "
            "corrupting memory"),
     Status("refuted", FINDING, "a property of the engine's kernel is false on an input of its own contract "

@@ -27,7 +27,7 @@ from specbound.replay import Replay
 from specbound.audit import kernels
 from . import kv_kernel, tree_kernel
 from .launch import KV_ALIASES, KV_FILES, KV_KERNEL, TREE_ALIASES, TREE_FILES, TREE_KERNEL
-from specbound.audit.report import DIVERGED, OOB
+from specbound.audit.report import DIVERGED, ERROR, OOB
 from specbound.audit.extract import SourceIndex
 from specbound.audit.judge import seq_lens_for
 from .locate import NotInstalled, locate
@@ -88,6 +88,19 @@ def load(index: SourceIndex, name: str, files, aliases, known: set[str]):
         return found, None, f"`{name}` ({found.where}) takes parameters the audit cannot feed: {unknown}"
     triton, tl, _ = kernels.triton_env()
     return found, index.load_kernel(found, triton, tl), ""
+
+
+def attach(row, kernel: str, case: dict, finding: kernels.Finding | None, what: str) -> None:
+    """The outcome of a finding row's replay on sglang's ``kernel`` at ``case``: the checked
+    interpreter's fault is the row's evidence; a clean run makes the row an ``error`` (the audit's
+    model of ``what`` the kernel does is off, never blamed on sglang)."""
+    row.replay = {"kernel": kernel, "inputs": case, "verdict": "oob" if finding is not None else "none",
+                  "message": finding.message if finding is not None else "no out-of-bounds access"}
+    if finding is None:
+        row.status = ERROR
+        row.detail += f"; the replay on sglang's kernel stayed in bounds: the audit's model of {what} is off"
+    else:
+        row.evidence = finding.message
 
 
 def _replay_kv(index: SourceIndex, case: dict) -> Replay:

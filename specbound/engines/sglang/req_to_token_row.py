@@ -1,13 +1,15 @@
-"""Consumer rows ``consumer.req_to_token_row[<pool>@<site>]``: the ``req_to_token`` row sglang
+"""Consumer rows ``consumer.req_to_token_row[<pool>@<site>]`` (page size 1) and
+``consumer.req_to_token_row_paged[...]`` (page size > 1): the ``req_to_token`` row sglang
 allocates, against the draft slots the draft decode reads from it.
 
 The draft decode's kv build (``generate_draft_decode_kv_indices``) reads request ``b``'s row up
-to :func:`specbound.spec.kv_req_to_token_span` (``seq_len + K * num_steps`` with contiguous
-branches, page aligned otherwise); the kernel proofs take that as a hypothesis
+to :func:`specbound.spec.kv_req_to_token_read_end` (``seq_len + K * num_steps`` with contiguous
+branches; with page aligned branches the last branch's page start plus its ``num_steps`` slots,
+theorem KV-R2T-READ-END); the kernel proofs take a row as wide as the span as a hypothesis
 (``req_to_token_row_covers_reads``).  Those slots are the ones sglang's decode reservation wrote
 into the same row just before (``assign_draft_cache_locs`` in spec v1, the reservation of
 ``eagle_prepare_for_decode`` / ``assign_req_to_token_pool`` in spec v2, which reserves twice the
-draft footprint), so a row narrower than the span is both a read past the row and a write past it.
+draft footprint), so a row narrower than the read is both a read past the row and a write past it.
 The spec's row (:func:`specbound.spec.req_to_token_draft_row_width`, theorem ``KV-R2T-ROW-COVERS``)
 covers every request with draft room.
 
@@ -17,28 +19,35 @@ covers every request with draft room.
   sglang's MLX runner is a stub without speculative decoding (``hardware_backend/mlx/``): not a row.
 * The width is traced (:class:`RowTracer`): ``<x>.model_config.context_len`` is ``C``,
   ``max_speculative_num_draft_tokens()`` is ``n``, ``speculative_num_steps`` / ``_eagle_topk`` /
-  ``_num_draft_tokens`` are ``D`` / ``K`` / ``n`` on any object, ``get_alloc_page_size()`` is the
-  page size (decode-context parallelism off), and the algorithm is EAGLE with draft KV (its
-  ``is_uno()`` false, ``has_draft_kv()`` true): the draft decode runs only there; the model's
-  configuration is opaque beyond its context length (``if`` tests on it stay unknown).  A caller under
-  ``test/`` is not a path.
-* Judged through the core at page size 1 (sglang's default; the contiguous draft slots), per
-  traced path (one row per site, over the first ``MAX_SELVES`` classes running it): every request
-  ``0 <= seq_len``, ``seq_len + D <= C`` (the kernel's draft room), under sglang's own
-  configuration rule (``K = 1 => n = D + 1``, ``speculative_hook``): ``matched``; ``overread`` when
-  a request reads (and its reservation wrote) past the row, with the smallest counterexample and
-  what sglang's own EAGLE parameters for Llama do, replayed on sglang's
+  ``_num_draft_tokens`` are ``D`` / ``K`` / ``n`` on any object, ``get_alloc_page_size()`` and
+  ``<x>.page_size`` are the page size (decode-context parallelism off), and the algorithm is
+  EAGLE with draft KV (its ``is_uno()`` false, ``has_draft_kv()`` true): the draft decode runs
+  only there; the model's configuration is opaque beyond its context length (``if`` tests on it
+  stay unknown).  A caller under ``test/`` is not a path.
+* The unified memory pools (``unified_memory_pool.py``) are built only with
+  ``--enable-unified-memory``; where the release's handler of that switch refuses a draft tree
+  (:func:`unified_memory_rule`: ``assert ... speculative_eagle_topk in (None, 1)``, or no
+  speculative decoding at all), their rows are judged under ``topk = 1``, citing the assert.
+* Judged through the core per layout (page size 1, sglang's default: contiguous draft slots;
+  page size > 1: page aligned branches when topk > 1), per traced path (one row per site and
+  layout, over the first ``MAX_SELVES`` classes running it): every request ``0 <= seq_len``,
+  ``seq_len + D <= C`` (the kernel's draft room), under sglang's own configuration rule (``K = 1
+  => n = D + 1``, ``speculative_hook``): ``matched``; ``overread`` when a request reads (and its
+  reservation wrote) past the row, with the smallest counterexample and what sglang's own EAGLE
+  parameters for Llama do (at page size 64 for the paged row), replayed on sglang's
   ``generate_draft_decode_kv_indices`` under the checked interpreter with the request in the
   pool's last row (past the row is past the tensor there).  A path whose width is not traced
-  leaves the row ``unknown`` unless another path is already refuted.  Page size > 1 is not
-  judged here (the spec's width covers it, KV-R2T-ROW-COVERS; sglang widens that row and asserts
-  it since PR #26972).
+  leaves the row ``unknown`` unless another path is already refuted.
+* Not judged: spec v2's reservation footprint itself (``2 * alloc_len_per_decode`` past the
+  committed length, more than the draft reads), which needs the scheduler's bound on the
+  committed length.
 """
 
 from __future__ import annotations
 
 import ast
 import time
+from dataclasses import dataclass
 
 import z3
 
@@ -53,12 +62,14 @@ from specbound.audit.report import ERROR, MATCHED, NOT_PRESENT, OVERREAD, UNKNOW
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import EnumMember, Num, Opaque, Path, Truth, source_text
 from . import bindings, buffer_replay, kv_kernel
+from .req_to_token_reservation import CHECK as RESERVATION_CHECK, KIND as RESERVATION_KIND, SGLANG_DEFAULT, \
+    Reservation
 from .launch import KV_ALIASES, KV_FILES, KV_KERNEL
 from .site_trace import functions_mentioning, resolve, selves
 
 KIND = "req_to_token_row"
 CHECK = ("the req_to_token slots the draft decode reads, and its reservation wrote, for a request with draft "
-         "room (spec.kv_req_to_token_span) fit the row sglang allocates")
+         "room (spec.kv_req_to_token_read_end) fit the row sglang allocates")
 SEQ = z3.Int("seq_len[b]")
 REPORTED = (("seq_len[b]", SEQ), ("topk", K), ("num_steps", D), ("num_draft_tokens", n), ("page_size", page),
             ("max_context_len", C))
@@ -67,6 +78,27 @@ REPORTED = (("seq_len[b]", SEQ), ("topk", K), ("num_steps", D), ("num_draft_toke
 POOL_FOLDERS = ("/srt/model_executor/", "/srt/mem_cache/", "/srt/hardware_backend/")
 NOT_SPECULATIVE = ("/hardware_backend/mlx/",)   # MLX's model runner is a stub: no speculative decoding
 MAX_SELVES = 4
+# The unified memory pools are built only with --enable-unified-memory (KVCacheConfigurator), whose
+# handler bounds the draft configuration (unified_memory_rule).
+UNIFIED_POOL_FILE = "/unified_memory_pool.py"
+UNIFIED_BUILDER = "_unified_"
+UNIFIED_SWITCH = "enable_unified_memory"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A page-size regime judged as its own row: contiguous draft slots at page size 1, page
+    aligned branches above it (topk > 1); ``page_size`` is where the sglang-default line is shown."""
+    suffix: str
+    words: str
+    label: str
+    condition: object
+    page_size: int
+
+
+LAYOUTS = (Layout("", "page size 1", "page_size_one", page == 1, 1),
+           # 64: the page size sglang forces for FlashMLA and picks for TRT-LLM MLA/MHA (arg_groups/overrides.py)
+           Layout("_paged", "page size > 1", "page_size_above_one", page >= 2, 64))
 # The model's configuration: of it the width reads the context length alone; the runner's
 # `if` tests on its other fields (mamba, hybrid, ...) are left unknown instead of being traced
 # through the model loader (which spent the tracer's budget on 0.5.4.post2-0.5.6.post2).
@@ -77,8 +109,6 @@ EAGLE = {"is_uno": False, "has_draft_kv": True, "is_eagle": True, "is_eagle3": F
          "is_ngram": False, "is_dflash": False, "is_standalone": False}
 QUANTITY = {"speculative_num_steps": D, "speculative_eagle_topk": K, "speculative_num_draft_tokens": n,
             "max_speculative_num_draft_tokens": n}
-# speculative_hook._auto_choose_speculative_params for LlamaForCausalLM (and Grok): (steps, topk, tokens)
-SGLANG_DEFAULT = {"num_steps": (D, 5), "topk": (K, 4), "num_draft_tokens": (n, 8)}
 OVERREAD_WORDS = ("the draft decode reads past the request's req_to_token row: its kv indices take the next "
                   "row's slots, so the draft attends over another request's KV; the reservation that wrote those "
                   "slots wrote past the row the same way, over the next request's first token slots (silent "
@@ -94,6 +124,8 @@ class RowTracer(Tracer):
                 return [(Num(C), path)]
             if e.attr in QUANTITY:
                 return [(Num(QUANTITY[e.attr]), path)]
+            if e.attr == "page_size":   # server_args.page_size, the runner's copy (no decode-context parallelism)
+                return [(Num(page), path)]
             if e.attr == "speculative_algorithm":
                 return [(EnumMember("SpeculativeAlgorithm", "EAGLE"), path)]
             if e.attr in MODEL_OBJECTS:   # its context length is read above; its other fields, never
@@ -125,17 +157,102 @@ def check_req_to_token_rows(program: Program, report: AuditReport, index: Source
                        f"found, though `{KV_KERNEL}` reads draft slots from it: the row is not judged"))
         return
     replays: dict = {}
+    judged: dict = {}   # pool builders of one release share their width: one judgement per path
+    unified = unified_memory_rule(program)
+    reservation = Reservation(program, RowTracer, index, replay)
     for fn, call, width_expr in sites:
         where = f"{fn.rel}:{call.lineno}"
-        row_id = f"consumer.{KIND}[{pool_name(fn, call)}@{where}]"
-        t0 = time.perf_counter()
+        t0, widths, failed = time.perf_counter(), [], None
         try:
-            row = _row(program, fn, call, width_expr, row_id, where,
-                       (index, replays) if replay and index is not None else None)
+            widths = _widths(program, fn, width_expr, where)
         except Exception as e:  # noqa: BLE001 - the audit's own failure is an error row
-            row = Row(row_id, f"{fn.qual} ({where})", CHECK, "z3", ERROR, f"the check failed: {type(e).__name__}: {e}")
-        row.seconds = time.perf_counter() - t0
-        report.add(row)
+            failed = f"the check failed: {type(e).__name__}: {e}"
+        rule = {}
+        if unified is not None and is_unified(fn, call):
+            rule = {"unified_memory_chain_only": unified[0]}   # sglang's assert, at unified[1]
+        said = (f" [a unified memory pool: sglang refuses {unified[2]} with --enable-unified-memory ({unified[1]}), "
+                "so topk = 1 here]") if rule else ""
+        judges = [(f"consumer.{KIND}{layout.suffix}[{pool_name(fn, call)}@{where}]",
+                   lambda rid, layout=layout: _row(fn, call, width_expr, widths, layout, rule, rid, where,
+                                                   (index, replays) if replay and index is not None else None,
+                                                   judged))
+                  for layout in LAYOUTS]
+        if reservation.helper is not None:
+            judges.append((f"consumer.{RESERVATION_KIND}[{pool_name(fn, call)}@{where}]",
+                           lambda rid: reservation.row(fn, call, widths, rule, rid, where)))
+        for row_id, judge_one in judges:
+            try:
+                if failed:
+                    raise RuntimeError(failed)
+                row = judge_one(row_id)
+            except Exception as e:  # noqa: BLE001 - the audit's own failure is an error row
+                row = Row(row_id, f"{fn.qual} ({where})", CHECK, "z3", ERROR,
+                          failed or f"the check failed: {type(e).__name__}: {e}")
+            row.detail += said
+            row.seconds, t0 = time.perf_counter() - t0, time.perf_counter()
+            report.add(row)
+    if reservation.helper is None:   # one row for the release: no pool's reservation is judged
+        report.add(Row(f"consumer.{RESERVATION_KIND}[pool]", "sglang's decode reservation", RESERVATION_CHECK, "-",
+                       NOT_PRESENT, reservation.why))
+
+
+def unified_memory_rule(program: Program) -> tuple | None:
+    """(condition, where, what is refused) when sglang refuses a draft tree with ``--enable-unified-memory``, the
+    only switch that builds the unified pools (the configurator's ``if ...enable_unified_memory``):
+    its handler (a function that returns at once ``if not <cfg>.enable_unified_memory``) asserts
+    ``<cfg>.speculative_eagle_topk in (None, 1)`` at its top level (0.5.19 on), or under ``if
+    <cfg>.speculative_algorithm == A`` where a top-level assert admits only ``None`` and ``A``
+    (0.5.18: DSPARK), or asserts ``<cfg>.speculative_algorithm is None`` (0.5.17: no speculative
+    decoding at all).  None when no such handler or assert is found: no rule is assumed."""
+    for fn in functions_mentioning(program, UNIFIED_SWITCH):
+        body = fn.node.body
+        if not any(isinstance(st, ast.If) and _is_switch_off(st) for st in body[:4]):
+            continue
+        admitted = None
+        for st in body:
+            if isinstance(st, ast.Assert) and _attr_test(st.test, "speculative_algorithm", ast.In):
+                admitted = _constants(st.test.comparators[0])
+        for st, under in _asserts(body):
+            where = f"{fn.rel}:{st.lineno}"
+            if _attr_test(st.test, "speculative_algorithm", ast.Is) and _constants(st.test.comparators[0]) == {None}:
+                if not under:
+                    return K == 1, where, "speculative decoding"
+            if _attr_test(st.test, "speculative_eagle_topk", ast.In) and \
+                    _constants(st.test.comparators[0]) == {None, 1}:
+                if not under or admitted is not None and admitted <= {None, under}:
+                    return K == 1, where, "a draft tree (topk > 1)"
+    return None
+
+
+def _is_switch_off(st: ast.If) -> bool:
+    t = st.test
+    return isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not) and isinstance(t.operand, ast.Attribute) \
+        and t.operand.attr == UNIFIED_SWITCH and len(st.body) == 1 and isinstance(st.body[0], ast.Return)
+
+
+def _attr_test(t, attr: str, op) -> bool:
+    return isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], op) \
+        and isinstance(t.left, ast.Attribute) and t.left.attr == attr
+
+
+def _constants(e) -> set | None:
+    if isinstance(e, ast.Constant):
+        return {e.value}
+    if isinstance(e, (ast.Tuple, ast.List, ast.Set)) and all(isinstance(x, ast.Constant) for x in e.elts):
+        return {x.value for x in e.elts}
+    return None
+
+
+def _asserts(body):
+    """(assert, algorithm it is under or None): the top-level asserts, and those directly under
+    ``if <cfg>.speculative_algorithm == "A"``."""
+    for st in body:
+        if isinstance(st, ast.Assert):
+            yield st, None
+        elif isinstance(st, ast.If) and _attr_test(st.test, "speculative_algorithm", ast.Eq):
+            algo = _constants(st.test.comparators[0])
+            if algo is not None and len(algo) == 1:
+                yield from ((a, next(iter(algo))) for a in st.body if isinstance(a, ast.Assert))
 
 
 def pool_sites(program: Program):
@@ -152,6 +269,13 @@ def pool_sites(program: Program):
             if "size" in kw and width is not None and not isinstance(width, ast.Name) \
                     and "context_len" in source_text(width):
                 yield fn, node, width
+
+
+def is_unified(fn, call) -> bool:
+    """A pool of the unified memory stack: built in ``unified_memory_pool.py``, by a builder named
+    for it (``_init_unified_swa_pools`` builds a plain ``ReqToTokenPool``), or of a ``Unified`` class."""
+    return UNIFIED_POOL_FILE in "/" + fn.rel or UNIFIED_BUILDER in fn.node.name \
+        or pool_name(fn, call).startswith("Unified")
 
 
 def pool_name(fn, call) -> str:
@@ -182,16 +306,16 @@ def _widths(program, fn, width_expr, where) -> list:
     return out
 
 
-def _row(program, fn, call, width_expr, row_id, where, replay) -> Row:
+def _row(fn, call, width_expr, widths, layout, rule, row_id, where, replay, judged: dict) -> Row:
     subject = (f"{fn.qual} ({where}) -> {source_text(call.func)}(max_context_len={source_text(width_expr)}) -> "
-               "draft decode kv build (reads seq_len + K*num_steps slots) / decode reservation (writes them)")
+               f"draft decode kv build at {layout.words} (reads up to spec.kv_req_to_token_read_end) / decode "
+               "reservation (writes those slots)")
     verdicts, untraced, seen = [], [], set()
-    widths = _widths(program, fn, width_expr, where)
     if not widths:
         untraced.append(f"`{source_text(width_expr)}` was not traced to a number: no value was found for it")
     for wv, wp in widths:
         if not isinstance(wv, Num):
-            if core.satisfy(f"{row_id}/untraced_feasible", row_contract(0, list(wp.conds))) is not None:
+            if core.satisfy(f"{row_id}/untraced_feasible", row_contract(list(wp.conds), layout, rule)) is not None:
                 untraced.append(f"`{source_text(width_expr)}` was not traced to a number on a path: "
                                 f"{getattr(wv, 'reason', wv)}")
             continue
@@ -199,7 +323,10 @@ def _row(program, fn, call, width_expr, row_id, where, replay) -> Row:
         if key in seen:
             continue
         seen.add(key)
-        j = judge_row(wv.term, list(wp.conds), row_id)
+        memo = (key, layout.suffix, tuple(str(c) for c in rule.values()))
+        if memo not in judged:
+            judged[memo] = judge_row(wv.term, list(wp.conds), layout, row_id, rule)
+        j = judged[memo]
         if j.verdict != judge.INFEASIBLE:
             verdicts.append((j, wv.term))
     allocation = f"{where} {source_text(call)[:160]}"
@@ -221,26 +348,28 @@ def _row(program, fn, call, width_expr, row_id, where, replay) -> Row:
     return row
 
 
-def row_contract(width, conds) -> dict:
+def row_contract(conds, layout, rule: dict) -> dict:
     """The judgement's hypotheses: the draft kernel's contract for one request, sglang's
-    configuration rule, the traced path's conditions."""
+    configuration rules (``rule``: the pool's own, unified_memory_rule), the layout's page size,
+    the traced path's conditions."""
     hyps = {**labelled(spec.kv_shape_ok(K, D, page)), **labelled(spec.context_ok(C)),
             **labelled(spec.seq_len_ok(SEQ, C, name="seq_len[b]")),
             **labelled(spec.draft_room_ok(SEQ, D, C, name="seq_len[b]")),
-            "tree_size_positive": n >= 1, "page_size_one": page == 1,
+            "tree_size_positive": n >= 1, layout.label: layout.condition,
             # speculative_hook: num_draft_tokens is forced to num_steps + 1 when topk == 1
-            "chain_tree_size": z3.Implies(K == 1, n == D + 1)}
+            "chain_tree_size": z3.Implies(K == 1, n == D + 1), **rule}
     for i, c in enumerate(conds):
         hyps[f"path_{i}"] = c
     return hyps
 
 
-def judge_row(width, conds, name: str) -> judge.Judgement:
-    span = spec.kv_req_to_token_span(SEQ, K, D, page)
-    goal = span <= width
-    required = f"{z3.simplify(z3.substitute(span, (page, z3.IntVal(1))))} slots"
+def judge_row(width, conds, layout, name: str, rule: dict) -> judge.Judgement:
+    end = spec.kv_req_to_token_read_end(SEQ, K, D, page)
+    goal = end <= width
+    shown = z3.substitute(end, (page, z3.IntVal(1))) if layout.page_size == 1 else end
+    required = f"{z3.simplify(shown)} slots"
     size = str(z3.simplify(width)) if z3.is_expr(width) else str(width)
-    hyps = row_contract(width, conds)
+    hyps = row_contract(conds, layout, rule)
     try:
         done = judge.settled(name, goal, hyps, required, size, "proved for every request with draft room, under")
         if done is not None:
@@ -249,24 +378,30 @@ def judge_row(width, conds, name: str) -> judge.Judgement:
         cex = judge.counterexample(hyps, [], goal, names, reported=REPORTED)
         return judge.Judgement(OVERREAD, required, size, counterexample=cex,
                                detail=f"refuted for a request with draft room (seq_len + num_steps <= C): "
-                                      f"{OVERREAD_WORDS}; e.g. {cex}{_at_sglang_default(width, hyps, goal, name)}")
+                                      f"{OVERREAD_WORDS}; e.g. {cex}{_at_sglang_default(width, hyps, goal, layout, name)}")
     except core.Unknown as e:
         return judge.Judgement(judge.ERROR, required, size, detail=f"the solver gave no verdict: {e}")
 
 
-def _at_sglang_default(width, hyps, goal, name: str) -> str:
-    """What the width does at sglang's own EAGLE parameters for Llama (SGLANG_DEFAULT), page size 1:
-    from which seq_len on a request reads past the row, when that is a fixed distance from ``C``."""
-    fixed = {"sglang_default": z3.And(*(v == x for v, x in SGLANG_DEFAULT.values()))}
+def _at_sglang_default(width, hyps, goal, layout, name: str) -> str:
+    """What the width does at sglang's own EAGLE parameters for Llama (SGLANG_DEFAULT) and the
+    layout's page size: from which seq_len on a request reads past the row (page size 1, where
+    that is a fixed distance from ``C``), or the smallest such request (paged)."""
+    fixed = {"sglang_default": z3.And(*(v == x for v, x in SGLANG_DEFAULT.values())),
+             "page_size_shown": page == layout.page_size}
     if core.satisfy(f"{name}/at_default", {**hyps, **fixed, "refuted": z3.Not(goal)}) is None:
         return ""
-    at = [(v, z3.IntVal(x)) for v, x in SGLANG_DEFAULT.values()] + [(page, z3.IntVal(1))]
-    first = z3.simplify(z3.substitute(C - (width - K * D + 1), *at))   # seq_len > width - K*D reads past
     text = ", ".join(f"{k} {x}" for k, (_, x) in SGLANG_DEFAULT.items())
-    where = f"every request with seq_len >= C - {first.as_long()}" if z3.is_int_value(first) \
-        else "a request near the context"
-    return (f"; at sglang's own choice for Llama (_auto_choose_speculative_params: {text}; page size 1), "
-            f"{where} and draft room reads past its row")
+    said = f"; at sglang's own choice for Llama (_auto_choose_speculative_params: {text}; page size {layout.page_size}), "
+    if layout.page_size == 1:
+        at = [(v, z3.IntVal(x)) for v, x in SGLANG_DEFAULT.values()] + [(page, z3.IntVal(1))]
+        first = z3.simplify(z3.substitute(C - (width - K * D + 1), *at))   # seq_len > width - K*D reads past
+        where = f"every request with seq_len >= C - {first.as_long()}" if z3.is_int_value(first) \
+            else "a request near the context"
+        return said + f"{where} and draft room reads past its row"
+    cex = judge.counterexample({**hyps, **fixed}, [], goal, ("seq_len[b]", "max_context_len"), reported=REPORTED)
+    return said + (f"a request with seq_len {cex['seq_len[b]']} of C = {cex['max_context_len']} reads past its row"
+                   if cex else "a request near the context reads past its row")
 
 
 def replay_row(index: SourceIndex, done: dict, row: Row, width) -> None:
@@ -286,11 +421,4 @@ def replay_row(index: SourceIndex, done: dict, row: Row, width) -> None:
     if why:
         row.detail += f"; no replay: {why}"
         return
-    row.replay = {"kernel": f"sglang's {KV_KERNEL} ({found.where})", "inputs": case,
-                  "verdict": "oob" if finding is not None else "none",
-                  "message": finding.message if finding is not None else "no out-of-bounds access"}
-    if finding is None:
-        row.status = ERROR   # the model says the kernel reads past the row, the kernel does not
-        row.detail += "; the replay on sglang's kernel stayed in bounds: the audit's model of the read is off"
-    else:
-        row.evidence = finding.message
+    buffer_replay.attach(row, f"sglang's {KV_KERNEL} ({found.where})", case, finding, "the read")

@@ -1,0 +1,119 @@
+"""The decode reservation's rows (`consumer.req_to_token_reservation[...]`) on small sglang-shaped
+packages written here, and on the installed sglang: a pool builder passes ``max_context_len =
+context_len + extra``; each decode step reserves ``kv_committed_len + get_alloc_reserve_per_decode()``
+slots of the row, for a request the scheduler keeps decoding (``kv_committed_len <= C - 3`` by its
+``max_req_len`` and ``max_new_tokens`` bounds).  A headroom of the reserve is green; sglang's ``4 +
+num_draft_tokens`` is red even for a chain draft.  The installed release's rows, and sglang's own store
+kernel writing past the row, are checked with the draft read's rows (one audit of the installed
+sglang: tests/test_audit_req_to_token_row.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from specbound import spec
+from specbound.audit.report import MATCHED, NOT_PRESENT, OVERRUN, UNKNOWN
+from specbound.engines.sglang.locate import PACKAGE
+from specbound.engines.sglang.req_to_token_row import check_req_to_token_rows
+from specbound.engines.sglang.testing import audit_rows, write_sglang_package
+
+# sglang 0.5.23's allocation_sizing, reduced: the row's headroom and the reserve are under test.
+SIZING = """
+from sglang.srt.runtime_context import get_spec, max_speculative_num_draft_tokens
+
+
+def get_alloc_len_per_decode() -> int:
+    spec = get_spec()
+    return max(spec.speculative_eagle_topk * spec.speculative_num_steps, max_speculative_num_draft_tokens())
+
+
+def get_alloc_reserve_per_decode() -> int:
+    return {reserve}
+
+
+def get_req_to_token_extra_context_len() -> int:
+    spec = get_spec()
+    return {extra}
+"""
+
+CONFIGURATOR = """
+from sglang.srt.mem_cache.allocation_sizing import get_req_to_token_extra_context_len
+from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
+
+
+class KVCacheConfigurator:
+    def _build_default_req_pool(self, *, max_num_reqs):
+        return ReqToTokenPool(
+            size=max_num_reqs,
+            max_context_len=self.model_config.context_len + get_req_to_token_extra_context_len(),
+            device=self.device,
+        )
+"""
+
+# The scheduler's bound on a request still decoding (tp_worker.py:421, scheduler.py:2714 in 0.5.23).
+TP_WORKER = """
+class TpModelWorker:
+    def __init__(self):
+        max_req_len = min(
+            self.model_config.context_len - 1,
+            self.model_runner.effective_logical_max_total_num_tokens - 1,
+        )
+"""
+SCHEDULER = """
+class Scheduler:
+    def clamp(self, req, input_len, max_new_tokens):
+        return max(0, min(max_new_tokens, self.max_req_len - input_len - 1))
+"""
+CONTEXT = "def get_spec():\n    pass\n\n\ndef max_speculative_num_draft_tokens():\n    pass\n"
+POOL = "class ReqToTokenPool:\n    def __init__(self, size, max_context_len, device):\n        pass\n"
+
+SGLANG_ROW = "4 + (max_speculative_num_draft_tokens() or 0)"
+SGLANG_RESERVE = "2 * get_alloc_len_per_decode()"
+RESERVE_ROW = "get_alloc_reserve_per_decode()"          # the row holds a whole reservation past the context
+
+
+def rows(root: Path, extra: str, reserve: str | None = SGLANG_RESERVE, scheduler: str = SCHEDULER) -> list:
+    sizing = SIZING.replace("{extra}", extra).replace("{reserve}", reserve or "0")
+    if reserve is None:   # a release without the helper
+        sizing = sizing.replace("def get_alloc_reserve_per_decode", "def _no_helper")
+    files = {"srt/mem_cache/allocation_sizing.py": sizing, "srt/mem_cache/memory_pool.py": POOL,
+             "srt/mem_cache/kv_cache_configurator.py": CONFIGURATOR, "srt/runtime_context.py": CONTEXT,
+             "srt/managers/tp_worker.py": TP_WORKER, "srt/managers/scheduler.py": scheduler}
+    write_sglang_package(root, files, "0.0.0+toy")
+    got = audit_rows(root, lambda program, rep: check_req_to_token_rows(program, rep, replay=False), PACKAGE)
+    return [r for r in got if r.id.startswith("consumer.req_to_token_reservation[")]
+
+
+def only(got: list):
+    assert len(got) == 1, [(r.id, r.status) for r in got]
+    return got[0]
+
+
+def test_a_row_holding_a_whole_reservation_past_the_context_matches(tmp_path):
+    row = only(rows(tmp_path, RESERVE_ROW))
+    assert row.status == MATCHED and "scheduler_bound" in row.detail, row.detail
+
+
+def test_sglangs_headroom_is_written_past_by_the_reservation_even_for_a_chain_draft(tmp_path):
+    row = only(rows(tmp_path, SGLANG_ROW))
+    assert row.status == OVERRUN, row.detail
+    x = row.counterexample
+    c, k, d, tokens, committed = (x[key] for key in ("max_context_len", "topk", "num_steps", "num_draft_tokens",
+                                                       "kv_committed_len"))
+    assert 0 <= committed <= c - 3 and (k > 1 or tokens == d + 1)
+    reserve = 2 * max(k * d, tokens)
+    assert spec.decode_reservation_end(committed, reserve, 1) > c + 4 + tokens        # the write, by the spec
+    # a chain draft (topk 1, num_steps 7, num_draft_tokens 8): 2 * 8 past C - 3 is C + 13 > C + 12
+    assert "even a chain draft (topk 1) with num_draft_tokens = 8" in row.detail
+    assert "every request with kv_committed_len >= C - 27" in row.detail             # sglang's Llama choice
+
+
+def test_without_the_schedulers_bound_the_row_is_unknown_not_a_pass_or_an_alarm(tmp_path):
+    loose = SCHEDULER.replace("self.max_req_len - input_len - 1", "self.max_req_len - input_len")
+    row = only(rows(tmp_path, RESERVE_ROW, scheduler=loose))
+    assert row.status == UNKNOWN and "bound on the committed length" in row.detail
+
+
+def test_a_release_without_the_reserve_helper_says_so(tmp_path):
+    row = only(rows(tmp_path, SGLANG_ROW, reserve=None))
+    assert row.status == NOT_PRESENT and "get_alloc_reserve_per_decode" in row.detail
