@@ -163,6 +163,8 @@ class Reservation:
             return "; a chain draft (topk 1) stays inside the row"
         cex = judge.counterexample(chain, [], goal, ("num_draft_tokens", "max_context_len", "kv_committed_len"),
                                    reported=REPORTED)
+        if cex is None:
+            return "; a chain draft (topk 1) writes past the row too"
         return (f"; even a chain draft (topk 1) with num_draft_tokens = {cex['num_draft_tokens']} writes past the row "
                 f"of a request with kv_committed_len = C - {cex['max_context_len'] - cex['kv_committed_len']}")
 
