@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from specbound import spec
 from specbound.audit.report import MATCHED, NOT_PRESENT, OVERRUN, UNKNOWN
 from specbound.engines.sglang.locate import PACKAGE
@@ -19,7 +21,7 @@ from specbound.engines.sglang.testing import audit_rows, write_sglang_package
 
 # sglang 0.5.23's allocation_sizing, reduced: the row's headroom and the reserve are under test.
 SIZING = """
-from sglang.srt.runtime_context import get_spec, max_speculative_num_draft_tokens
+from sglang.srt.runtime_context import get_alloc_page_size, get_spec, max_speculative_num_draft_tokens
 
 
 def get_alloc_len_per_decode() -> int:
@@ -33,6 +35,7 @@ def get_alloc_reserve_per_decode() -> int:
 
 def get_req_to_token_extra_context_len() -> int:
     spec = get_spec()
+    page = get_alloc_page_size()
     return {extra}
 """
 
@@ -64,7 +67,8 @@ class Scheduler:
     def clamp(self, req, input_len, max_new_tokens):
         return max(0, min(max_new_tokens, self.max_req_len - input_len - 1))
 """
-CONTEXT = "def get_spec():\n    pass\n\n\ndef max_speculative_num_draft_tokens():\n    pass\n"
+CONTEXT = ("def get_spec():\n    pass\n\n\ndef get_alloc_page_size():\n    pass\n\n\n"
+           "def max_speculative_num_draft_tokens():\n    pass\n")
 POOL = "class ReqToTokenPool:\n    def __init__(self, size, max_context_len, device):\n        pass\n"
 
 SGLANG_ROW = "4 + (max_speculative_num_draft_tokens() or 0)"
@@ -72,16 +76,28 @@ SGLANG_RESERVE = "2 * get_alloc_len_per_decode()"
 RESERVE_ROW = "get_alloc_reserve_per_decode()"          # the row holds a whole reservation past the context
 
 
-def rows(root: Path, extra: str, reserve: str | None = SGLANG_RESERVE, scheduler: str = SCHEDULER) -> list:
+# eagle_prepare_for_decode from 0.5.16 on, reduced: the reservation rounded up to whole pages.
+ALIGNED = """
+def page_aligned_decode_alloc_lens(reqs, *, reserve, page_size):
+    return [(r.kv.kv_committed_len + reserve + page_size - 1) // page_size * page_size for r in reqs]
+"""
+
+
+def rows(root: Path, extra: str, reserve: str | None = SGLANG_RESERVE, scheduler: str = SCHEDULER,
+         layout: str = "", aligned: bool = True, more: dict | None = None) -> list:
+    """The reservation rows of one layout: "" (page size 1) or "_paged"."""
     sizing = SIZING.replace("{extra}", extra).replace("{reserve}", reserve or "0")
     if reserve is None:   # a release without the helper
         sizing = sizing.replace("def get_alloc_reserve_per_decode", "def _no_helper")
     files = {"srt/mem_cache/allocation_sizing.py": sizing, "srt/mem_cache/memory_pool.py": POOL,
              "srt/mem_cache/kv_cache_configurator.py": CONFIGURATOR, "srt/runtime_context.py": CONTEXT,
              "srt/managers/tp_worker.py": TP_WORKER, "srt/managers/scheduler.py": scheduler}
+    if aligned:
+        files["srt/speculative/eagle_utils.py"] = ALIGNED
+    files.update(more or {})
     write_sglang_package(root, files, "0.0.0+toy")
     got = audit_rows(root, lambda program, rep: check_req_to_token_rows(program, rep, replay=False), PACKAGE)
-    return [r for r in got if r.id.startswith("consumer.req_to_token_reservation[")]
+    return [r for r in got if r.id.startswith(f"consumer.req_to_token_reservation{layout}[")]
 
 
 def only(got: list):
@@ -117,3 +133,61 @@ def test_without_the_schedulers_bound_the_row_is_unknown_not_a_pass_or_an_alarm(
 def test_a_release_without_the_reserve_helper_says_so(tmp_path):
     row = only(rows(tmp_path, SGLANG_ROW, reserve=None))
     assert row.status == NOT_PRESENT and "get_alloc_reserve_per_decode" in row.detail
+
+
+# sglang's page > 1 headroom from 0.5.16 on: the reserve plus the page the alignment may add
+PAGED_ROW = "max(4 + (max_speculative_num_draft_tokens() or 0), get_alloc_reserve_per_decode() + page - 1)"
+
+
+def test_a_page_aligned_reservation_needs_a_page_more_than_the_reserve(tmp_path):
+    row = only(rows(tmp_path / "narrow", SGLANG_ROW, layout="_paged"))
+    assert row.status == OVERRUN and "page aligned" in row.detail, row.detail
+    x = row.counterexample
+    assert x["page_size"] >= 2 and spec.decode_reservation_end(
+        x["kv_committed_len"], 2 * max(x["topk"] * x["num_steps"], x["num_draft_tokens"]), x["page_size"]) \
+        > x["max_context_len"] + 4 + x["num_draft_tokens"]
+    # the reserve alone is enough only where the reservation is not rounded up (0.5.13-0.5.15)
+    assert only(rows(tmp_path / "unaligned", RESERVE_ROW, layout="_paged", aligned=False)).status == MATCHED
+    row = only(rows(tmp_path / "aligned", RESERVE_ROW, layout="_paged"))
+    assert row.status == OVERRUN, row.detail
+    assert only(rows(tmp_path / "wide", PAGED_ROW, layout="_paged")).status == MATCHED
+
+
+# A unified memory pool (built only with --enable-unified-memory) and that switch's handler.
+UNIFIED = """
+from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
+
+
+def init_unified_pools(*, max_num_reqs, model_context_len, extra_max_context_len):
+    return ReqToTokenPool(size=max_num_reqs, max_context_len=model_context_len + extra_max_context_len, device="x")
+
+
+class UnifiedConfigurator:
+    def _init_unified_pools(self, *, max_num_reqs):
+        return init_unified_pools(max_num_reqs=max_num_reqs, model_context_len=self.model_config.context_len,
+                                  extra_max_context_len=4 + self.speculative_num_draft_tokens)
+"""
+HANDLER = """
+def handle_unified_memory_pool(cfg):
+    if not cfg.enable_unified_memory:
+        return
+    assert {test}
+"""
+
+
+@pytest.mark.parametrize("test, reserved", [
+    ("cfg.speculative_algorithm is None", False),        # 0.5.17 and before: no draft on these pools
+    ("cfg.speculative_eagle_topk in (None, 1)", True),   # 0.5.19 on: chain drafts reserve into them
+])
+def test_a_unified_pool_is_reserved_into_only_where_sglang_lets_a_draft_run_on_it(tmp_path, test, reserved):
+    more = {"srt/mem_cache/unified_memory_pool.py": UNIFIED,
+            "srt/arg_groups/kv_cache_hook.py": HANDLER.replace("{test}", test)}
+    got = [r for layout in ("", "_paged") for r in rows(tmp_path, SGLANG_ROW, layout=layout, more=more)
+           if "unified_memory_pool.py" in r.id]
+    assert len(got) == 2, [r.id for r in got]
+    for row in got:
+        if reserved:   # a chain of 8 tokens at page size 1; the page-aligned reservation at page size > 1
+            assert row.status == OVERRUN and row.counterexample["topk"] == 1, row.detail
+            assert "refuses a draft tree (topk > 1) with --enable-unified-memory" in row.detail
+        else:
+            assert row.status == MATCHED and "no draft reserves into this pool" in row.detail, row.detail

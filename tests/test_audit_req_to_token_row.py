@@ -249,8 +249,13 @@ def test_installed_sglang_reads_past_its_rows_on_its_own_kernel():
             r.replay["inputs"]["seq_lens"][0], r.replay["inputs"]["topk"], r.replay["inputs"]["num_steps"], 1)
     # the decode reservation's rows (tests/test_audit_req_to_token_reservation.py): every pool, unified ones too
     # (a chain draft of 8 tokens), written past by sglang's own assign_req_to_token_pool
-    reserved = [r for r in rep.rows if r.id.startswith("consumer.req_to_token_reservation[")]
-    assert len(reserved) == len(rep.rows) // 3, [r.id for r in reserved]
-    for r in reserved:
+    reserved = [r for r in rep.rows if r.id.startswith("consumer.req_to_token_reservation")]
+    assert len(reserved) == len(rep.rows) // 2, [r.id for r in reserved]
+    # at page size > 1 sglang widens the row by the reserve plus a page, but not the unified memory pools'
+    # (their builders keep 4 + n), which the page-aligned reservation passes even for a short chain
+    widened = [r for r in reserved if r.id.startswith("consumer.req_to_token_reservation_paged[") and
+               "[Unified" not in r.id]
+    assert widened and all(r.status == MATCHED for r in widened), [(r.id, r.status) for r in widened]
+    for r in (r for r in reserved if r not in widened):
         assert r.status == OVERRUN and r.replay["verdict"] == "oob", (r.id, r.status, r.detail[:300])
         assert "past the end of 'req_to_token'" in r.evidence and r.replay["inputs"]["end"] > r.replay["inputs"]["row_width"]

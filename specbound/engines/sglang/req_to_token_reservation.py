@@ -1,30 +1,35 @@
-"""Consumer rows ``consumer.req_to_token_reservation[<pool>@<site>]``: the ``req_to_token`` row sglang
-allocates, against what its decode reservation writes into it, at page size 1.
+"""Consumer rows ``consumer.req_to_token_reservation[<pool>@<site>]`` (page size 1) and
+``consumer.req_to_token_reservation_paged[...]`` (page size > 1): the ``req_to_token`` row sglang
+allocates, against what its decode reservation writes into it.
 
 Each decode step reserves, per request, the slots up to ``kv_committed_len +
-get_alloc_reserve_per_decode()`` (``eagle_prepare_for_decode`` and ``page_aligned_decode_alloc_lens``,
-page aligned: :func:`specbound.spec.decode_reservation_end`), and ``assign_req_to_token_pool`` stores
-them into the request's row, its stores bounded by the reservation's end only.  The reserve is twice
-``get_alloc_len_per_decode()`` (``max(topk * num_steps, num_draft_tokens)`` at page size 1): more than
-the draft decode reads, so this row can fail where ``consumer.req_to_token_row`` holds (a chain draft).
+get_alloc_reserve_per_decode()`` (``eagle_prepare_for_decode``), rounded up to whole pages from 0.5.17
+on (``page_aligned_decode_alloc_lens``: :func:`specbound.spec.decode_reservation_end`), and
+``assign_req_to_token_pool`` stores them into the request's row, its stores bounded by the
+reservation's end only.  The reserve is twice ``get_alloc_len_per_decode()`` (``max(topk * num_steps,
+num_draft_tokens)`` at page size 1): more than the draft decode reads, so this row can fail where
+``consumer.req_to_token_row`` holds (a chain draft).
 
 * The reserve: the returns of sglang's ``get_alloc_reserve_per_decode`` (0.5.13 on), traced with the
   pool width's tracer (``RESERVE_HELPER``; the caller passes it).  A release without the helper
   reserves otherwise (``ALLOC_LEN_PER_DECODE`` of spec v2's first form): the caller adds one ``not
   present`` row for the release (``why``); the draft slots it reserves are judged by the
   ``consumer.req_to_token_row`` rows.
+* Whether the reservation is page aligned is read from the release (``PAGE_ALIGNED``: ``(committed +
+  reserve + page_size - 1) // page_size`` under ``srt/speculative/`` or in ``allocation_sizing.py``);
+  where it is not, the end is ``committed + reserve``.
 * The committed length of a request the scheduler keeps decoding: ``kv_committed_len <= C - 3``
   (``SCHEDULER_BOUND``: ``max_req_len = min(context_len - 1, ...)`` in ``managers/tp_worker.py``, each
   request's ``max_new_tokens <= max_req_len - input_len - 1`` in ``managers/scheduler.py``, a request
   with output still to produce has ``input + output <= C - 3``, and every accepted token is committed,
   drafts and bonus: ``batch_result_processor``).  Where either source text is missing from the
   release, the bound is not assumed and the row is ``unknown``.
-* Judged through the core at page size 1 (sglang's default; at page size > 1 sglang widens the row
-  by the reserve plus a page and asserts it before the write, PR #26972), per traced width and
-  reserve path, under sglang's configuration rule ``K = 1 => n = D + 1`` and the pool's own rule
+* Judged through the core per page-size regime (the caller's layouts), per traced width and reserve
+  path, under sglang's configuration rule ``K = 1 => n = D + 1`` and the pool's own rule
   (``unified_memory_rule``): ``matched``; ``overrun`` with the smallest counterexample, the smallest
-  chain draft (topk 1) that also writes past, and sglang's ``assign_req_to_token_pool`` run at the
-  counterexample under the checked interpreter with the request in the pool's last row.
+  chain draft (topk 1) that also writes past, at page size 1 the first committed length that does at
+  sglang's own Llama choice, and sglang's ``assign_req_to_token_pool`` run at the counterexample under
+  the checked interpreter with the request in the pool's last row.
 """
 
 from __future__ import annotations
@@ -59,6 +64,9 @@ WRITER_FILES = ("srt/mem_cache/allocation.py", "srt/speculative/triton_ops/cache
 SCHEDULER_BOUND = (("srt/managers/tp_worker.py", r"max_req_len\s*=\s*min\(\s*self\.model_config\.context_len\s*-\s*1"),
                    ("srt/managers/scheduler.py", r"self\.max_req_len\s*-\s*input_len\s*-\s*1"))
 COMMITTED_SLACK = 3   # kv_committed_len <= C - 3 under SCHEDULER_BOUND
+# The reservation rounded up to whole pages (0.5.17 on: eagle_prepare_for_decode, page_aligned_decode_alloc_lens)
+PAGE_ALIGNED = (("srt/speculative/", "srt/mem_cache/allocation_sizing.py"),
+                r"kv_committed_len\s*\+\s*\w+\s*\+\s*page_size\s*-\s*1\s*\)\s*//\s*page_size")
 # speculative_hook._auto_choose_speculative_params for LlamaForCausalLM (and Grok): (steps, topk, tokens)
 SGLANG_DEFAULT = {"num_steps": (D, 5), "topk": (K, 4), "num_draft_tokens": (n, 8)}
 OVERRUN_WORDS = ("the decode reservation writes past the request's req_to_token row: assign_req_to_token_pool "
@@ -75,6 +83,7 @@ class Reservation:
         self.index, self.replay, self.done, self.judged = index, replay, {}, {}
         self.helper = next(iter(program.functions_named(RESERVE_HELPER)), None)
         self.bound = scheduler_bound(program)
+        self.aligned = _first_match(program, *PAGE_ALIGNED)
         self.reserves, self.why = [], ""
         if self.helper is None:
             self.why = (f"no `{RESERVE_HELPER}` in this sglang: its decode reservation (spec v2's first form, "
@@ -89,29 +98,31 @@ class Reservation:
         if not self.reserves:
             self.why = f"`{RESERVE_HELPER}` ({where}) was not traced to a number"
 
-    def row(self, fn, call, widths, rule: dict, row_id: str, where: str) -> Row:
-        subject = (f"{fn.qual} ({where}) -> {source_text(call.func)}(max_context_len=...) -> decode reservation "
-                   f"(kv_committed_len + {RESERVE_HELPER}(), stored by {WRITER})")
+    def row(self, fn, call, widths, rule: dict, row_id: str, where: str, layout) -> Row:
+        """``layout``: the page-size regime (``req_to_token_row.LAYOUTS``)."""
+        subject = (f"{fn.qual} ({where}) -> {source_text(call.func)}(max_context_len=...) -> decode reservation at "
+                   f"{layout.words} (kv_committed_len + {RESERVE_HELPER}(), stored by {WRITER})")
         if self.why:
             return Row(row_id, subject, CHECK, "ast", UNKNOWN, self.why)
         if self.bound is None:
             return Row(row_id, subject, CHECK, "ast", UNKNOWN, "sglang's bound on the committed length of a "
                        f"request still decoding was not found ({', '.join(f for f, _ in SCHEDULER_BOUND)})")
-        return self._judged(subject, widths, rule, row_id)
+        return self._judged(subject, widths, rule, row_id, layout)
 
-    def _judged(self, subject, widths, rule, row_id) -> Row:
+    def _judged(self, subject, widths, rule, row_id, layout) -> Row:
         verdicts, untraced, seen = [], 0, set()
         for wv, wconds in ((v, list(p.conds)) for v, p in widths):
             if not isinstance(wv, Num):
                 untraced += 1
                 continue
             for reserve, rconds in self.reserves:
-                key = (str(wv.term), str(reserve), tuple(map(str, wconds + rconds)), tuple(map(str, rule.values())))
+                key = (str(wv.term), str(reserve), tuple(map(str, wconds + rconds)), tuple(map(str, rule.values())),
+                       layout.suffix)
                 if key in seen:
                     continue
                 seen.add(key)
                 if key not in self.judged:   # pool builders of one release share their width and reserve
-                    self.judged[key] = self._judge(wv.term, reserve, wconds + rconds, rule, row_id)
+                    self.judged[key] = self._judge(wv.term, reserve, wconds + rconds, rule, row_id, layout)
                 j = self.judged[key]
                 if j.verdict != judge.INFEASIBLE:
                     verdicts.append((j, wv.term, reserve))
@@ -126,22 +137,24 @@ class Reservation:
                        f"{untraced} path(s)" if untraced else "no traced path is consistent with the preconditions")
         j, width, reserve = verdicts[0]
         status = {OVERRUN: OVERRUN, judge.MATCHED: MATCHED}.get(j.verdict, ERROR)
-        detail = j.detail + (f" [row width = {z3.simplify(width)}; reserve = {z3.simplify(reserve)}; committed "
-                             f"length bounded by sglang's scheduler: {self.bound}; {len(verdicts)} path(s)]")
+        aligned = f"page aligned ({self.aligned})" if self.aligned else "not page aligned"
+        detail = j.detail + (f" [row width = {z3.simplify(width)}; reserve = {z3.simplify(reserve)}, {aligned}; "
+                             f"committed length bounded by sglang's scheduler: {self.bound}; {len(verdicts)} path(s)]")
         row = Row(row_id, subject, CHECK, "z3", status, detail, j.counterexample, size=j.size, required=j.required)
         if status == OVERRUN and j.counterexample and self.replay and self.index is not None:
             self._replay(row, width, reserve)
         return row
 
-    def _judge(self, width, reserve, conds, rule, name) -> judge.Judgement:
-        end = spec.decode_reservation_end(COMMITTED, reserve, page)
+    def _judge(self, width, reserve, conds, rule, name, layout) -> judge.Judgement:
+        end = spec.decode_reservation_end(COMMITTED, reserve, page if self.aligned else 1)
         hyps = {**labelled(spec.kv_shape_ok(K, D, page)), **labelled(spec.context_ok(C)),
-                "tree_size_positive": n >= 1, "page_size_one": page == 1,
+                "tree_size_positive": n >= 1, layout.label: layout.condition,
                 "chain_tree_size": z3.Implies(K == 1, n == D + 1), **rule,
                 "committed_nonneg": COMMITTED >= 0, "scheduler_bound": COMMITTED <= C - COMMITTED_SLACK,
                 **{f"path_{i}": c for i, c in enumerate(conds)}}
         goal = end <= width
-        required = f"{z3.simplify(z3.substitute(end, (page, z3.IntVal(1))))} slots"
+        shown = z3.substitute(end, (page, z3.IntVal(1))) if layout.page_size == 1 else end
+        required = f"{z3.simplify(shown)} slots"
         size = str(z3.simplify(width))
         try:
             done = judge.settled(name, goal, hyps, required, size, "proved for every request still decoding, under")
@@ -151,7 +164,8 @@ class Reservation:
             return judge.Judgement(OVERRUN, required, size, counterexample=cex,
                                    detail=f"refuted for a request the scheduler keeps decoding "
                                           f"(kv_committed_len <= C - {COMMITTED_SLACK}): {OVERRUN_WORDS}; e.g. "
-                                          f"{cex}{self._chain(hyps, goal, name)}{_at_default(width, reserve)}")
+                                          f"{cex}{self._chain(hyps, goal, name)}"
+                                          f"{_at_default(width, reserve) if layout.page_size == 1 else ''}")
         except core.Unknown as e:
             return judge.Judgement(judge.ERROR, required, size, detail=f"the solver gave no verdict: {e}")
 
@@ -176,7 +190,8 @@ class Reservation:
         cex = row.counterexample
         w, r = judge.evaluate(width, cex, REPORTED), judge.evaluate(reserve, cex, REPORTED)
         start = cex["kv_committed_len"]
-        case = {"row_width": w, "start": start, "end": start + r}
+        end = spec.decode_reservation_end(start, r, cex["page_size"] if self.aligned else 1)
+        case = {"row_width": w, "start": start, "end": end}
         key = tuple(sorted(case.items()))
         if key not in self.done:
             found = self.index.find(WRITER, WRITER_FILES)
@@ -188,8 +203,8 @@ class Reservation:
                 values = {"req_pool_indices": torch.tensor([0], dtype=torch.int64),
                           "req_to_token": torch.zeros((1, w), dtype=torch.int32),
                           "start_offset": torch.tensor([start], dtype=torch.int64),
-                          "end_offset": torch.tensor([start + r], dtype=torch.int64),
-                          "out_cache_loc": torch.arange(r, dtype=torch.int64), "pool_len": w, "bs_upper": 1}
+                          "end_offset": torch.tensor([end], dtype=torch.int64),
+                          "out_cache_loc": torch.arange(end - start, dtype=torch.int64), "pool_len": w, "bs_upper": 1}
                 kwargs, missing = bind(found, values, {})
                 self.done[key] = (found, None, f"`{WRITER}` takes parameters the audit cannot feed: {missing}") \
                     if missing else (found, launch_finding(lambda: kernel[(1,)](**kwargs)), "")
@@ -200,22 +215,25 @@ class Reservation:
         buffer_replay.attach(row, f"sglang's {WRITER} ({found.where})", case, finding, "the write")
 
 
+def _first_match(program: Program, places, pattern) -> str | None:
+    """``file:line`` of the first match of ``pattern`` in a file under one of ``places``."""
+    index = program.index
+    for path in index.files():
+        rel = "/" + index.rel(path)
+        if any(f"/{place}" in rel for place in places):
+            text = index.text(path)
+            m = re.search(pattern, text)
+            if m is not None:
+                return f"{index.rel(path)}:{text.count(chr(10), 0, m.start()) + 1}"
+    return None
+
+
 def scheduler_bound(program: Program) -> str | None:
     """Where sglang bounds the committed length of a request still decoding (SCHEDULER_BOUND), or
     None when a source is missing."""
-    index, found = program.index, []
-    for rel, pattern in SCHEDULER_BOUND:
-        hit = None
-        for path in index.files():
-            if ("/" + index.rel(path)).endswith("/" + rel):
-                text = index.text(path)
-                m = re.search(pattern, text)
-                if m is not None:
-                    hit = f"{index.rel(path)}:{text.count(chr(10), 0, m.start()) + 1}"
-                    break
-        if hit is None:
-            return None
-        found.append(hit)
+    found = [_first_match(program, (rel,), pattern) for rel, pattern in SCHEDULER_BOUND]
+    if None in found:
+        return None
     return ", ".join(found) + f" (kv_committed_len <= C - {COMMITTED_SLACK})"
 
 

@@ -82,6 +82,7 @@ MAX_SELVES = 4
 # handler bounds the draft configuration (unified_memory_rule).
 UNIFIED_POOL_FILE = "/unified_memory_pool.py"
 UNIFIED_BUILDER = "_unified_"
+NO_SPECULATION = "speculative decoding"   # what the handler refuses when it refuses all of it
 UNIFIED_SWITCH = "enable_unified_memory"
 
 
@@ -171,15 +172,19 @@ def check_req_to_token_rows(program: Program, report: AuditReport, index: Source
         if unified is not None and is_unified(fn, call):
             rule = {"unified_memory_chain_only": unified[0]}   # sglang's assert, at unified[1]
         said = (f" [a unified memory pool: sglang refuses {unified[2]} with --enable-unified-memory ({unified[1]}), "
-                "so topk = 1 here]") if rule else ""
+                f"so {'no draft runs' if unified[2] == NO_SPECULATION else 'topk = 1'} here]") if rule else ""
         judges = [(f"consumer.{KIND}{layout.suffix}[{pool_name(fn, call)}@{where}]",
                    lambda rid, layout=layout: _row(fn, call, width_expr, widths, layout, rule, rid, where,
                                                    (index, replays) if replay and index is not None else None,
                                                    judged))
                   for layout in LAYOUTS]
         if reservation.helper is not None:
-            judges.append((f"consumer.{RESERVATION_KIND}[{pool_name(fn, call)}@{where}]",
-                           lambda rid: reservation.row(fn, call, widths, rule, rid, where)))
+            judges += [(f"consumer.{RESERVATION_KIND}{layout.suffix}[{pool_name(fn, call)}@{where}]",
+                        lambda rid, layout=layout: reservation.row(fn, call, widths, rule, rid, where, layout)
+                        if not (rule and unified[2] == NO_SPECULATION) else
+                        Row(rid, f"{fn.qual} ({where}) -> decode reservation at {layout.words}", RESERVATION_CHECK,
+                            "ast", MATCHED, "no draft reserves into this pool"))
+                       for layout in LAYOUTS]
         for row_id, judge_one in judges:
             try:
                 if failed:
@@ -216,7 +221,7 @@ def unified_memory_rule(program: Program) -> tuple | None:
             where = f"{fn.rel}:{st.lineno}"
             if _attr_test(st.test, "speculative_algorithm", ast.Is) and _constants(st.test.comparators[0]) == {None}:
                 if not under:
-                    return K == 1, where, "speculative decoding"
+                    return K == 1, where, NO_SPECULATION
             if _attr_test(st.test, "speculative_eagle_topk", ast.In) and \
                     _constants(st.test.comparators[0]) == {None, 1}:
                 if not under or admitted is not None and admitted <= {None, under}:
