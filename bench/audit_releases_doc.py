@@ -42,7 +42,8 @@ REFUTED_BY_PREFIX = {"buffer.": "overrun", "consumer.page_table[": "overread", "
                      "consumer.plan_copy[": "crash", "consumer.page_table_fill_write[": "overrun",
                      "consumer.packed_mask[": "crash", "consumer.compressed_page_table[": "overread",
                      "consumer.clamped_gather[": "crash", "consumer.req_to_token_row[": "overread",
-                     "consumer.req_to_token_row_paged[": "overread", "consumer.req_to_token_reservation[": "overrun"}
+                     "consumer.req_to_token_row_paged[": "overread", "consumer.req_to_token_reservation[": "overrun",
+                     "consumer.req_to_token_reservation_paged[": "overrun"}
 SITE = re.compile(r"@([\w./-]+\.py):(\d+)\]$")
 # A location inside a row's subject: " (file:line)", " (file:line (moved))", " at file:line".
 _AT_LINE = re.compile(r" \([\w./-]+\.(?:py|cuh):\d+(?: \(moved\))?\)| at [\w./-]+\.(?:py|cuh):\d+")
