@@ -44,7 +44,7 @@ from specbound.proofs.model import C, D, K, labelled, n, page
 
 from specbound.audit import judge
 from specbound.audit.extract import SourceIndex
-from specbound.audit.kernels import bind, launch_finding, triton_env
+from specbound.audit.kernels import bind, launch_finding
 from specbound.audit.program import Program
 from specbound.audit.report import ERROR, MATCHED, OVERRUN, UNKNOWN, Row
 from specbound.audit.trace_values import Num, Path, source_text
@@ -60,6 +60,7 @@ REPORTED = (("kv_committed_len", COMMITTED), ("topk", K), ("num_steps", D), ("nu
 RESERVE_HELPER = "get_alloc_reserve_per_decode"
 WRITER = "assign_req_to_token_pool"
 WRITER_FILES = ("srt/mem_cache/allocation.py", "srt/speculative/triton_ops/cache_locs.py")
+WRITER_FED = {"req_pool_indices", "req_to_token", "start_offset", "end_offset", "out_cache_loc", "pool_len", "bs_upper"}
 # (file, pattern): sglang's scheduler bound on the committed length of a request still decoding
 SCHEDULER_BOUND = (("srt/managers/tp_worker.py", r"max_req_len\s*=\s*min\(\s*self\.model_config\.context_len\s*-\s*1"),
                    ("srt/managers/scheduler.py", r"self\.max_req_len\s*-\s*input_len\s*-\s*1"))
@@ -194,20 +195,17 @@ class Reservation:
         case = {"row_width": w, "start": start, "end": end}
         key = tuple(sorted(case.items()))
         if key not in self.done:
-            found = self.index.find(WRITER, WRITER_FILES)
-            if found is None:
-                self.done[key] = (None, None, f"this sglang has no `{WRITER}`")
-            else:
-                triton, tl, _ = triton_env()
-                kernel = self.index.load_kernel(found, triton, tl)
+            found, kernel, why = buffer_replay.load(self.index, WRITER, WRITER_FILES, {}, WRITER_FED)
+            finding = None
+            if kernel is not None:
                 values = {"req_pool_indices": torch.tensor([0], dtype=torch.int64),
                           "req_to_token": torch.zeros((1, w), dtype=torch.int32),
                           "start_offset": torch.tensor([start], dtype=torch.int64),
                           "end_offset": torch.tensor([end], dtype=torch.int64),
                           "out_cache_loc": torch.arange(end - start, dtype=torch.int64), "pool_len": w, "bs_upper": 1}
-                kwargs, missing = bind(found, values, {})
-                self.done[key] = (found, None, f"`{WRITER}` takes parameters the audit cannot feed: {missing}") \
-                    if missing else (found, launch_finding(lambda: kernel[(1,)](**kwargs)), "")
+                kwargs, _ = bind(found, values, {})
+                finding = launch_finding(lambda: kernel[(1,)](**kwargs))
+            self.done[key] = (found, finding, why)
         found, finding, why = self.done[key]
         if why:
             row.detail += f"; no replay: {why}"

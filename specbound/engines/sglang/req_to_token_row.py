@@ -38,9 +38,9 @@ covers every request with draft room.
   ``generate_draft_decode_kv_indices`` under the checked interpreter with the request in the
   pool's last row (past the row is past the tensor there).  A path whose width is not traced
   leaves the row ``unknown`` unless another path is already refuted.
-* Not judged: spec v2's reservation footprint itself (``2 * alloc_len_per_decode`` past the
-  committed length, more than the draft reads), which needs the scheduler's bound on the
-  committed length.
+* The same row against spec v2's decode reservation (``2 * alloc_len_per_decode`` past the
+  committed length, more than the draft reads): :mod:`.req_to_token_reservation`, judged here per
+  site on the widths traced once.
 """
 
 from __future__ import annotations
@@ -202,8 +202,9 @@ def check_req_to_token_rows(program: Program, report: AuditReport, index: Source
 
 
 def unified_memory_rule(program: Program) -> tuple | None:
-    """(condition, where, what is refused) when sglang refuses a draft tree with ``--enable-unified-memory``, the
-    only switch that builds the unified pools (the configurator's ``if ...enable_unified_memory``):
+    """(condition, where, what is refused) when sglang refuses a draft tree with
+    ``--enable-unified-memory``, the only switch that builds the unified pools (the configurator's
+    ``if ...enable_unified_memory``):
     its handler (a function that returns at once ``if not <cfg>.enable_unified_memory``) asserts
     ``<cfg>.speculative_eagle_topk in (None, 1)`` at its top level (0.5.19 on), or under ``if
     <cfg>.speculative_algorithm == A`` where a top-level assert admits only ``None`` and ``A``
@@ -383,7 +384,8 @@ def judge_row(width, conds, layout, name: str, rule: dict) -> judge.Judgement:
         cex = judge.counterexample(hyps, [], goal, names, reported=REPORTED)
         return judge.Judgement(OVERREAD, required, size, counterexample=cex,
                                detail=f"refuted for a request with draft room (seq_len + num_steps <= C): "
-                                      f"{OVERREAD_WORDS}; e.g. {cex}{_at_sglang_default(width, hyps, goal, layout, name)}")
+                                      f"{OVERREAD_WORDS}; e.g. {cex}"
+                                      f"{_at_sglang_default(width, hyps, goal, layout, name)}")
     except core.Unknown as e:
         return judge.Judgement(judge.ERROR, required, size, detail=f"the solver gave no verdict: {e}")
 
@@ -397,7 +399,8 @@ def _at_sglang_default(width, hyps, goal, layout, name: str) -> str:
     if core.satisfy(f"{name}/at_default", {**hyps, **fixed, "refuted": z3.Not(goal)}) is None:
         return ""
     text = ", ".join(f"{k} {x}" for k, (_, x) in SGLANG_DEFAULT.items())
-    said = f"; at sglang's own choice for Llama (_auto_choose_speculative_params: {text}; page size {layout.page_size}), "
+    said = (f"; at sglang's own choice for Llama (_auto_choose_speculative_params: {text}; "
+            f"page size {layout.page_size}), ")
     if layout.page_size == 1:
         at = [(v, z3.IntVal(x)) for v, x in SGLANG_DEFAULT.values()] + [(page, z3.IntVal(1))]
         first = z3.simplify(z3.substitute(C - (width - K * D + 1), *at))   # seq_len > width - K*D reads past
