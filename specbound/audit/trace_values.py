@@ -447,10 +447,30 @@ def apply_delta(path: Path, delta: tuple) -> Path:
     return path
 
 
+class TermKey:
+    """A Z3 term as a key, by its id (hash-consed: equal terms share one).  The key holds its
+    term: Z3 hands a freed term's id to the next term made, so a key that did not would come
+    to name another term and a set of them would skip it as seen."""
+
+    __slots__ = ("term", "id")
+
+    def __init__(self, term: z3.ExprRef):
+        self.term, self.id = term, term.get_id()
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, TermKey) and other.id == self.id
+
+    def __repr__(self) -> str:
+        return f"TermKey({self.id})"
+
+
 def term_ids(terms) -> tuple:
-    """A hashable identity of Z3 terms (hash-consed: equal terms share an id; printing them
-    would cost more than the whole trace)."""
-    return tuple(t.get_id() if isinstance(t, z3.ExprRef) else t for t in terms)
+    """A hashable identity of Z3 terms (printing them would cost more than the whole trace):
+    :class:`TermKey` per term, other values as they are."""
+    return tuple(TermKey(t) if isinstance(t, z3.ExprRef) else t for t in terms)
 
 
 def dedupe(alts: list) -> list:
