@@ -13,7 +13,7 @@ import z3
 
 from specbound.audit.extract import SourceIndex
 from specbound.audit.program import Program
-from specbound.audit.trace_values import Num, Path as TracePath
+from specbound.audit.trace_values import Num, Path as TracePath, term_ids
 from specbound.engines.sglang import bindings
 from specbound.engines.sglang.locate import PACKAGE
 from specbound.engines.sglang.site_trace import LONGEST_COMMITTED, MetadataTracer, resolve, selves, traced_allocations
@@ -148,3 +148,55 @@ def test_a_value_overwritten_two_ifs_deep_reaches_only_where_one_of_their_tests_
     assert set(by_width) == {str(C), str(z3.simplify(C + n))}
     hyps = {f"path_{i}": c for i, c in enumerate(by_width[str(C)])}
     assert core.satisfy("context_only_at_page_gt_1", {**hyps, "page_gt_1": page > 1}) is None   # never at page > 1
+
+
+# An assignment in one branch of an `if`/`elif` does not reach a use in another branch (sglang
+# 0.5.23's Ascend replay: `if verify: lens = lens + n  elif decode: lens = lens + step + 1`); inside
+# a loop it can (one pass runs one branch, the next the other).
+ELIF_BACKEND = """
+import torch
+
+
+class ToyBackend:
+    def __init__(self, model_runner):
+        self.speculative_num_draft_tokens = model_runner.server_args.speculative_num_draft_tokens
+
+    def read(self, seq_lens_cpu, bs, verify, decode):
+        lens = seq_lens_cpu[:bs].int()
+        {loop}if verify:
+        {loop}    lens = lens + self.speculative_num_draft_tokens
+        {loop}elif decode:
+        {loop}    lens = lens + 1
+        longest = lens.max().item()
+        return longest
+"""
+
+
+def _longest(root: Path, loop: bool) -> set:
+    text = ELIF_BACKEND.replace("{loop}", "    " if loop else "")
+    if loop:
+        text = text.replace("        lens = seq_lens_cpu[:bs].int()\n",
+                            "        lens = seq_lens_cpu[:bs].int()\n        for _ in range(2):\n")
+    program, read, self_val = _program(root, text)
+    tracer = MetadataTracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
+    use = next(node.value for node in ast.walk(read.node)
+               if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "longest")
+    return {str(z3.simplify(v.term)) for v, _ in resolve(tracer, use, tracer.top_frame(read, self_val), TracePath())
+            if isinstance(v, Num)}
+
+
+def test_an_assignment_in_another_branch_of_the_if_does_not_reach(tmp_path):
+    one = {str(z3.simplify(t)) for t in (LONGEST_COMMITTED, LONGEST_COMMITTED + n, LONGEST_COMMITTED + 1)}
+    assert _longest(tmp_path / "straight", loop=False) == one
+    # around a loop the elif branch may read what the if branch wrote on the pass before
+    assert str(z3.simplify(LONGEST_COMMITTED + n + 1)) in _longest(tmp_path / "loop", loop=True)
+
+
+def test_a_term_key_keeps_naming_its_term_after_the_caller_drops_it():
+    # Z3 hands a freed term's id to the next term made: a key by bare id would come to name the
+    # new term, and a `seen` set of such keys would skip a path it never judged.
+    x = z3.Int("x")
+    seen = {term_ids([x + 7])}
+    other = x * 13
+    assert term_ids([other]) not in seen
+    assert term_ids([x + 7]) in seen     # equal terms still share a key

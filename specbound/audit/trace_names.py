@@ -167,9 +167,9 @@ class NamesMixin:
 
     def _reaching(self, func: FuncInfo, use: ast.Name, assigned: list):
         """The assignments of a local that may reach ``use``, and whether the parameter's own
-        value may: those before it (by line), minus any an assignment in a block that
-        encloses the use overwrites on the way.  A use before every assignment (a loop
-        carrying a value around) keeps them all."""
+        value may: those before it (by line) and not in another branch of an ``if`` around it,
+        minus any an assignment in a block that encloses the use overwrites on the way.  A use
+        before every assignment (a loop carrying a value around) keeps them all."""
         stmt_of, blocks = self._statements(func)
         at = stmt_of.get(id(use))
         if at is None:
@@ -180,12 +180,29 @@ class NamesMixin:
         if not before:
             return assigned, True
         use_blocks = blocks.get(id(at), ())
+        before = [a for a in before if not self._exclusive(func, blocks.get(id(a[0])), use_blocks)]
         killers = [a for a in before if blocks.get(id(a[0]), ()) == use_blocks[:len(blocks.get(id(a[0]), ()))]
                    and not isinstance(a[0], (ast.For, ast.AsyncFor, ast.comprehension))]
         if not killers:
             return before, True
         last = max(killers, key=lambda a: (a[0].lineno, a[0].col_offset))  # comprehensions never kill
         return [a for a in before if (a[0].lineno, a[0].col_offset) >= (last[0].lineno, last[0].col_offset)], False
+
+    def _exclusive(self, func: FuncInfo, a_blocks, use_blocks) -> bool:
+        """Whether a statement in blocks ``a_blocks`` cannot run before a use in ``use_blocks``
+        on one pass: they sit in different branches of one ``if`` (``if``/``elif``/``else``) that
+        no loop encloses (a loop could run one branch, then the other)."""
+        if a_blocks is None:
+            return False
+        ifs, loops = self._branch_nodes(func)
+        for (a_node, a_field), (u_node, u_field) in zip(a_blocks, use_blocks):
+            if a_node != u_node:
+                return False
+            if a_field != u_field:
+                return a_node in ifs
+            if a_node in loops:
+                return False
+        return False
 
     def _statements(self, func: FuncInfo):
         """node id -> its innermost statement, and statement id -> its enclosing blocks."""
