@@ -204,3 +204,70 @@ def test_width_in_whole_blocks_keeps_the_stores_in_the_row(tmp_path):
     (what the reader then sees is the reader rows' question)."""
     row = only(tmp_path, WHOLE_BLOCKS)
     assert row.status == MATCHED, row.detail
+
+
+# sglang 0.5.14's TRT-LLM MHA graph path, reduced: the record is declared `metadata = None` and taken
+# from a per-mode graph dict (allocated as a dict literal) in each branch; the lengths the build gets
+# are the branch's own: the draft step's in draft decode, the committed ones in plain decode, the
+# verify tree's in target verify, and in draft extend `seq_lens`, which the worker has widened.
+MODES = """
+    def init_cuda_graph_state(self, max_bs, max_num_tokens):
+        self.decode_cuda_graph_metadata = {
+            "cache_seqlens": torch.zeros(max_bs, dtype=torch.int32),
+            "page_table": torch.zeros(max_bs, self.max_num_pages, dtype=torch.int32),
+        }
+        self.target_verify_metadata = {"page_table": torch.zeros(max_bs, self.max_num_pages, dtype=torch.int32)}
+        self.draft_extend_metadata = {"page_table": torch.zeros(max_bs, self.max_num_pages, dtype=torch.int32)}
+
+    def capture(self, bs, forward_mode):
+        metadata = ToyMetadata()
+        if forward_mode.is_decode_or_idle():
+            metadata.page_table = self.decode_cuda_graph_metadata["page_table"][:bs, :]
+            self.decode_cuda_graph_metadata[bs] = metadata
+        elif forward_mode.is_target_verify():
+            metadata.page_table = self.target_verify_metadata["page_table"][:bs, :]
+            self.target_verify_metadata[bs] = metadata
+        else:
+            metadata.page_table = self.draft_extend_metadata["page_table"][:bs, :]
+            self.draft_extend_metadata[bs] = metadata
+
+    def apply(self, bs, req_pool_indices, seq_lens, forward_mode, spec_info):
+        metadata = None
+        if forward_mode.is_decode_or_idle():
+            if spec_info is not None:
+                metadata = self.decode_cuda_graph_metadata[bs]
+                metadata.cache_seqlens_int32 = self.decode_cuda_graph_metadata["cache_seqlens"][:bs]
+                metadata.cache_seqlens_int32.copy_(seq_lens + self.speculative_step_id + 1)
+            else:
+                metadata = self.decode_cuda_graph_metadata[bs]
+                metadata.cache_seqlens_int32.copy_(seq_lens)
+            self._fill(metadata, req_pool_indices, metadata.cache_seqlens_int32)
+        elif forward_mode.is_target_verify():
+            metadata = self.target_verify_metadata[bs]
+            metadata.cache_seqlens_int32.copy_(seq_lens + self.speculative_num_draft_tokens)
+            self._fill(metadata, req_pool_indices, metadata.cache_seqlens_int32)
+        elif forward_mode.is_draft_extend_v2():
+            metadata = self.draft_extend_metadata[bs]
+            metadata.cache_seqlens_int32.copy_(seq_lens)
+            self._fill(metadata, req_pool_indices, metadata.cache_seqlens_int32)
+"""
+
+
+def test_each_mode_of_a_graph_path_is_judged_with_its_own_lengths(tmp_path):
+    backend = BACKEND.replace("{width}", CONTEXT_ONLY).replace("{lengths}", VERIFY) + MODES
+    write_sglang_package(tmp_path, {"kernels/ops/attention/toy_page_table.py": BUILD,
+                                    "srt/layers/attention/toy_backend.py": backend}, "0.0.0+toy")
+    rep = AuditReport(str(tmp_path), "toy", "test", engine="sglang")
+    check_page_table_builds(Program(SourceIndex(tmp_path / "sglang"), PACKAGE), rep, replay=False)
+    got = {r.id.split("ToyBuildBackend.", 1)[1].split("@")[0]: r for r in rep.rows if "toy_backend.py:27]" not in r.id}
+    assert sorted(got) == ["decode_cuda_graph_metadata[page_table]", "draft_extend_metadata[page_table]",
+                           "target_verify_metadata[page_table]"], [(r.id, r.status, r.detail[:200]) for r in rep.rows]
+    decode = got["decode_cuda_graph_metadata[page_table]"]
+    assert decode.status == HOLDS_ONLY_IF and "cache_seqlens = seq_len + 1 + step" in decode.check, decode.check
+    x = decode.counterexample
+    assert 0 <= x["step"] <= x["num_steps"] - 2
+    assert spec.page_table_build_columns_stored(x["seq_len"], x["step"] + 1, x["page_size"],
+                                                spec.cdiv(x["max_context_len"], x["page_size"]),
+                                                x["pages_per_block"]) > spec.cdiv(x["max_context_len"], x["page_size"])
+    for key in ("target_verify_metadata[page_table]", "draft_extend_metadata[page_table]"):
+        assert got[key].status == HOLDS_ONLY_IF and "cache_seqlens = seq_len + n" in got[key].check, got[key].check

@@ -489,3 +489,22 @@ def guards(fn: ast.AST) -> dict[int, tuple[tuple[ast.expr, bool], ...]]:
                 visit(s.body, conds)
     visit(getattr(fn, "body", []), ())
     return out
+
+
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+
+def in_other_branches(chain_a, chain_b, is_if, is_loop) -> bool:
+    """Whether two places, each given by the blocks around it outermost first (``(statement,
+    field)`` pairs, the statement as any key ``is_if`` and ``is_loop`` know), sit in different
+    branches of one ``if`` that no loop encloses: one pass through the function never runs
+    both (a loop could run one branch, then the other)."""
+    for (na, fa), (nb, fb) in zip(chain_a, chain_b):
+        if na != nb:
+            return False
+        if fa != fb:
+            return is_if(na)
+        if is_loop(na):
+            return False
+    return False
+

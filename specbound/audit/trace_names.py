@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
-from .program import FUNC_TYPES, FuncInfo, guards
+from .program import FUNC_TYPES, FuncInfo, guards, in_other_branches
 from .trace_values import (
     MAX_ALTERNATIVES, Alloc, ClassRef, Ended, Frame, FuncRef, Items, Opaque, Path, assume, combine, name_targets, negate,
     no_args, row_of, source_text,
@@ -195,14 +195,7 @@ class NamesMixin:
         if a_blocks is None:
             return False
         ifs, loops = self._branch_nodes(func)
-        for (a_node, a_field), (u_node, u_field) in zip(a_blocks, use_blocks):
-            if a_node != u_node:
-                return False
-            if a_field != u_field:
-                return a_node in ifs
-            if a_node in loops:
-                return False
-        return False
+        return in_other_branches(a_blocks, use_blocks, ifs.__contains__, loops.__contains__)
 
     def _statements(self, func: FuncInfo):
         """node id -> its innermost statement, and statement id -> its enclosing blocks."""

@@ -29,7 +29,7 @@ import ast
 import z3
 
 from specbound import spec
-from specbound.proofs.model import n, page
+from specbound.proofs.model import D, n, page
 
 from specbound.audit import judge
 from specbound.audit.extract import Found, is_triton_jit
@@ -38,7 +38,7 @@ from specbound.audit.program import Program
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OVERREAD, OVERRUN, UNKNOWN, AuditReport, Row
 from specbound.audit.trace_values import Alloc, Path
 from .consumers import PAGE_TABLE_REPORTED, judge_page_table, site_rows
-from .site_trace import call_argument, selves, traced_tables
+from .site_trace import STEP, branch_chain, call_argument, exclusive, is_self_attr, mentions, reported_with, selves, traced_tables
 
 BUILD_PARAMS = ("req_to_token", "cache_seqlens", "page_table", "page_size")
 TABLE = "page_table"
@@ -61,7 +61,7 @@ def check_page_table_builds(program: Program, report: AuditReport, replay: bool 
                 owner = self_val.cls.name if self_val is not None else fn.qual
                 site_rows(report, "page_table_write", owner, where, "the page-table build's stores stay in the row",
                           lambda: _rows(program, fn, self_val, owner, where, call, obj, field, build, block, runner,
-                                        _delta(fn, lengths)))
+                                        _delta(fn, lengths, call)))
 
 
 def _builds(program: Program) -> list[tuple[Found, ast.FunctionDef]]:
@@ -156,7 +156,7 @@ def _sites(program: Program, build: Found) -> list:
 def _rows(program, fn, self_val, owner, where, call, obj, field, build, block, runner, delta) -> list[Row]:
     subject = f"{owner} ({where}) -> {build.name} ({build.where}) -> stores cdiv(cache_seqlens, page_size) pages"
     check = (f"the pages the build stores per row (spec.page_table_build_columns_stored, cache_seqlens = seq_len + "
-             f"{'n' if z3.is_expr(delta) else delta}) stay in the table's row")
+             f"{z3.simplify(delta) if z3.is_expr(delta) else delta}) stay in the table's row")
     found = traced_tables(program, fn, self_val, obj, field, call.lineno, where)
     allocs = [(v, p, label) for v, p, label in found.values() if isinstance(v, Alloc) and len(v.dims) == 2
               and isinstance(v.dims[-1], (int, z3.ArithRef))]
@@ -174,20 +174,58 @@ def _bare_seq_lens(e) -> bool:
     return (isinstance(e, ast.Name) and e.id == "seq_lens") or (isinstance(e, ast.Attribute) and e.attr == "seq_lens")
 
 
-def _delta(fn, lengths) -> object:
+def _delta(fn, lengths, call) -> object:
     """The draft tokens in the lengths the build is given: 0 when every value the site's
-    function puts in them (``x = ...``, ``x.copy_(...)``) is the committed ``seq_lens`` as it
-    is (a prefix-only table); ``n`` otherwise, target verify's ``seq_len + n``."""
-    if lengths is None:
+    function puts in them (``x = ...`` other than a view of a buffer of its own, ``x.copy_(...)``)
+    is the committed ``seq_lens`` as it is (a prefix-only table); ``step + 1`` when the others are ``seq_lens + <x>.speculative_step_id
+    + 1`` (a draft-decode step, ``0 <= step <= num_steps - 2``); ``n`` otherwise, target verify's
+    ``seq_len + n``, and under a draft-extend test, where ``seq_lens`` already holds the drafts.
+    Values put in another branch of an ``if`` than ``call`` are not its."""
+    if lengths is None or _in_draft_extend(fn, call):
         return n
     text, values = ast.unparse(lengths), []
     for node in ast.walk(fn.node):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and ast.unparse(node.targets[0]) == text:
-            values.append(node.value)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and ast.unparse(node.targets[0]) == text \
+                and not _buffer_view(node.value):   # binding a graph buffer: its copy_ gives the values
+            value = node.value
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "copy_" \
                 and node.args and ast.unparse(node.func.value) == text:
-            values.append(node.args[0])
-    return 0 if values and all(_bare_seq_lens(v) for v in values) else n
+            value = node.args[0]
+        else:
+            continue
+        if not exclusive(fn.node, node, call):
+            values.append(value)
+    if not values:
+        return n
+    drafted = [v for v in values if not _bare_seq_lens(v)]
+    if not drafted:
+        return 0
+    return STEP + 1 if all(_draft_step_lengths(v) for v in drafted) else n
+
+
+def _in_draft_extend(fn, call) -> bool:
+    """Whether ``call`` runs only under a test naming ``draft_extend``: there the worker has widened
+    ``seq_lens`` by the draft tokens before the backend sees them (:mod:`.draft_extend`)."""
+    chain = branch_chain(fn.node, call) or ()
+    return any(isinstance(node, ast.If) and field == "body" and "draft_extend" in ast.unparse(node.test)
+               for node, field in chain)
+
+
+def _buffer_view(e) -> bool:
+    """``self.<buffer>[...]...`` (slices and keys of a backend's own buffer or graph dict)."""
+    if not isinstance(e, ast.Subscript):
+        return False
+    while isinstance(e, ast.Subscript):
+        e = e.value
+    return is_self_attr(e)
+
+
+def _draft_step_lengths(e) -> bool:
+    """``seq_lens + <x>.speculative_step_id + 1``."""
+    return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add) and isinstance(e.right, ast.Constant) \
+        and e.right.value == 1 and isinstance(e.left, ast.BinOp) and isinstance(e.left.op, ast.Add) \
+        and _bare_seq_lens(e.left.left) and isinstance(e.left.right, ast.Attribute) \
+        and e.left.right.attr == "speculative_step_id"
 
 
 def _judged(owner, where, subject, check, a: Alloc, path: Path, block, runner, delta, label) -> Row:
@@ -198,8 +236,10 @@ def _judged(owner, where, subject, check, a: Alloc, path: Path, block, runner, d
     # in whole blocks (a product of page_size terms) decidable
     grid = [BLOCK >= 1] + ([z3.Or([z3.And(page == d, BLOCK == block // d) for d in range(1, block + 1)
                                    if block % d == 0])] if block is not None else [])
-    j = judge_page_table(delta, width, list(path.conds) + grid, row_id,
-                         lambda s, d, p: spec.page_table_build_columns_stored(s, d, p, width, BLOCK), REPORTED,
+    steps = [z3.And(0 <= STEP, STEP <= D - 2)] if mentions(delta, STEP) else []
+    reported = reported_with(REPORTED, [delta])
+    j = judge_page_table(delta, width, list(path.conds) + grid + steps, row_id,
+                         lambda s, d, p: spec.page_table_build_columns_stored(s, d, p, width, BLOCK), reported,
                          past=WRITE_PAST)
     if j.verdict == judge.INFEASIBLE:
         return Row(row_id, subject, check, "z3", UNKNOWN, "no path to the allocation is consistent with the "
@@ -211,7 +251,7 @@ def _judged(owner, where, subject, check, a: Alloc, path: Path, block, runner, d
     row = Row(row_id, subject, check, "z3", status, detail, j.counterexample, allocation=f"{a.site} {a.text}",
               size=j.size, required=j.required)
     if status in (OVERRUN, HOLDS_ONLY_IF) and j.counterexample and runner is not None:
-        runner.replay(row, width, {**j.counterexample, "delta": judge.evaluate(delta, j.counterexample, REPORTED)})
+        runner.replay(row, width, {**j.counterexample, "delta": judge.evaluate(delta, j.counterexample, reported)})
     return row
 
 

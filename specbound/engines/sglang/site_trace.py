@@ -19,7 +19,7 @@ import z3
 
 from specbound.proofs.model import C, D, n
 
-from specbound.audit.program import Program
+from specbound.audit.program import LOOPS, Program, in_other_branches
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, Instance, Num, Path, term_ids
 from . import bindings
@@ -60,6 +60,32 @@ def dominating_statements(func_node, lineno: int) -> list:
             out.append(stmt)
     visit(func_node.body)
     return out
+
+
+def branch_chain(func_node, target) -> tuple | None:
+    """The compound statements around ``target`` in ``func_node``, outermost first, each as
+    (statement, the field of it ``target`` is in: ``body``, ``orelse``, ...); None when
+    ``target`` is not in it."""
+    def visit(node, chain):
+        if node is target:
+            return chain
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            for child in getattr(node, field, None) or []:
+                found = visit(child, chain + ((node, field),)) if isinstance(child, ast.AST) else None
+                if found is not None:
+                    return found
+        if not isinstance(node, ast.stmt) or node is func_node:
+            return None
+        return next((chain for sub in ast.walk(node) if sub is target), None)
+    return visit(func_node, ())
+
+
+def exclusive(func_node, a, b) -> bool:
+    """Whether nodes ``a`` and ``b`` of ``func_node`` sit in different branches of one ``if``
+    (:func:`specbound.audit.program.in_other_branches`)."""
+    ca, cb = branch_chain(func_node, a), branch_chain(func_node, b)
+    return ca is not None and cb is not None and in_other_branches(
+        ca, cb, lambda s: isinstance(s, ast.If), lambda s: isinstance(s, LOOPS))
 
 
 def resolve(tracer: Tracer, expr, frame, path: Path) -> list:
@@ -119,7 +145,7 @@ def is_self_attr(e) -> bool:
 def field_values(program: Program, fn, self_val, obj, field, line: int, hops: int = 0) -> list:
     """(expression, function) of what ``<obj>.<field>`` holds at line ``line`` of ``fn``: the
     last assignment of it that runs before (in the enclosing statement lists); through
-    ``obj = <y>`` before, a parameter's arguments, and a record stored as ``self.<d>[<k>] =
+    ``obj = <y>`` before (``obj = None`` before: each ``obj = <y>`` in the branches between), a parameter's arguments, and a record stored as ``self.<d>[<k>] =
     <x>`` and read back as ``self.<d>[<key>]``.  Empty where the trail ends."""
     if field is None:
         return [(obj, fn)]
@@ -133,6 +159,10 @@ def field_values(program: Program, fn, self_val, obj, field, line: int, hops: in
         if isinstance(target, ast.Attribute) and target.attr == field and ast.unparse(target.value) == text:
             return [(stmt.value, fn)]
         if ast.unparse(target) == text:
+            if isinstance(stmt.value, ast.Constant) and stmt.value.value is None:
+                # `x = None`, then `x = ...` in branches before the use: what those assign
+                return [v for a in _assigned_after(fn.node, text, stmt, line)
+                        for v in field_values(program, fn, self_val, a.value, field, a.lineno, hops + 1)]
             return field_values(program, fn, self_val, stmt.value, field, stmt.lineno, hops + 1)
     if isinstance(obj, ast.Name) and obj.id in fn.params():
         params, out = [a for a in fn.params() if a != "self"], []
@@ -154,6 +184,13 @@ def field_values(program: Program, fn, self_val, obj, field, line: int, hops: in
                     out += field_values(program, method, self_val, node.value, field, node.lineno, hops + 1)
         return out
     return []
+
+
+def _assigned_after(func_node, text: str, stmt, line: int) -> list:
+    """The assignments ``<text> = ...`` after ``stmt`` and before line ``line`` (in the branches
+    between them)."""
+    return [node for node in ast.walk(func_node) if isinstance(node, ast.Assign) and len(node.targets) == 1
+            and ast.unparse(node.targets[0]) == text and stmt.end_lineno < node.lineno < line]
 
 
 def dict_entry(program: Program, self_val, expr, fn):
