@@ -33,16 +33,18 @@ EFFECT = {"overrun": "silent corruption: a kernel writes past the buffer",
 # indices written by a backend's own launch; plan_copy.py: the kv-index stream copied;
 # fill_write.py: a page table written by a fill clamped to the batch, not the width; packed_mask.py:
 # the host assert before the packer raises; compressed_page_table.py: a page table read;
-# clamped_gather.py: a torch gather that raises; req_to_token_row.py: the draft kv build reads past
-# the row; req_to_token_reservation.py: the decode reservation writes past it).
+# clamped_gather.py: a torch gather that raises; block_table_copy.py: a torch copy that raises;
+# req_to_token_row.py: the draft kv build reads past the row; req_to_token_reservation.py: the
+# decode reservation writes past it).
 REFUTED_BY_PREFIX = {"buffer.": "overrun", "consumer.page_table[": "overread", "consumer.custom_mask[": "crash",
                      "consumer.verify_kv_indices[": "overrun", "consumer.page_table_draft_decode[": "overread",
                      "consumer.sparse_page_table[": "overread", "consumer.page_table_write[": "overrun",
                      "consumer.padded_verify_mask[": "crash", "consumer.direct_kv_indices[": "overrun",
                      "consumer.plan_copy[": "crash", "consumer.page_table_fill_write[": "overrun",
                      "consumer.packed_mask[": "crash", "consumer.compressed_page_table[": "overread",
-                     "consumer.clamped_gather[": "crash", "consumer.req_to_token_row[": "overread",
-                     "consumer.req_to_token_row_paged[": "overread", "consumer.req_to_token_reservation[": "overrun",
+                     "consumer.clamped_gather[": "crash", "consumer.block_table_copy[": "crash",
+                     "consumer.req_to_token_row[": "overread", "consumer.req_to_token_row_paged[": "overread",
+                     "consumer.req_to_token_reservation[": "overrun",
                      "consumer.req_to_token_reservation_paged[": "overrun"}
 SITE = re.compile(r"@([\w./-]+\.py):(\d+)\]$")
 # A location inside a row's subject: " (file:line)", " (file:line (moved))", " at file:line".

@@ -17,27 +17,8 @@ from specbound import spec
 from specbound.audit.report import MATCHED, NOT_PRESENT, OVERRUN, UNKNOWN
 from specbound.engines.sglang.locate import PACKAGE
 from specbound.engines.sglang.req_to_token_row import check_req_to_token_rows
-from specbound.engines.sglang.testing import audit_rows, write_sglang_package
-
-# sglang 0.5.23's allocation_sizing, reduced: the row's headroom and the reserve are under test.
-SIZING = """
-from sglang.srt.runtime_context import get_alloc_page_size, get_spec, max_speculative_num_draft_tokens
-
-
-def get_alloc_len_per_decode() -> int:
-    spec = get_spec()
-    return max(spec.speculative_eagle_topk * spec.speculative_num_steps, max_speculative_num_draft_tokens())
-
-
-def get_alloc_reserve_per_decode() -> int:
-    return {reserve}
-
-
-def get_req_to_token_extra_context_len() -> int:
-    spec = get_spec()
-    page = get_alloc_page_size()
-    return {extra}
-"""
+from specbound.engines.sglang.testing import SCHEDULER, SGLANG_RESERVE, audit_rows, reservation_files, \
+    write_sglang_package
 
 CONFIGURATOR = """
 from sglang.srt.mem_cache.allocation_sizing import get_req_to_token_extra_context_len
@@ -53,48 +34,17 @@ class KVCacheConfigurator:
         )
 """
 
-# The scheduler's bound on a request still decoding (tp_worker.py:421, scheduler.py:2714 in 0.5.23).
-TP_WORKER = """
-class TpModelWorker:
-    def __init__(self):
-        max_req_len = min(
-            self.model_config.context_len - 1,
-            self.model_runner.effective_logical_max_total_num_tokens - 1,
-        )
-"""
-SCHEDULER = """
-class Scheduler:
-    def clamp(self, req, input_len, max_new_tokens):
-        return max(0, min(max_new_tokens, self.max_req_len - input_len - 1))
-"""
-CONTEXT = ("def get_spec():\n    pass\n\n\ndef get_alloc_page_size():\n    pass\n\n\n"
-           "def max_speculative_num_draft_tokens():\n    pass\n")
 POOL = "class ReqToTokenPool:\n    def __init__(self, size, max_context_len, device):\n        pass\n"
 
 SGLANG_ROW = "4 + (max_speculative_num_draft_tokens() or 0)"
-SGLANG_RESERVE = "2 * get_alloc_len_per_decode()"
 RESERVE_ROW = "get_alloc_reserve_per_decode()"          # the row holds a whole reservation past the context
-
-
-# eagle_prepare_for_decode from 0.5.16 on, reduced: the reservation rounded up to whole pages.
-ALIGNED = """
-def page_aligned_decode_alloc_lens(reqs, *, reserve, page_size):
-    return [(r.kv.kv_committed_len + reserve + page_size - 1) // page_size * page_size for r in reqs]
-"""
 
 
 def rows(root: Path, extra: str, reserve: str | None = SGLANG_RESERVE, scheduler: str = SCHEDULER,
          layout: str = "", aligned: bool = True, more: dict | None = None) -> list:
     """The reservation rows of one layout: "" (page size 1) or "_paged"."""
-    sizing = SIZING.replace("{extra}", extra).replace("{reserve}", reserve or "0")
-    if reserve is None:   # a release without the helper
-        sizing = sizing.replace("def get_alloc_reserve_per_decode", "def _no_helper")
-    files = {"srt/mem_cache/allocation_sizing.py": sizing, "srt/mem_cache/memory_pool.py": POOL,
-             "srt/mem_cache/kv_cache_configurator.py": CONFIGURATOR, "srt/runtime_context.py": CONTEXT,
-             "srt/managers/tp_worker.py": TP_WORKER, "srt/managers/scheduler.py": scheduler}
-    if aligned:
-        files["srt/speculative/eagle_utils.py"] = ALIGNED
-    files.update(more or {})
+    files = {**reservation_files(extra, reserve, scheduler, aligned), "srt/mem_cache/memory_pool.py": POOL,
+             "srt/mem_cache/kv_cache_configurator.py": CONFIGURATOR, **(more or {})}
     write_sglang_package(root, files, "0.0.0+toy")
     got = audit_rows(root, lambda program, rep: check_req_to_token_rows(program, rep, replay=False), PACKAGE)
     return [r for r in got if r.id.startswith(f"consumer.req_to_token_reservation{layout}[")]

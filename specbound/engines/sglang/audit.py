@@ -40,6 +40,7 @@ from .plan_copy import check_plan_copies
 from .packed_mask import check_packed_masks
 from .compressed_page_table import check_compressed_page_tables
 from .clamped_gather import check_clamped_gathers
+from .block_table_copy import check_block_table_copies
 from .fill_write import check_fill_writes
 from .req_to_token_row import check_req_to_token_rows
 from .helpers import SPEC_UTILS_FILE
@@ -216,6 +217,7 @@ def _consumers(index, rep, program, replay):
     check_packed_masks(program, rep, replay=replay)
     check_compressed_page_tables(program, rep, replay=replay)
     check_clamped_gathers(program, rep, replay=replay)
+    check_block_table_copies(program, rep, replay=replay)
     check_fill_writes(program, rep, replay=replay)
     check_page_table_builds(program, rep, replay=replay)
     check_req_to_token_rows(program, rep, index=index, replay=replay)

@@ -40,3 +40,66 @@ def audit_rows(root: Path, check, package: str) -> list:
     rep = AuditReport(str(root), "toy", "test", engine=BINDINGS.engine)
     check(Program(SourceIndex(root), package), rep)
     return rep.rows
+
+
+# --- a decode reservation, as the reservation rows read it (sglang 0.5.23's, reduced) -------------
+
+# allocation_sizing: the row's headroom and the reserve are what a test varies.
+SIZING = """
+from sglang.srt.runtime_context import get_alloc_page_size, get_spec, max_speculative_num_draft_tokens
+
+
+def get_alloc_len_per_decode() -> int:
+    spec = get_spec()
+    return max(spec.speculative_eagle_topk * spec.speculative_num_steps, max_speculative_num_draft_tokens())
+
+
+def get_alloc_reserve_per_decode() -> int:
+    return {reserve}
+
+
+def get_req_to_token_extra_context_len() -> int:
+    spec = get_spec()
+    page = get_alloc_page_size()
+    return {extra}
+"""
+
+# The scheduler's bound on a request still decoding (tp_worker.py:421, scheduler.py:2714 in 0.5.23).
+TP_WORKER = """
+class TpModelWorker:
+    def __init__(self):
+        max_req_len = min(
+            self.model_config.context_len - 1,
+            self.model_runner.effective_logical_max_total_num_tokens - 1,
+        )
+"""
+SCHEDULER = """
+class Scheduler:
+    def clamp(self, req, input_len, max_new_tokens):
+        return max(0, min(max_new_tokens, self.max_req_len - input_len - 1))
+"""
+CONTEXT = ("def get_spec():\n    pass\n\n\ndef get_alloc_page_size():\n    pass\n\n\n"
+           "def max_speculative_num_draft_tokens():\n    pass\n")
+
+
+# eagle_prepare_for_decode from 0.5.16 on, reduced: the reservation rounded up to whole pages.
+ALIGNED = """
+def page_aligned_decode_alloc_lens(reqs, *, reserve, page_size):
+    return [(r.kv.kv_committed_len + reserve + page_size - 1) // page_size * page_size for r in reqs]
+"""
+SGLANG_RESERVE = "2 * get_alloc_len_per_decode()"
+
+
+def reservation_files(extra: str = "0", reserve: str | None = SGLANG_RESERVE, scheduler: str = SCHEDULER,
+                      aligned: bool = True) -> dict:
+    """The files a release's decode reservation is read from: ``extra`` the row's headroom,
+    ``reserve`` what ``get_alloc_reserve_per_decode`` returns (None: a release without it),
+    ``aligned`` whether the reservation is rounded up to whole pages."""
+    sizing = SIZING.replace("{extra}", extra).replace("{reserve}", reserve or "0")
+    if reserve is None:
+        sizing = sizing.replace("def get_alloc_reserve_per_decode", "def _no_helper")
+    files = {"srt/mem_cache/allocation_sizing.py": sizing, "srt/runtime_context.py": CONTEXT,
+             "srt/managers/tp_worker.py": TP_WORKER, "srt/managers/scheduler.py": scheduler}
+    if aligned:
+        files["srt/speculative/eagle_utils.py"] = ALIGNED
+    return files

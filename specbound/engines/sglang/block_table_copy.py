@@ -1,0 +1,355 @@
+"""Consumer rows ``consumer.block_table_copy[<class>.<table>@<copy>]``: a graph block table refilled
+by copying a strided gather of ``req_to_token`` rows into its first columns (sglang's Ascend
+backend in graph replay, every 0.5.x release).
+
+The contract (:func:`specbound.spec.block_table_copy_fits`, theorem ``CT-BLOCK-TABLE-COPY``):
+``table[:bs, :k].copy_(req_to_token[rows, 0:L:P] // P)`` runs only when the destination, clipped
+to the table (``min(k, W_table)`` columns), and the source, clipped to the row
+(:func:`specbound.spec.strided_gather_pages`), have as many columns; otherwise torch raises
+inside the graph replay and the server dies.
+
+* A *copy* is a call ``<t>[:<rows>, :<k>].copy_(<g>)`` (or ``<g> // <P>``) in a function of an
+  attention backend, ``<g>`` a strided gather (:func:`.clamped_gather.strided_gather`).
+* ``<t>`` is followed through the metadata record and graph dict to its 2-D allocation
+  (:func:`.site_trace.traced_tables`); ``<k>``, ``<L>`` and the step by :class:`CopyTracer`:
+  ``X.max().item()`` of the lengths given is ``max(seq_lens)`` plus what ``X`` adds (``n`` in
+  target verify, the draft step's ``step + 1`` in draft decode), a batch's longest length
+  admitted, ``0 <= max(seq_lens) <= C - 1``; ``max_seq_len_host`` (0.5.23's mirrorless replay:
+  "the host-side max of the page-aligned allocated seq lens") is ``max(kv_allocated_len)``, the
+  end of a decode reservation (:func:`specbound.spec.decode_reservation_end`) made at a committed
+  length ``<= C - 4`` (sglang's scheduler keeps a request decoding up to ``C - 3``, and the
+  reservation read is the one of the step before, which committed at least one token) with the
+  release's own reserve (:class:`.req_to_token_reservation.Reservation`); ``<x>.shape[1]`` of the
+  table is its width, of ``req_to_token`` the row's.
+* The ``req_to_token`` row (the source's clip) is any width of at least sglang's least,
+  ``spec.req_to_token_row_width(C, n)``, holding the reservation read (a row that does not is
+  ``consumer.req_to_token_reservation``'s finding); a finding is checked again for every such
+  width, and says whether it depends on it.
+* Judged through the core per traced path: ``matched``; ``crash`` when a reservation's end
+  (sglang's own allocation, near the context limit) makes the columns differ, or when they differ
+  even with the longest request's length within the context; ``holds only if <L> <= C``
+  otherwise (a batch's longest request with room for what the pass adds, which sglang does not
+  check).  A finding is replayed with torch's ``copy_`` on the CPU at the counterexample.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import cached_property
+
+import z3
+
+from specbound import spec
+from specbound.proofs import core
+from specbound.proofs.model import C, D, K, labelled, n, page
+
+from specbound.audit import judge
+from specbound.audit.program import Program
+from specbound.audit.report import CRASH, ERROR, HOLDS_ONLY_IF, MATCHED, UNKNOWN, AuditReport, Row
+from specbound.audit.trace_values import Alloc, NoneValue, Num, Path, source_text, term_ids
+from . import bindings
+from .clamped_gather import strided_gather
+from .consumers import site_rows
+from .req_to_token_reservation import COMMITTED_SLACK, Reservation
+from .req_to_token_row import RowTracer
+from .site_trace import LONGEST_COMMITTED, MetadataTracer, attention_nodes, mentions, reported_with, resolve, selves, \
+    traced_tables
+
+KIND = "block_table_copy"
+CHECK = "the block-table copy's destination and source columns match (spec.block_table_copy_fits)"
+ALLOCATED = z3.Int("max(kv_allocated_len)")
+ALLOCATED_AT = z3.Int("kv_committed_len at that reservation")
+ROW = z3.Int("row_width")
+TABLE = z3.Int("table_width")
+REPORTED = (("max(seq_lens)", LONGEST_COMMITTED), ("max(kv_allocated_len)", ALLOCATED),
+            ("kv_committed_len at that reservation", ALLOCATED_AT), ("topk", K), ("num_draft_tokens", n),
+            ("page_size", page), ("max_context_len", C), ("row_width", ROW))
+# sglang's documented MTP setting for DeepSeek (steps 3, topk 1, 4 draft tokens), an Ascend page of 128
+NPU_CHOICE = {"num_steps": (D, 3), "topk": (K, 1), "num_draft_tokens": (n, 4), "page_size": (page, 128),
+              "max_context_len": (C, 131072)}
+CRASH_WORDS = ("copy_ raises on the column mismatch inside the graph replay: the server dies (a RuntimeError, "
+               "no corruption)")
+
+
+class CopyTracer(MetadataTracer):
+    """:class:`.site_trace.MetadataTracer`, plus the reads this copy's sizes make:
+    ``max_seq_len_host`` is ``ALLOCATED`` or None; ``<table>.shape[1]`` is ``TABLE`` and
+    ``<...>.req_to_token.shape[1]`` is ``ROW``."""
+
+    table_text = ""
+
+    def _resolve(self, e, frame, path, receiver):
+        if not receiver:
+            if (isinstance(e, ast.Name) and e.id == "max_seq_len_host") or \
+                    (isinstance(e, ast.Attribute) and e.attr == "max_seq_len_host"):
+                # a mirrorless replay is handed the longest allocation; other replays, None (one
+                # value per path, so its `is not None` test and its uses agree)
+                pinned = self._pinned(path, ("max_seq_len_host",))
+                if pinned is not None:
+                    return [(pinned, path)]
+                return [(v, self._pin(path, ("max_seq_len_host",), v)) for v in (Num(ALLOCATED), NoneValue())]
+            shaped = _width_of(e)
+            if shaped is not None:
+                if source_text(shaped).endswith("req_to_token"):
+                    return [(Num(ROW), path)]
+                if source_text(shaped) == self.table_text:
+                    return [(Num(TABLE), path)]
+        return super()._resolve(e, frame, path, receiver)
+
+
+def _width_of(e):
+    """``X`` of ``X.shape[1]``, else None."""
+    if isinstance(e, ast.Subscript) and isinstance(e.value, ast.Attribute) and e.value.attr == "shape" \
+            and isinstance(e.slice, ast.Constant) and e.slice.value == 1:
+        return e.value.value
+    return None
+
+
+class _Release:
+    """What every copy of one release is judged with: the decode reservation (traced once, when
+    a copy reads ``max_seq_len_host``) and the judgements made (two backend classes share a
+    method)."""
+
+    def __init__(self, program: Program, replay: bool):
+        self.program, self.replay, self.judged = program, replay, {}
+
+    @cached_property
+    def reservation(self) -> Reservation:
+        return Reservation(self.program, RowTracer, None, replay=False)
+
+
+def check_block_table_copies(program: Program, report: AuditReport, replay: bool = True) -> None:
+    """``replay``: run the copy with torch at each finding's counterexample."""
+    release = _Release(program, replay)
+    for fn, node in attention_nodes(program, "req_to_token"):
+        site = _copy(node)
+        if site is None:
+            continue
+        where = f"{fn.rel}:{node.lineno}"
+        for self_val in selves(program, fn):
+            owner = self_val.cls.name if self_val is not None else fn.qual
+            site_rows(report, KIND, owner, where, CHECK,
+                      lambda: _rows(release, fn, self_val, node, site, owner, where))
+
+
+def _copy(node):
+    """(table expression, column bound, gather length, gather step) of ``<t>[:<r>, :<k>].copy_(<g>)``."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "copy_"
+            and len(node.args) == 1):
+        return None
+    dest = node.func.value
+    if not (isinstance(dest, ast.Subscript) and isinstance(dest.slice, ast.Tuple) and len(dest.slice.elts) == 2):
+        return None
+    cols = dest.slice.elts[1]
+    if not (isinstance(cols, ast.Slice) and cols.lower is None and cols.step is None and cols.upper is not None):
+        return None
+    src = node.args[0]
+    if isinstance(src, ast.BinOp) and isinstance(src.op, ast.FloorDiv):
+        src = src.left
+    gather = strided_gather(src)
+    if gather is None or gather[0] is None:
+        return None
+    return dest.value, cols.upper, gather[0], gather[1]
+
+
+def _rows(release: _Release, fn, self_val, node, site, owner, where) -> list[Row]:
+    table, cols, length, step = site
+    program = release.program
+    subject = f"{owner} ({where}) -> {ast.unparse(node)[:160]}"
+    obj, field = (table.value, table.attr) if isinstance(table, ast.Attribute) else (table, None)
+    found = traced_tables(program, fn, self_val, obj, field, node.lineno, where)
+    allocs = [(v, p, label) for v, p, label in found.values() if isinstance(v, Alloc) and len(v.dims) == 2
+              and isinstance(v.dims[-1], (int, z3.ArithRef))]
+    if not allocs:
+        return [Row(f"consumer.{KIND}[{owner}@{where}]", subject, CHECK, "ast", UNKNOWN,
+                    f"`{ast.unparse(table)}` was not traced to a 2-D allocation")]
+    tracer = CopyTracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
+    tracer.table_text = source_text(table)
+    frame = tracer.top_frame(fn, self_val)
+    paths, untraced = [], set()
+    for lv, lp in resolve(tracer, length, frame, Path()):
+        for kv, kp in resolve(tracer, cols, frame, lp):
+            for sv, sp in resolve(tracer, step, frame, kp):
+                bad = next((v for v in (lv, kv, sv) if not isinstance(v, Num)), None)
+                if bad is not None:
+                    untraced.add(str(getattr(bad, "reason", bad))[:120])
+                else:
+                    paths.append((lv.term, kv.term, sv.term, sp))
+    return [_row(release, owner, where, subject, a, p, label, paths, untraced) for a, p, label in allocs]
+
+
+def _row(release: _Release, owner, where, subject, a: Alloc, path, label, paths, untraced) -> Row:
+    holder = (a.holder or label or a.func.split(".")[-1]).removeprefix("self.")
+    row_id = f"consumer.{KIND}[{owner}.{holder}@{where}]"
+    judged, seen, why = [], set(), set()
+    for length, cols, step, p in paths:
+        ident = (term_ids([length, cols, step, a.dims[-1]]), term_ids([*path.conds, *p.conds]))
+        if ident in seen:
+            continue
+        seen.add(ident)
+        if ident not in release.judged:
+            release.judged[ident] = _judgements(release, row_id, length, cols, step, a.dims[-1],
+                                                [*path.conds, *p.conds])
+        for j in release.judged[ident]:
+            if isinstance(j, str):
+                why.add(j)
+            elif j.verdict != judge.INFEASIBLE:
+                judged.append((j, length, cols, step))
+    allocation = f"{a.site} {a.text}"
+    order = [CRASH, judge.ERROR, judge.HOLDS_ONLY_IF, judge.MATCHED]
+    judged.sort(key=lambda e: order.index(e[0].verdict) if e[0].verdict in order else 1)
+    if (untraced or why) and not any(j.verdict in (CRASH, judge.HOLDS_ONLY_IF) for j, *_ in judged):
+        return Row(row_id, subject, CHECK, "ast", UNKNOWN, "not judged: " + "; ".join(sorted(untraced | why)),
+                   allocation=allocation)
+    if not judged:
+        return Row(row_id, subject, CHECK, "ast", UNKNOWN, "no path to the copy is consistent with the preconditions",
+                   allocation=allocation)
+    j, length, cols, step = judged[0]
+    status = {CRASH: CRASH, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF, judge.MATCHED: MATCHED}.get(j.verdict, ERROR)
+    detail = (f"holds only if {j.condition}: " if j.condition else "") + j.detail
+    detail += f" [length L = {_shown(length)}, columns k = {_shown(cols)}; the table allocated at {a.site}]"
+    others = sorted({f"L = {_shown(x)}: {e.verdict}" for e, x, *_ in judged[1:]})
+    if others:
+        detail += " | other paths: " + "; ".join(others)
+    row = Row(row_id, subject, CHECK, "z3", status, detail, j.counterexample, allocation=allocation,
+              size=j.size, required=j.required)
+    if status in (CRASH, HOLDS_ONLY_IF) and j.counterexample and release.replay:
+        _replay(row, length, cols, step, a.dims[-1], j.counterexample)
+    return row
+
+
+def _shown(t) -> str:
+    return " ".join(str(z3.simplify(t) if z3.is_expr(t) else t).split())
+
+
+def _judgements(release: _Release, name, length, cols, step, width, conds) -> list:
+    """One judgement per reading of the lengths (per traced reserve where the copy reads an
+    allocated length); a string where a reading cannot be made."""
+    base = {**labelled(spec.context_ok(C)), **labelled(spec.tree_shape_ok(K, D, n)),
+            "page_size_positive": page >= 1, "step_positive": step >= 1, "table_width": TABLE == width,
+            "row_at_least_sglang_least": ROW >= spec.req_to_token_row_width(C, n),
+            "chain_tree_size": z3.Implies(K == 1, n == D + 1),   # sglang's rule for a chain draft
+            **{f"path_{i}": c for i, c in enumerate(conds)}}
+    terms = [length, cols, step]
+    if mentions_any(terms, LONGEST_COMMITTED):
+        base.update(longest_length_nonneg=LONGEST_COMMITTED >= 0, longest_length_admitted=LONGEST_COMMITTED <= C - 1)
+    if not mentions_any(terms, ALLOCATED):
+        return [_judge(name, length, cols, step, width, base, allocated=False)]
+    res = release.reservation
+    if res.why or res.bound is None:
+        return [f"`max_seq_len_host` is a decode reservation's end, not bounded here: "
+                f"{res.why or 'sglang scheduler bound not found'}"]
+    out = []
+    for reserve, rconds in res.reserves:
+        end = spec.decode_reservation_end(ALLOCATED_AT, reserve, page if res.aligned else 1)
+        hyps = {**base, "reservation_end": ALLOCATED == end,
+                "reserved_while_decoding": z3.And(ALLOCATED_AT >= 0, ALLOCATED_AT <= C - COMMITTED_SLACK - 1),
+                "row_holds_reservation": ROW >= ALLOCATED,
+                **{f"reserve_path_{i}": c for i, c in enumerate(rconds)}}
+        out.append(_judge(name, length, cols, step, width, hyps, allocated=True,
+                          note=f"{_at_npu_choice(name, length, cols, step, hyps)}; max(kv_allocated_len) is the end of a reservation of {_shown(reserve)} slots "
+                               f"({'page aligned, ' + res.aligned if res.aligned else 'not page aligned'}) made at "
+                               f"kv_committed_len <= C - {COMMITTED_SLACK + 1} ({res.bound})"))
+    return out
+
+
+def mentions_any(terms, var) -> bool:
+    return any(mentions(t, var) for t in terms)
+
+
+def _judge(name, length, cols, step, width, hyps, allocated: bool, note: str = "") -> judge.Judgement:
+    goal = spec.block_table_copy_fits(cols, length, step, TABLE, ROW)
+    required = f"{_shown(spec.strided_gather_pages(length, step, ROW))} source columns"
+    size = f"min({_shown(cols)}, {_shown(width)}) destination columns"
+    reported = _reported(hyps, [length, cols, step, width])
+    source = spec.strided_gather_pages(length, step, ROW)
+    try:
+        done = judge.settled(name, goal, hyps, required, size, "proved for all inputs under")
+        if done is not None:
+            return done
+        cex = judge.counterexample(hyps, [], goal, tuple(k for k, _ in reported), reported=reported,
+                                   prefs=[n >= 2, source >= 2])   # one source column would broadcast
+        cex = {"bs": 1, **cex} if cex is not None else None
+        every_row = _for_every_row(name, goal, hyps, cex, reported)
+        if allocated:
+            return judge.Judgement(CRASH, required, size, counterexample=cex,
+                                   detail=f"refuted for a request sglang's scheduler keeps decoding, once its "
+                                          f"decode reservation reaches past the context: {CRASH_WORDS}; e.g. "
+                                          f"{cex}{every_row}{note}")
+        try:
+            core.check(f"{name}/fits_with_room", goal, hyps={**hyps, "request_room": length <= C})
+        except core.Refuted:
+            return judge.Judgement(CRASH, required, size, counterexample=cex,
+                                   detail=f"refuted even with the longest request's length within the context: "
+                                          f"{CRASH_WORDS}; e.g. {cex}{every_row}")
+        return judge.Judgement(judge.HOLDS_ONLY_IF, required, size, counterexample=cex,
+                               condition=f"{_shown(length)} <= max_context_len",
+                               detail=f"a batch whose longest request is admitted below the context but has no room "
+                                      f"for what the pass adds: {CRASH_WORDS}; e.g. {cex}{every_row}")
+    except core.Unknown as e:
+        return judge.Judgement(judge.ERROR, required, size, detail=f"the solver gave no verdict: {e}")
+
+
+def _at_npu_choice(name, length, cols, step, hyps) -> str:
+    """The first committed length whose reservation crashes the copy at sglang's recommended MTP
+    setting for DeepSeek (NPU_CHOICE) with a 128-token page and a 128K context."""
+    pinned = {f"at_{k}": v == x for k, (v, x) in NPU_CHOICE.items()}
+    goal = spec.block_table_copy_fits(cols, length, step, TABLE, ROW)
+    names = ("kv_committed_len at that reservation", "row_width")
+    cex = judge.counterexample({**hyps, **pinned}, [], goal, names, reported=REPORTED, prefs=[])
+    if cex is None:
+        return ""
+    # The source's columns only grow with the row, the destination's do not: the smallest row
+    # width that crashes bounds every one that does.
+    (at, width), context = (cex[k] for k in names), NPU_CHOICE["max_context_len"][1]
+    words = ", ".join(f"{k} {x}" for k, (_, x) in NPU_CHOICE.items())
+    return (f"; at {words}: the step after a reservation made at kv_committed_len = {at} (C - {context - at}) "
+            f"crashes whenever the req_to_token row is at least {width} (C + {width - context}) wide")
+
+
+def _reported(hyps: dict, terms) -> tuple:
+    """The quantities a counterexample shows: the sizes', the configuration's, and the draft
+    step's or the reservation's where the copy reads them."""
+    terms = [*terms, *hyps.values()]
+    always = {"num_draft_tokens", "page_size", "max_context_len", "row_width"}
+    return reported_with(tuple((k, v) for k, v in REPORTED if k in always or mentions_any(terms, v)), terms)
+
+
+def _for_every_row(name, goal, hyps, cex, reported) -> str:
+    """Whether the counterexample fails for every row width the hypotheses admit, its other
+    quantities fixed (then the row's exact headroom does not matter)."""
+    if cex is None:
+        return ""
+    pinned = {f"at_{k}": v == cex[k] for k, v in reported if k in cex and k != "row_width"}
+    try:
+        core.check(f"{name}/every_row", z3.Not(goal), hyps={**hyps, **pinned})
+    except core.Refuted:
+        return f" (at a row width of {cex['row_width']}; a row of another width can fit)"
+    return " (whatever the req_to_token row's width, from sglang's least up)"
+
+
+def _replay(row: Row, length, cols, step, width, values: dict) -> None:
+    """The copy with torch on the CPU at the counterexample: a table of the allocation's width, a
+    ``req_to_token`` row of the counterexample's width, sglang's slice and ``copy_``."""
+    import torch
+
+    reported = _reported({}, [length, cols, step, width])
+    ev = {"Wt": judge.evaluate(width, values, reported), "W": values.get("row_width")}
+    at = {**values, "table_width": ev["Wt"]}
+    widths = (*reported, ("table_width", TABLE))
+    ev.update({k: judge.evaluate(t, at, widths) for k, t in (("L", length), ("k", cols), ("P", step))})
+    if any(v is None for v in ev.values()):
+        row.detail += "; no replay: a size is not concrete at the counterexample"
+        return
+    table = torch.zeros(1, ev["Wt"], dtype=torch.int32)
+    rows = torch.zeros(1, ev["W"], dtype=torch.int32)
+    row.method, row.replay = "z3 + torch", {**values, **ev}
+    try:
+        table[:1, : ev["k"]].copy_(rows[torch.zeros(1, dtype=torch.long), 0: ev["L"]: ev["P"]] // ev["P"])
+    except RuntimeError as e:
+        row.detail += (f"; replayed with torch: table[:1, :{ev['k']}].copy_(req_to_token[rows, 0:{ev['L']}:{ev['P']}]) "
+                       f"into a table {ev['Wt']} wide from a row {ev['W']} wide raises RuntimeError: "
+                       f"{str(e).splitlines()[0]}")
+        return
+    row.detail += "; the torch replay did not raise"
+    row.status = ERROR   # the model says it raises, torch does not: the audit's own model is off

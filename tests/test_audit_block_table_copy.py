@@ -1,0 +1,143 @@
+"""The block-table copy's rows (`consumer.block_table_copy[...]`) on small sglang-shaped Ascend
+backends written here: graph replay refills ``block_tables[:bs, :k]`` from a strided gather of the
+``req_to_token`` rows, with the batch's longest length (plus the draft in target verify), with the
+longest decode reservation (0.5.23's mirrorless replay), or with the whole row.  A table with the
+draft's headroom matches the first; sglang's 0.5.10 table (``ceil(C / P)``) holds only while a
+request has room for the draft, 0.5.1's (``C // P``) crashes; a reservation reaching past the
+context crashes the mirrorless copy.  Each finding is replayed with torch's ``copy_``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from specbound import spec
+from specbound.audit.report import CRASH, HOLDS_ONLY_IF, MATCHED, UNKNOWN
+from specbound.engines.sglang.block_table_copy import check_block_table_copies
+from specbound.engines.sglang.locate import PACKAGE
+from specbound.engines.sglang.testing import SCHEDULER, audit_rows, reservation_files, write_sglang_package
+
+BACKEND = """
+import torch
+
+
+class ForwardMetadata:
+    block_tables = None
+
+
+class ToyAscendBackend:
+    def __init__(self, model_runner):
+        self.max_context_len = model_runner.model_config.context_len
+        self.page_size = model_runner.page_size
+        self.speculative_num_draft_tokens = model_runner.server_args.speculative_num_draft_tokens
+        self.req_to_token = model_runner.req_to_token_pool.req_to_token
+
+    def init_cuda_graph_state(self, max_bs, max_num_tokens):
+        self.graph_metadata = {"block_tables": torch.empty((max_bs, {width}), dtype=torch.int32)}
+
+    def init_forward_metadata_capture_cuda_graph(self, bs):
+        metadata = ForwardMetadata()
+        metadata.block_tables = self.graph_metadata["block_tables"][:bs, :]
+        self.graph_metadata[bs] = metadata
+
+    def init_forward_metadata_replay_cuda_graph(self, bs, req_pool_indices, seq_lens_cpu, forward_mode,
+                                                max_seq_len_host=None):
+        metadata = self.graph_metadata[bs]
+        if seq_lens_cpu is not None:
+            lens = seq_lens_cpu[:bs].int()
+            if forward_mode.is_target_verify():
+                lens = lens + self.speculative_num_draft_tokens
+            max_len = lens.max().item()
+            max_seq_pages = (max_len + self.page_size - 1) // self.page_size
+            metadata.block_tables[:bs, :max_seq_pages].copy_(
+                self.req_to_token[req_pool_indices[:bs], 0 : max_len : self.page_size] // self.page_size
+            )
+        elif max_seq_len_host is not None:
+            max_len = max_seq_len_host + self.speculative_num_draft_tokens
+            max_seq_pages = (max_len + self.page_size - 1) // self.page_size
+            metadata.block_tables[:bs, :max_seq_pages].copy_(
+                self.req_to_token[req_pool_indices[:bs], 0 : max_len : self.page_size] // self.page_size
+            )
+        else:
+            total_pages = min(
+                metadata.block_tables.shape[1],
+                (self.req_to_token.shape[1] + self.page_size - 1) // self.page_size,
+            )
+            metadata.block_tables[:bs, :total_pages].copy_(
+                self.req_to_token[req_pool_indices[:bs], 0 : total_pages * self.page_size : self.page_size]
+                // self.page_size
+            )
+"""
+HEADROOM = "(self.max_context_len + self.page_size - 1 + self.speculative_num_draft_tokens) // self.page_size"
+CONTEXT_PAGES = "(self.max_context_len + self.page_size - 1) // self.page_size"    # sglang 0.5.10
+WHOLE_PAGES = "self.max_context_len // self.page_size"                              # sglang 0.5.1
+BACKEND_FILE = "srt/hardware_backend/npu/attention/ascend_backend.py"
+
+
+def rows(root: Path, width: str, reservation: dict | None = None) -> dict:
+    """The rows by the copy's branch: "lengths", "allocated" (max_seq_len_host), "row" (the whole row)."""
+    files = {BACKEND_FILE: BACKEND.replace("{width}", width), **(reservation or {})}
+    write_sglang_package(root, files, "0.0.0+toy")
+    got = audit_rows(root, check_block_table_copies, PACKAGE)
+    lines = {line: branch for branch, line in zip(("lengths", "allocated", "row"), _copy_lines())}
+    out = {lines[int(r.id.rsplit(":", 1)[1].rstrip("]"))]: r for r in got}
+    assert len(out) == len(got) == 3, [(r.id, r.status) for r in got]
+    return out
+
+
+def _copy_lines() -> list:
+    return [i for i, line in enumerate(BACKEND.splitlines(), 1) if ".copy_(" in line]
+
+
+def _fits(x: dict, length: int, table_width: int) -> bool:
+    """The spec's contract at a counterexample's values."""
+    page = x["page_size"]
+    return spec.block_table_copy_fits(spec.cdiv(length, page), length, page, table_width, x["row_width"])
+
+
+def test_a_table_with_the_drafts_headroom_matches_every_branch_but_the_reservations(tmp_path):
+    got = rows(tmp_path, HEADROOM, reservation_files(reserve="3", aligned=False))
+    assert got["lengths"].status == MATCHED, got["lengths"].detail
+    assert got["row"].status == MATCHED, got["row"].detail
+    # a reservation that never passes the context (3 slots past a committed length <= C - 4)
+    assert got["allocated"].status == MATCHED, got["allocated"].detail
+    # rounded up to whole pages, the same 3 slots pass it
+    assert rows(tmp_path / "aligned", HEADROOM, reservation_files(reserve="3"))["allocated"].status == CRASH
+
+
+def test_a_table_of_the_context_holds_only_while_a_request_has_room_for_the_draft(tmp_path):
+    row = rows(tmp_path, CONTEXT_PAGES)["lengths"]
+    assert row.status == HOLDS_ONLY_IF and "max(seq_lens) + n <= max_context_len" in row.detail, row.detail
+    x = row.counterexample
+    c, tokens, page = x["max_context_len"], x["num_draft_tokens"], x["page_size"]
+    assert x["max(seq_lens)"] <= c - 1 and x["max(seq_lens)"] + tokens > c
+    assert not _fits(x, x["max(seq_lens)"] + tokens, spec.cdiv(c, page))
+    assert "raises RuntimeError" in row.detail and row.method == "z3 + torch"
+
+
+def test_a_table_of_whole_context_pages_crashes_even_with_room(tmp_path):
+    row = rows(tmp_path, WHOLE_PAGES)["lengths"]
+    assert row.status == CRASH and "even with the longest request's length within the context" in row.detail
+    assert "raises RuntimeError" in row.detail, row.detail
+
+
+def test_a_decode_reservation_past_the_context_crashes_the_mirrorless_copy(tmp_path):
+    row = rows(tmp_path, HEADROOM, reservation_files())["allocated"]
+    assert row.status == CRASH and "decode reservation reaches past the context" in row.detail, row.detail
+    x = row.counterexample
+    c, page, tokens = x["max_context_len"], x["page_size"], x["num_draft_tokens"]
+    reserve = 2 * max(x["topk"] * x["num_steps"], tokens)
+    at = x["kv_committed_len at that reservation"]
+    assert 0 <= at <= c - 4 and x["max(kv_allocated_len)"] == spec.decode_reservation_end(at, reserve, page)
+    assert not _fits(x, x["max(kv_allocated_len)"] + tokens, (c + page - 1 + tokens) // page)
+    assert "raises RuntimeError" in row.detail
+    # sglang's MTP choice for DeepSeek at a 128-token page and a 128K context: a request 7 short of it
+    assert "kv_committed_len = 131065 (C - 7) crashes whenever the req_to_token row is at least 131201" \
+        in row.detail
+
+
+def test_without_the_schedulers_bound_the_mirrorless_copy_is_not_judged(tmp_path):
+    loose = SCHEDULER.replace("self.max_req_len - input_len - 1", "self.max_req_len - input_len")
+    row = rows(tmp_path, HEADROOM, reservation_files(scheduler=loose))["allocated"]
+    assert row.status == UNKNOWN and "scheduler bound" in row.detail, row.detail
+    row = rows(tmp_path / "none", HEADROOM)["allocated"]    # no reserve helper at all
+    assert row.status == UNKNOWN and "get_alloc_reserve_per_decode" in row.detail, row.detail
