@@ -218,8 +218,11 @@ def test_a_plain_pool_built_by_a_unified_memory_builder_is_judged_under_the_same
     builder = CONFIGURATOR.replace("_build_default_req_pool", "_init_unified_swa_pools")
     row = only(rows(tmp_path / "unified", SGLANG, builder, more=handler))
     assert row.status == MATCHED and "unified_memory_chain_only" in row.detail, row.detail
-    # the same pool and handler, built by the default builder: no rule applies
-    assert only(rows(tmp_path / "default", SGLANG, more=handler)).status == OVERREAD
+    # the same pool and handler, built by the default builder: no rule applies, and the rows name
+    # the two apart (a release matrix keys its tables by the pool's name)
+    default = only(rows(tmp_path / "default", SGLANG, more=handler))
+    assert default.status == OVERREAD
+    assert "[ReqToTokenPool/unified@" in row.id and "[ReqToTokenPool@" in default.id, (row.id, default.id)
 
 
 def test_installed_sglang_reads_past_its_rows_on_its_own_kernel():

@@ -173,13 +173,14 @@ def check_req_to_token_rows(program: Program, report: AuditReport, index: Source
             rule = {"unified_memory_chain_only": unified[0]}   # sglang's assert, at unified[1]
         said = (f" [a unified memory pool: sglang refuses {unified[2]} with --enable-unified-memory ({unified[1]}), "
                 f"so {'no draft runs' if unified[2] == NO_SPECULATION else 'topk = 1'} here]") if rule else ""
-        judges = [(f"consumer.{KIND}{layout.suffix}[{pool_name(fn, call)}@{where}]",
+        pool = pool_label(fn, call)
+        judges = [(f"consumer.{KIND}{layout.suffix}[{pool}@{where}]",
                    lambda rid, layout=layout: _row(fn, call, width_expr, widths, layout, rule, rid, where,
                                                    (index, replays) if replay and index is not None else None,
                                                    judged))
                   for layout in LAYOUTS]
         if reservation.helper is not None:
-            judges += [(f"consumer.{RESERVATION_KIND}{layout.suffix}[{pool_name(fn, call)}@{where}]",
+            judges += [(f"consumer.{RESERVATION_KIND}{layout.suffix}[{pool}@{where}]",
                         lambda rid, layout=layout: reservation.row(fn, call, widths, rule, rid, where, layout)
                         if not (rule and unified[2] == NO_SPECULATION) else
                         Row(rid, f"{fn.qual} ({where}) -> decode reservation at {layout.words}", RESERVATION_CHECK,
@@ -282,6 +283,14 @@ def is_unified(fn, call) -> bool:
     for it (``_init_unified_swa_pools`` builds a plain ``ReqToTokenPool``), or of a ``Unified`` class."""
     return UNIFIED_POOL_FILE in "/" + fn.rel or UNIFIED_BUILDER in fn.node.name \
         or pool_name(fn, call).startswith("Unified")
+
+
+def pool_label(fn, call) -> str:
+    """The pool as a row names it: its class, marked ``/unified`` where a plain class is built for
+    the unified memory stack (``_init_unified_swa_pools``), whose row differs from the same
+    class's everywhere else (a release matrix keys its tables by this name)."""
+    name = pool_name(fn, call)
+    return f"{name}/unified" if is_unified(fn, call) and not name.startswith("Unified") else name
 
 
 def pool_name(fn, call) -> str:
