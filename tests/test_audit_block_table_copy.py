@@ -4,7 +4,8 @@ backends written here: graph replay refills ``block_tables[:bs, :k]`` from a str
 longest decode reservation (0.5.23's mirrorless replay), or with the whole row.  A table with the
 draft's headroom matches the first; sglang's 0.5.10 table (``ceil(C / P)``) holds only while a
 request has room for the draft, 0.5.1's (``C // P``) crashes; a reservation reaching past the
-context crashes the mirrorless copy.  Each finding is replayed with torch's ``copy_``."""
+context crashes the mirrorless copy.  The hybrid SWA table, a lookup of the same gathered slots,
+is judged with them.  Each finding is replayed with torch's ``copy_``."""
 
 from __future__ import annotations
 
@@ -33,10 +34,14 @@ class ToyAscendBackend:
 
     def init_cuda_graph_state(self, max_bs, max_num_tokens):
         self.graph_metadata = {"block_tables": torch.empty((max_bs, {width}), dtype=torch.int32)}
+        if self.is_hybrid_swa:
+            self.graph_metadata["block_tables_swa"] = torch.empty((max_bs, {width}), dtype=torch.int32)
 
     def init_forward_metadata_capture_cuda_graph(self, bs):
         metadata = ForwardMetadata()
         metadata.block_tables = self.graph_metadata["block_tables"][:bs, :]
+        if self.is_hybrid_swa:
+            metadata.block_tables_swa = self.graph_metadata["block_tables_swa"][:bs, :]
         self.graph_metadata[bs] = metadata
 
     def init_forward_metadata_replay_cuda_graph(self, bs, req_pool_indices, seq_lens_cpu, forward_mode,
@@ -48,6 +53,10 @@ class ToyAscendBackend:
                 lens = lens + self.speculative_num_draft_tokens
             max_len = lens.max().item()
             max_seq_pages = (max_len + self.page_size - 1) // self.page_size
+            if self.is_hybrid_swa:
+                full_page_locs = self.req_to_token[req_pool_indices[:bs], 0 : max_len : self.page_size]
+                swa_page_table = self.full_to_swa_index_mapping[full_page_locs] // self.page_size
+                metadata.block_tables_swa[:bs, :max_seq_pages].copy_(swa_page_table)
             metadata.block_tables[:bs, :max_seq_pages].copy_(
                 self.req_to_token[req_pool_indices[:bs], 0 : max_len : self.page_size] // self.page_size
             )
@@ -74,13 +83,14 @@ BACKEND_FILE = "srt/hardware_backend/npu/attention/ascend_backend.py"
 
 
 def rows(root: Path, width: str, reservation: dict | None = None) -> dict:
-    """The rows by the copy's branch: "lengths", "allocated" (max_seq_len_host), "row" (the whole row)."""
+    """The rows by the copy's branch: "swa" (the hybrid SWA table, with the lengths), "lengths",
+    "allocated" (max_seq_len_host), "row" (the whole row)."""
     files = {BACKEND_FILE: BACKEND.replace("{width}", width), **(reservation or {})}
     write_sglang_package(root, files, "0.0.0+toy")
     got = audit_rows(root, check_block_table_copies, PACKAGE)
-    lines = {line: branch for branch, line in zip(("lengths", "allocated", "row"), _copy_lines())}
+    lines = {line: branch for branch, line in zip(("swa", "lengths", "allocated", "row"), _copy_lines())}
     out = {lines[int(r.id.rsplit(":", 1)[1].rstrip("]"))]: r for r in got}
-    assert len(out) == len(got) == 3, [(r.id, r.status) for r in got]
+    assert len(out) == len(got) == 4, [(r.id, r.status) for r in got]
     return out
 
 
@@ -97,6 +107,7 @@ def _fits(x: dict, length: int, table_width: int) -> bool:
 def test_a_table_with_the_drafts_headroom_matches_every_branch_but_the_reservations(tmp_path):
     got = rows(tmp_path, HEADROOM, reservation_files(reserve="3", aligned=False))
     assert got["lengths"].status == MATCHED, got["lengths"].detail
+    assert got["swa"].status == MATCHED and "block_tables_swa" in got["swa"].id, got["swa"].detail
     assert got["row"].status == MATCHED, got["row"].detail
     # a reservation that never passes the context (3 slots past a committed length <= C - 4)
     assert got["allocated"].status == MATCHED, got["allocated"].detail
@@ -105,7 +116,10 @@ def test_a_table_with_the_drafts_headroom_matches_every_branch_but_the_reservati
 
 
 def test_a_table_of_the_context_holds_only_while_a_request_has_room_for_the_draft(tmp_path):
-    row = rows(tmp_path, CONTEXT_PAGES)["lengths"]
+    got = rows(tmp_path, CONTEXT_PAGES)
+    # the hybrid SWA table is a lookup of the same gathered slots: the same columns, the same verdict
+    assert got["swa"].status == HOLDS_ONLY_IF, got["swa"].detail
+    row = got["lengths"]
     assert row.status == HOLDS_ONLY_IF and "max(seq_lens) + n <= max_context_len" in row.detail, row.detail
     x = row.counterexample
     c, tokens, page = x["max_context_len"], x["num_draft_tokens"], x["page_size"]

@@ -9,7 +9,9 @@ to the table (``min(k, W_table)`` columns), and the source, clipped to the row
 inside the graph replay and the server dies.
 
 * A *copy* is a call ``<t>[:<rows>, :<k>].copy_(<g>)`` (or ``<g> // <P>``) in a function of an
-  attention backend, ``<g>`` a strided gather (:func:`.clamped_gather.strided_gather`).
+  attention backend, ``<g>`` a strided gather (:func:`.clamped_gather.strided_gather`), directly,
+  through a local, or looked up in an index mapping of the gathered slots (the hybrid SWA table,
+  ``block_tables_swa``: the same columns).
 * ``<t>`` is followed through the metadata record and graph dict to its 2-D allocation
   (:func:`.site_trace.traced_tables`); ``<k>``, ``<L>`` and the step by :class:`CopyTracer`:
   ``X.max().item()`` of the lengths given is ``max(seq_lens)`` plus what ``X`` adds (``n`` in
@@ -48,7 +50,7 @@ from specbound.audit.program import Program
 from specbound.audit.report import CRASH, ERROR, HOLDS_ONLY_IF, MATCHED, UNKNOWN, AuditReport, Row
 from specbound.audit.trace_values import Alloc, NoneValue, Num, Path, source_text, term_ids
 from . import bindings
-from .clamped_gather import strided_gather
+from .clamped_gather import last_assigned, strided_gather
 from .consumers import site_rows
 from .req_to_token_reservation import COMMITTED_SLACK, Reservation
 from .req_to_token_row import RowTracer
@@ -122,7 +124,7 @@ def check_block_table_copies(program: Program, report: AuditReport, replay: bool
     """``replay``: run the copy with torch at each finding's counterexample."""
     release = _Release(program, replay)
     for fn, node in attention_nodes(program, "req_to_token"):
-        site = _copy(node)
+        site = _copy(fn, node)
         if site is None:
             continue
         where = f"{fn.rel}:{node.lineno}"
@@ -132,7 +134,7 @@ def check_block_table_copies(program: Program, report: AuditReport, replay: bool
                       lambda: _rows(release, fn, self_val, node, site, owner, where))
 
 
-def _copy(node):
+def _copy(fn, node):
     """(table expression, column bound, gather length, gather step) of ``<t>[:<r>, :<k>].copy_(<g>)``."""
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "copy_"
             and len(node.args) == 1):
@@ -143,13 +145,33 @@ def _copy(node):
     cols = dest.slice.elts[1]
     if not (isinstance(cols, ast.Slice) and cols.lower is None and cols.step is None and cols.upper is not None):
         return None
-    src = node.args[0]
-    if isinstance(src, ast.BinOp) and isinstance(src.op, ast.FloorDiv):
-        src = src.left
-    gather = strided_gather(src)
+    gather = _source_gather(node.args[0], fn.node, node.lineno)
     if gather is None or gather[0] is None:
         return None
     return dest.value, cols.upper, gather[0], gather[1]
+
+
+def _source_gather(src, fn_node, line: int, depth: int = 0):
+    """(length, step) of the strided gather a copy's source holds: through ``// P``, a local
+    assigned before the copy, and an index mapping looked up at the gathered slots (the hybrid
+    SWA table's ``full_to_swa_index_mapping[<slots>]``, of the slots' shape); else None."""
+    if depth > 4:
+        return None
+    if isinstance(src, ast.BinOp) and isinstance(src.op, ast.FloorDiv):
+        return _source_gather(src.left, fn_node, line, depth)
+    if isinstance(src, ast.Name):
+        value = last_assigned(fn_node, src.id, line)
+        return None if value is None else _source_gather(value, fn_node, line, depth + 1)
+    gather = strided_gather(src)
+    if gather is not None or not isinstance(src, ast.Subscript):
+        return gather
+    if not isinstance(src.slice, (ast.Tuple, ast.Slice)):   # mapping[<slots>]
+        return _source_gather(src.slice, fn_node, line, depth + 1)
+    inner = src.value    # mapping[<slots>][:, ::P]: the strided slice of the slots
+    if isinstance(inner, ast.Subscript) and not isinstance(inner.slice, (ast.Tuple, ast.Slice)):
+        return _source_gather(ast.Subscript(value=inner.slice, slice=src.slice, ctx=ast.Load()), fn_node, line,
+                              depth + 1)
+    return None
 
 
 def _rows(release: _Release, fn, self_val, node, site, owner, where) -> list[Row]:

@@ -103,7 +103,7 @@ def _gather_columns(node):
     return None
 
 
-def _assigned(fn_node, name: str, line: int):
+def last_assigned(fn_node, name: str, line: int):
     """The last value assigned to the local ``name`` before ``line``."""
     found = None
     for a in ast.walk(fn_node):
@@ -117,7 +117,7 @@ def _assigned(fn_node, name: str, line: int):
 def _term(e, fn_node, line: int, depth: int = 0):
     """``e`` as a term of the row width ``W``, or None."""
     if isinstance(e, ast.Name) and depth < 4:
-        v = _assigned(fn_node, e.id, line)
+        v = last_assigned(fn_node, e.id, line)
         return _term(v, fn_node, line, depth + 1) if v is not None else None
     if isinstance(e, ast.Constant) and type(e.value) is int:
         return z3.IntVal(e.value)
@@ -132,7 +132,7 @@ def _term(e, fn_node, line: int, depth: int = 0):
 
 def _bound(fn_node, cols, line: int):
     """The clamp's ``max=`` expression of the gather's columns, or None."""
-    value = _assigned(fn_node, cols.id, line) if isinstance(cols, ast.Name) else cols
+    value = last_assigned(fn_node, cols.id, line) if isinstance(cols, ast.Name) else cols
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "clamp":
         return next((k.value for k in value.keywords if k.arg == "max"), None)
     return None

@@ -145,7 +145,8 @@ def is_self_attr(e) -> bool:
 def field_values(program: Program, fn, self_val, obj, field, line: int, hops: int = 0) -> list:
     """(expression, function) of what ``<obj>.<field>`` holds at line ``line`` of ``fn``: the
     last assignment of it that runs before (in the enclosing statement lists); through
-    ``obj = <y>`` before (``obj = None`` before: each ``obj = <y>`` in the branches between), a parameter's arguments, and a record stored as ``self.<d>[<k>] =
+    ``obj = <y>`` before (``obj = None`` before: each ``obj = <y>`` in the branches between; a
+    ``<obj>.<field> = ...`` in a branch after ``obj = <y>``: that), a parameter's arguments, and a record stored as ``self.<d>[<k>] =
     <x>`` and read back as ``self.<d>[<key>]``.  Empty where the trail ends."""
     if field is None:
         return [(obj, fn)]
@@ -159,6 +160,9 @@ def field_values(program: Program, fn, self_val, obj, field, line: int, hops: in
         if isinstance(target, ast.Attribute) and target.attr == field and ast.unparse(target.value) == text:
             return [(stmt.value, fn)]
         if ast.unparse(target) == text:
+            nested = _assigned_after(fn.node, f"{text}.{field}", stmt, line)
+            if nested:   # `x = ...`, then `x.<field> = ...` in a branch before the use (`if swa: ...`)
+                return [(a.value, fn) for a in nested]
             if isinstance(stmt.value, ast.Constant) and stmt.value.value is None:
                 # `x = None`, then `x = ...` in branches before the use: what those assign
                 return [v for a in _assigned_after(fn.node, text, stmt, line)
@@ -195,7 +199,8 @@ def _assigned_after(func_node, text: str, stmt, line: int) -> list:
 
 def dict_entry(program: Program, self_val, expr, fn):
     """``self.<d>["key"]`` (sliced or not) as the entry of the dict literal assigned to
-    ``self.<d>`` (the backends' CUDA-graph metadata dicts), with the method that assigns it;
+    ``self.<d>``, or the value assigned to ``self.<d>["key"]`` (the backends' CUDA-graph metadata
+    dicts), with the method that assigns it;
     anything else unchanged; and the table's name for the row (``<d>[key]``, or None)."""
     base = expr
     while isinstance(base, ast.Subscript) and (isinstance(base.slice, ast.Slice) or isinstance(base.slice, ast.Tuple)
@@ -204,13 +209,18 @@ def dict_entry(program: Program, self_val, expr, fn):
     if self_val is None or not (isinstance(base, ast.Subscript) and is_self_attr(base.value)
                                 and isinstance(base.slice, ast.Constant)):
         return expr, fn, None
+    label = f"{base.value.attr}[{base.slice.value}]"
     for method in program.visible_methods(self_val.cls).values():
         for node in program.walk(method.node):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Dict) \
-                    and ast.unparse(node.targets[0]) == ast.unparse(base.value):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+                continue
+            target = node.targets[0]
+            if isinstance(node.value, ast.Dict) and ast.unparse(target) == ast.unparse(base.value):
                 for k, v in zip(node.value.keys, node.value.values):
                     if isinstance(k, ast.Constant) and k.value == base.slice.value:
-                        return v, method, f"{base.value.attr}[{k.value}]"
+                        return v, method, label
+            elif isinstance(target, ast.Subscript) and ast.unparse(target) == ast.unparse(base):
+                return node.value, method, label      # self.<d>["key"] = <value>, after the literal
     return expr, fn, None
 
 
