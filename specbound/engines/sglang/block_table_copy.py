@@ -203,50 +203,60 @@ def _rows(release: _Release, fn, self_val, node, site, owner, where) -> list[Row
 def _row(release: _Release, owner, where, subject, a: Alloc, path, label, paths, untraced) -> Row:
     holder = (a.holder or label or a.func.split(".")[-1]).removeprefix("self.")
     row_id = f"consumer.{KIND}[{owner}.{holder}@{where}]"
+    width = a.dims[-1]
     judged, seen, why = [], set(), set()
     for length, cols, step, p in paths:
-        ident = (term_ids([length, cols, step, a.dims[-1]]), term_ids([*path.conds, *p.conds]))
+        conds = [*path.conds, *p.conds]
+        ident = (term_ids([length, cols, step, width]), term_ids(conds))
         if ident in seen:
             continue
         seen.add(ident)
-        if ident not in release.judged:
-            release.judged[ident] = _judgements(release, row_id, length, cols, step, a.dims[-1],
-                                                [*path.conds, *p.conds])
-        for j in release.judged[ident]:
+        for j in _judged(release, ident, row_id, length, cols, step, width, conds, full=False):
             if isinstance(j, str):
                 why.add(j)
             elif j.verdict != judge.INFEASIBLE:
-                judged.append((j, length, cols, step))
+                judged.append((j, length, cols, step, ident, conds))
     allocation = f"{a.site} {a.text}"
     order = [CRASH, judge.ERROR, judge.HOLDS_ONLY_IF, judge.MATCHED]
     judged.sort(key=lambda e: order.index(e[0].verdict) if e[0].verdict in order else 1)
-    if (untraced or why) and not any(j.verdict in (CRASH, judge.HOLDS_ONLY_IF) for j, *_ in judged):
+    if (untraced or why) and not any(e[0].verdict in (CRASH, judge.HOLDS_ONLY_IF) for e in judged):
         return Row(row_id, subject, CHECK, "ast", UNKNOWN, "not judged: " + "; ".join(sorted(untraced | why)),
                    allocation=allocation)
     if not judged:
         return Row(row_id, subject, CHECK, "ast", UNKNOWN, "no path to the copy is consistent with the preconditions",
                    allocation=allocation)
-    j, length, cols, step = judged[0]
+    j, length, cols, step, ident, conds = judged[0]
+    if j.verdict in (CRASH, judge.HOLDS_ONLY_IF):   # its counterexample, found for the row's path only
+        j = next(f for f in _judged(release, ident, row_id, length, cols, step, width, conds, full=True)
+                 if not isinstance(f, str) and f.verdict == j.verdict)
     status = {CRASH: CRASH, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF, judge.MATCHED: MATCHED}.get(j.verdict, ERROR)
     detail = (f"holds only if {j.condition}: " if j.condition else "") + j.detail
     detail += f" [length L = {_shown(length)}, columns k = {_shown(cols)}; the table allocated at {a.site}]"
-    others = sorted({f"L = {_shown(x)}: {e.verdict}" for e, x, *_ in judged[1:]})
+    others = sorted({f"L = {_shown(e[1])}: {e[0].verdict}" for e in judged[1:]})
     if others:
         detail += " | other paths: " + "; ".join(others)
     row = Row(row_id, subject, CHECK, "z3", status, detail, j.counterexample, allocation=allocation,
               size=j.size, required=j.required)
     if status in (CRASH, HOLDS_ONLY_IF) and j.counterexample and release.replay:
-        _replay(row, length, cols, step, a.dims[-1], j.counterexample)
+        _replay(row, length, cols, step, width, j.counterexample)
     return row
+
+
+def _judged(release: _Release, ident, name, length, cols, step, width, conds, full: bool) -> list:
+    """:func:`_judgements`, once per release (two backend classes share a method)."""
+    if (ident, full) not in release.judged:
+        release.judged[ident, full] = _judgements(release, name, length, cols, step, width, conds, full)
+    return release.judged[ident, full]
 
 
 def _shown(t) -> str:
     return " ".join(str(z3.simplify(t) if z3.is_expr(t) else t).split())
 
 
-def _judgements(release: _Release, name, length, cols, step, width, conds) -> list:
+def _judgements(release: _Release, name, length, cols, step, width, conds, full: bool) -> list:
     """One judgement per reading of the lengths (per traced reserve where the copy reads an
-    allocated length); a string where a reading cannot be made."""
+    allocated length, up to the first that crashes); a string where a reading cannot be made.
+    ``full``: with a counterexample (else the verdict alone)."""
     base = {**labelled(spec.context_ok(C)), **labelled(spec.tree_shape_ok(K, D, n)),
             "page_size_positive": page >= 1, "step_positive": step >= 1, "table_width": TABLE == width,
             "row_at_least_sglang_least": ROW >= spec.req_to_token_row_width(C, n),
@@ -256,7 +266,7 @@ def _judgements(release: _Release, name, length, cols, step, width, conds) -> li
     if mentions_any(terms, LONGEST_COMMITTED):
         base.update(longest_length_nonneg=LONGEST_COMMITTED >= 0, longest_length_admitted=LONGEST_COMMITTED <= C - 1)
     if not mentions_any(terms, ALLOCATED):
-        return [_judge(name, length, cols, step, width, base, allocated=False)]
+        return [_judge(name, length, cols, step, width, base, allocated=False, full=full)]
     res = release.reservation
     if res.why or res.bound is None:
         return [f"`max_seq_len_host` is a decode reservation's end, not bounded here: "
@@ -268,10 +278,14 @@ def _judgements(release: _Release, name, length, cols, step, width, conds) -> li
                 "reserved_while_decoding": z3.And(ALLOCATED_AT >= 0, ALLOCATED_AT <= C - COMMITTED_SLACK - 1),
                 "row_holds_reservation": ROW >= ALLOCATED,
                 **{f"reserve_path_{i}": c for i, c in enumerate(rconds)}}
-        out.append(_judge(name, length, cols, step, width, hyps, allocated=True,
-                          note=f"{_at_npu_choice(name, length, cols, step, hyps)}; max(kv_allocated_len) is the end of a reservation of {_shown(reserve)} slots "
-                               f"({'page aligned, ' + res.aligned if res.aligned else 'not page aligned'}) made at "
-                               f"kv_committed_len <= C - {COMMITTED_SLACK + 1} ({res.bound})"))
+        note = (lambda hyps=hyps, reserve=reserve:
+                f"{_at_npu_choice(name, length, cols, step, hyps)}; max(kv_allocated_len) is the end of a "
+                f"reservation of {_shown(reserve)} slots ("
+                f"{'page aligned, ' + res.aligned if res.aligned else 'not page aligned'}) made at "
+                f"kv_committed_len <= C - {COMMITTED_SLACK + 1} ({res.bound})")
+        out.append(_judge(name, length, cols, step, width, hyps, allocated=True, full=full, note=note))
+        if out[-1].verdict == CRASH:   # the row's verdict: the first reserve that crashes
+            break
     return out
 
 
@@ -279,7 +293,8 @@ def mentions_any(terms, var) -> bool:
     return any(mentions(t, var) for t in terms)
 
 
-def _judge(name, length, cols, step, width, hyps, allocated: bool, note: str = "") -> judge.Judgement:
+def _judge(name, length, cols, step, width, hyps, allocated: bool, full: bool, note=lambda: "") -> judge.Judgement:
+    """``full``: with the counterexample and what it shows (``note()`` appended to a crash's detail)."""
     goal = spec.block_table_copy_fits(cols, length, step, TABLE, ROW)
     required = f"{_shown(spec.strided_gather_pages(length, step, ROW))} source columns"
     size = f"min({_shown(cols)}, {_shown(width)}) destination columns"
@@ -289,25 +304,23 @@ def _judge(name, length, cols, step, width, hyps, allocated: bool, note: str = "
         done = judge.settled(name, goal, hyps, required, size, "proved for all inputs under")
         if done is not None:
             return done
+        verdict = _verdict(name, goal, hyps, length, allocated, required, size)
+        if not full:
+            return verdict
         cex = judge.counterexample(hyps, [], goal, tuple(k for k, _ in reported), reported=reported,
                                    prefs=[n >= 2, source >= 2])   # one source column would broadcast
         cex = {"bs": 1, **cex} if cex is not None else None
-        every_row = _for_every_row(name, goal, hyps, cex, reported)
+        shown = f"{cex}{_for_every_row(name, goal, hyps, cex, reported)}"
         if allocated:
-            return judge.Judgement(CRASH, required, size, counterexample=cex,
-                                   detail=f"refuted for a request sglang's scheduler keeps decoding, once its "
-                                          f"decode reservation reaches past the context: {CRASH_WORDS}; e.g. "
-                                          f"{cex}{every_row}{note}")
-        try:
-            core.check(f"{name}/fits_with_room", goal, hyps={**hyps, "request_room": length <= C})
-        except core.Refuted:
-            return judge.Judgement(CRASH, required, size, counterexample=cex,
-                                   detail=f"refuted even with the longest request's length within the context: "
-                                          f"{CRASH_WORDS}; e.g. {cex}{every_row}")
-        return judge.Judgement(judge.HOLDS_ONLY_IF, required, size, counterexample=cex,
-                               condition=f"{_shown(length)} <= max_context_len",
-                               detail=f"a batch whose longest request is admitted below the context but has no room "
-                                      f"for what the pass adds: {CRASH_WORDS}; e.g. {cex}{every_row}")
+            detail = (f"refuted for a request sglang's scheduler keeps decoding, once its decode reservation reaches "
+                      f"past the context: {CRASH_WORDS}; e.g. {shown}{note()}")
+        elif verdict.verdict == CRASH:
+            detail = f"refuted even with the longest request's length within the context: {CRASH_WORDS}; e.g. {shown}"
+        else:
+            detail = (f"a batch whose longest request is admitted below the context but has no room for what the "
+                      f"pass adds: {CRASH_WORDS}; e.g. {shown}")
+        return judge.Judgement(verdict.verdict, required, size, counterexample=cex, condition=verdict.condition,
+                               detail=detail)
     except core.Unknown as e:
         return judge.Judgement(judge.ERROR, required, size, detail=f"the solver gave no verdict: {e}")
 
@@ -335,6 +348,19 @@ def _reported(hyps: dict, terms) -> tuple:
     terms = [*terms, *hyps.values()]
     always = {"num_draft_tokens", "page_size", "max_context_len", "row_width"}
     return reported_with(tuple((k, v) for k, v in REPORTED if k in always or mentions_any(terms, v)), terms)
+
+
+def _verdict(name, goal, hyps, length, allocated: bool, required, size) -> judge.Judgement:
+    """A refuted copy's verdict without its counterexample: crash where the allocation is read or
+    the columns differ even with room; holds only if, otherwise."""
+    if not allocated:
+        try:
+            core.check(f"{name}/fits_with_room", goal, hyps={**hyps, "request_room": length <= C})
+        except core.Refuted:
+            pass
+        else:
+            return judge.Judgement(judge.HOLDS_ONLY_IF, required, size, condition=f"{_shown(length)} <= max_context_len")
+    return judge.Judgement(CRASH, required, size)
 
 
 def _for_every_row(name, goal, hyps, cex, reported) -> str:

@@ -47,7 +47,7 @@ from specbound.audit.extract import SourceIndex
 from specbound.audit.kernels import bind, launch_finding
 from specbound.audit.program import Program
 from specbound.audit.report import ERROR, MATCHED, OVERRUN, UNKNOWN, Row
-from specbound.audit.trace_values import Num, Path, source_text
+from specbound.audit.trace_values import Num, Path, source_text, term_ids
 from . import bindings, buffer_replay
 
 KIND = "req_to_token_reservation"
@@ -117,7 +117,7 @@ class Reservation:
                 untraced += 1
                 continue
             for reserve, rconds in self.reserves:
-                key = (str(wv.term), str(reserve), tuple(map(str, wconds + rconds)), tuple(map(str, rule.values())),
+                key = (term_ids([wv.term, reserve]), term_ids(wconds + rconds), term_ids(rule.values()),
                        layout.suffix)
                 if key in seen:
                     continue

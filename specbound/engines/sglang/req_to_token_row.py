@@ -60,7 +60,7 @@ from specbound.audit.extract import SourceIndex
 from specbound.audit.program import Program
 from specbound.audit.report import ERROR, MATCHED, NOT_PRESENT, OVERREAD, UNKNOWN, AuditReport, Row
 from specbound.audit.trace import Tracer
-from specbound.audit.trace_values import EnumMember, Num, Opaque, Path, Truth, source_text
+from specbound.audit.trace_values import EnumMember, Num, Opaque, Path, Truth, source_text, term_ids
 from . import bindings, buffer_replay, kv_kernel
 from .req_to_token_reservation import CHECK as RESERVATION_CHECK, KIND as RESERVATION_KIND, SGLANG_DEFAULT, \
     Reservation
@@ -334,11 +334,11 @@ def _row(fn, call, width_expr, widths, layout, rule, row_id, where, replay, judg
                 untraced.append(f"`{source_text(width_expr)}` was not traced to a number on a path: "
                                 f"{getattr(wv, 'reason', wv)}")
             continue
-        key = (str(wv.term), tuple(str(c) for c in wp.conds))
+        key = (term_ids([wv.term]), term_ids(wp.conds))   # keys hold their terms: printing them costs seconds
         if key in seen:
             continue
         seen.add(key)
-        memo = (key, layout.suffix, tuple(str(c) for c in rule.values()))
+        memo = (key, layout.suffix, term_ids(rule.values()))
         if memo not in judged:
             judged[memo] = judge_row(wv.term, list(wp.conds), layout, row_id, rule)
         j = judged[memo]
