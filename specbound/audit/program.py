@@ -507,4 +507,3 @@ def in_other_branches(chain_a, chain_b, is_if, is_loop) -> bool:
         if is_loop(na):
             return False
     return False
-

@@ -359,7 +359,8 @@ def _verdict(name, goal, hyps, length, allocated: bool, required, size) -> judge
         except core.Refuted:
             pass
         else:
-            return judge.Judgement(judge.HOLDS_ONLY_IF, required, size, condition=f"{_shown(length)} <= max_context_len")
+            return judge.Judgement(judge.HOLDS_ONLY_IF, required, size,
+                                   condition=f"{_shown(length)} <= max_context_len")
     return judge.Judgement(CRASH, required, size)
 
 

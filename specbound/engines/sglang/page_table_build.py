@@ -38,7 +38,8 @@ from specbound.audit.program import Program
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OVERREAD, OVERRUN, UNKNOWN, AuditReport, Row
 from specbound.audit.trace_values import Alloc, Path
 from .consumers import PAGE_TABLE_REPORTED, judge_page_table, site_rows
-from .site_trace import STEP, branch_chain, call_argument, exclusive, is_self_attr, mentions, reported_with, selves, traced_tables
+from .site_trace import STEP, branch_chain, call_argument, exclusive, is_self_attr, mentions, reported_with, selves, \
+    traced_tables
 
 BUILD_PARAMS = ("req_to_token", "cache_seqlens", "page_table", "page_size")
 TABLE = "page_table"
@@ -177,10 +178,11 @@ def _bare_seq_lens(e) -> bool:
 def _delta(fn, lengths, call) -> object:
     """The draft tokens in the lengths the build is given: 0 when every value the site's
     function puts in them (``x = ...`` other than a view of a buffer of its own, ``x.copy_(...)``)
-    is the committed ``seq_lens`` as it is (a prefix-only table); ``step + 1`` when the others are ``seq_lens + <x>.speculative_step_id
-    + 1`` (a draft-decode step, ``0 <= step <= num_steps - 2``); ``n`` otherwise, target verify's
-    ``seq_len + n``, and under a draft-extend test, where ``seq_lens`` already holds the drafts.
-    Values put in another branch of an ``if`` than ``call`` are not its."""
+    is the committed ``seq_lens`` as it is (a prefix-only table); ``step + 1`` when the others are
+    ``seq_lens + <x>.speculative_step_id + 1`` (a draft-decode step, ``0 <= step <= num_steps -
+    2``); ``n`` otherwise, target verify's ``seq_len + n``, and under a draft-extend test, where
+    ``seq_lens`` already holds the drafts.  Values put in another branch of an ``if`` than
+    ``call`` are not its."""
     if lengths is None or _in_draft_extend(fn, call):
         return n
     text, values = ast.unparse(lengths), []

@@ -145,9 +145,10 @@ def is_self_attr(e) -> bool:
 def field_values(program: Program, fn, self_val, obj, field, line: int, hops: int = 0) -> list:
     """(expression, function) of what ``<obj>.<field>`` holds at line ``line`` of ``fn``: the
     last assignment of it that runs before (in the enclosing statement lists); through
-    ``obj = <y>`` before (``obj = None`` before: each ``obj = <y>`` in the branches between; a
-    ``<obj>.<field> = ...`` in a branch after ``obj = <y>``: that), a parameter's arguments, and a record stored as ``self.<d>[<k>] =
-    <x>`` and read back as ``self.<d>[<key>]``.  Empty where the trail ends."""
+    ``obj = <y>`` before (``obj = None`` before: each ``obj = <y>`` in the branches between), plus
+    each ``<obj>.<field> = ...`` in a branch after it; through a parameter's arguments, and a
+    record stored as ``self.<d>[<k>] = <x>`` and read back as ``self.<d>[<key>]``.  Empty where
+    the trail ends."""
     if field is None:
         return [(obj, fn)]
     if hops > MAX_HOPS:
@@ -160,14 +161,14 @@ def field_values(program: Program, fn, self_val, obj, field, line: int, hops: in
         if isinstance(target, ast.Attribute) and target.attr == field and ast.unparse(target.value) == text:
             return [(stmt.value, fn)]
         if ast.unparse(target) == text:
-            nested = _assigned_after(fn.node, f"{text}.{field}", stmt, line)
-            if nested:   # `x = ...`, then `x.<field> = ...` in a branch before the use (`if swa: ...`)
-                return [(a.value, fn) for a in nested]
+            # `x = ...`, then `x.<field> = ...` in a branch before the use (`if swa: ...`): that, or
+            # (the branch not taken) what `x` held
+            nested = [(a.value, fn) for a in _assigned_after(fn.node, f"{text}.{field}", stmt, line)]
             if isinstance(stmt.value, ast.Constant) and stmt.value.value is None:
                 # `x = None`, then `x = ...` in branches before the use: what those assign
-                return [v for a in _assigned_after(fn.node, text, stmt, line)
-                        for v in field_values(program, fn, self_val, a.value, field, a.lineno, hops + 1)]
-            return field_values(program, fn, self_val, stmt.value, field, stmt.lineno, hops + 1)
+                return nested + [v for a in _assigned_after(fn.node, text, stmt, line)
+                                 for v in field_values(program, fn, self_val, a.value, field, a.lineno, hops + 1)]
+            return nested + field_values(program, fn, self_val, stmt.value, field, stmt.lineno, hops + 1)
     if isinstance(obj, ast.Name) and obj.id in fn.params():
         params, out = [a for a in fn.params() if a != "self"], []
         for site in program.calls_to(fn.name):
