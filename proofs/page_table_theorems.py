@@ -299,7 +299,7 @@ def ct_block_table_copy() -> Theorem:
                         "longest_length_admitted": LONGEST_LENGTH <= C - 1},
         claim=claim, report=lambda: {"max(seq_lens)": LONGEST_LENGTH, "n": n, "C": C, "page_size": page},
         mutants=(
-            Mutant("MUT-BLOCK-TABLE-CONTEXT-ONLY", "a table ceil(C / P) wide (Ascend up to 0.5.6): the draft tokens' "
+            Mutant("MUT-BLOCK-TABLE-CONTEXT-ONLY", "a table ceil(C / P) wide (Ascend 0.5.4.post2 to 0.5.10.post1): the draft tokens' "
                    "pages make the copy's source wider than its destination",
                    overrides={"verify_page_table_width": lambda c, nn, p: spec.cdiv(c, p)}),
         ),
