@@ -144,7 +144,10 @@ def test_a_decode_reservation_past_the_context_crashes_the_mirrorless_copy(tmp_p
     assert 0 <= at <= c - 4 and x["max(kv_allocated_len)"] == spec.decode_reservation_end(at, reserve, page)
     assert not _fits(x, x["max(kv_allocated_len)"] + tokens, (c + page - 1 + tokens) // page)
     assert "raises RuntimeError" in row.detail
-    # sglang's MTP choice for DeepSeek at a 128-token page and a 128K context: a request 7 short of it
+    # sglang's MTP choice for DeepSeek at a 128-token page and a 128K context, by hand: a reservation of
+    # 2 * max(1 * 3, 4) = 8 slots at 131065 ends at 131073, rounded up to 131200; + 4 tokens gathers
+    # cdiv(131204, 128) = 1026 pages from a row at least 131201 wide, into (131072 + 127 + 4) // 128 = 1025 columns
+    # (131064 ends at 131072: 1025 pages, no crash)
     assert "kv_committed_len = 131065 (C - 7) crashes whenever the req_to_token row is at least 131201" \
         in row.detail
 
