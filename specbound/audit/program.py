@@ -409,6 +409,10 @@ class Program:
         return self._cached(("running", method.key), lambda: [
             c for c in [method.cls, *self.subclasses(method.cls)] if method in self.running_methods(c)])
 
+    def blocks(self, func_node: ast.AST) -> "FunctionBlocks":
+        """:func:`function_blocks` of a function, once."""
+        return self._cached(("blocks", id(func_node)), lambda: function_blocks(func_node))
+
     def walk(self, node: ast.AST) -> list[ast.AST]:
         """``ast.walk(node)``, in its order, listed once per node: the tracers ask the same
         functions about their calls, assignments and ``super()`` calls many times over."""
@@ -494,16 +498,58 @@ def guards(fn: ast.AST) -> dict[int, tuple[tuple[ast.expr, bool], ...]]:
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
-def in_other_branches(chain_a, chain_b, is_if, is_loop) -> bool:
-    """Whether two places, each given by the blocks around it outermost first (``(statement,
-    field)`` pairs, the statement as any key ``is_if`` and ``is_loop`` know), sit in different
-    branches of one ``if`` that no loop encloses: one pass through the function never runs
-    both (a loop could run one branch, then the other)."""
-    for (na, fa), (nb, fb) in zip(chain_a, chain_b):
-        if na != nb:
-            return False
-        if fa != fb:
-            return is_if(na)
-        if is_loop(na):
-            return False
-    return False
+@dataclass(frozen=True)
+class FunctionBlocks:
+    """Where each node of one function runs: ``stmt_of`` maps a node's id to its innermost
+    statement, ``chains`` a statement's id to the blocks around it, outermost first (``(id(compound
+    statement), field)``: ``body``, ``orelse``, ``finalbody``, ``handler``); ``ifs`` the ``if``
+    statements by id, ``loops`` the loops' ids."""
+    stmt_of: dict
+    chains: dict
+    ifs: dict
+    loops: frozenset
+
+    def chain(self, node) -> tuple | None:
+        """The blocks around ``node`` (any node of the function), None for a node not in it."""
+        stmt = self.stmt_of.get(id(node))
+        return None if stmt is None else self.chains.get(id(stmt))
+
+    def in_other_branches(self, chain_a, chain_b) -> bool:
+        """Whether two places, given by their chains, sit in different branches of one ``if``
+        that no loop encloses: one pass through the function never runs both (a loop could run
+        one branch, then the other)."""
+        for (na, fa), (nb, fb) in zip(chain_a, chain_b):
+            if na != nb:
+                return False
+            if fa != fb:
+                return na in self.ifs
+            if na in self.loops:
+                return False
+        return False
+
+    def apart(self, a, b) -> bool:
+        """:meth:`in_other_branches` for two nodes of the function."""
+        ca, cb = self.chain(a), self.chain(b)
+        return ca is not None and cb is not None and self.in_other_branches(ca, cb)
+
+
+def function_blocks(func_node) -> FunctionBlocks:
+    """The :class:`FunctionBlocks` of ``func_node`` (:meth:`Program.blocks` keeps one per function)."""
+    stmt_of: dict[int, ast.stmt] = {}
+    chains: dict[int, tuple] = {}
+
+    def visit(body, chain):
+        for s in body:
+            chains[id(s)] = chain
+            for node in ast.walk(s):
+                stmt_of[id(node)] = s      # inner statements overwrite below
+            for part in ("body", "orelse", "finalbody"):
+                inner = getattr(s, part, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    visit(inner, chain + ((id(s), part),))
+            for h in getattr(s, "handlers", []):
+                visit(h.body, chain + ((id(h), "handler"),))
+    visit(func_node.body, ())
+    nodes = list(ast.walk(func_node))
+    return FunctionBlocks(stmt_of, chains, {id(n): n for n in nodes if isinstance(n, ast.If)},
+                          frozenset(id(n) for n in nodes if isinstance(n, LOOPS)))

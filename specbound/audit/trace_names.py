@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
-from .program import FUNC_TYPES, FuncInfo, guards, in_other_branches
+from .program import FUNC_TYPES, FuncInfo, guards
 from .trace_values import (
     MAX_ALTERNATIVES, Alloc, ClassRef, Ended, Frame, FuncRef, Items, Opaque, Path, assume, combine, name_targets, negate,
     no_args, row_of, source_text,
@@ -158,12 +158,8 @@ class NamesMixin:
 
     def _branch_nodes(self, func: FuncInfo):
         """id -> ``if`` statement, and the ids of the loops, of ``func``."""
-        key = ("branches", func.key)
-        if key not in self._locals:
-            nodes = list(ast.walk(func.node))
-            self._locals[key] = ({id(n): n for n in nodes if isinstance(n, ast.If)},
-                                 {id(n) for n in nodes if isinstance(n, (ast.For, ast.AsyncFor, ast.While))})
-        return self._locals[key]
+        blocks = self.p.blocks(func.node)
+        return blocks.ifs, blocks.loops
 
     def _reaching(self, func: FuncInfo, use: ast.Name, assigned: list):
         """The assignments of a local that may reach ``use``, and whether the parameter's own
@@ -180,7 +176,9 @@ class NamesMixin:
         if not before:
             return assigned, True
         use_blocks = blocks.get(id(at), ())
-        before = [a for a in before if not self._exclusive(func, blocks.get(id(a[0])), use_blocks)]
+        structure = self.p.blocks(func.node)   # an assignment in another branch of an if never reaches the use
+        before = [a for a in before if id(a[0]) not in blocks
+                  or not structure.in_other_branches(blocks[id(a[0])], use_blocks)]
         killers = [a for a in before if blocks.get(id(a[0]), ()) == use_blocks[:len(blocks.get(id(a[0]), ()))]
                    and not isinstance(a[0], (ast.For, ast.AsyncFor, ast.comprehension))]
         if not killers:
@@ -188,36 +186,10 @@ class NamesMixin:
         last = max(killers, key=lambda a: (a[0].lineno, a[0].col_offset))  # comprehensions never kill
         return [a for a in before if (a[0].lineno, a[0].col_offset) >= (last[0].lineno, last[0].col_offset)], False
 
-    def _exclusive(self, func: FuncInfo, a_blocks, use_blocks) -> bool:
-        """Whether a statement in blocks ``a_blocks`` cannot run before a use in ``use_blocks``
-        on one pass: they sit in different branches of one ``if`` (``if``/``elif``/``else``) that
-        no loop encloses (a loop could run one branch, then the other)."""
-        if a_blocks is None:
-            return False
-        ifs, loops = self._branch_nodes(func)
-        return in_other_branches(a_blocks, use_blocks, ifs.__contains__, loops.__contains__)
-
     def _statements(self, func: FuncInfo):
         """node id -> its innermost statement, and statement id -> its enclosing blocks."""
-        key = ("statements", func.key)
-        if key not in self._locals:
-            stmt_of: dict[int, ast.stmt] = {}
-            blocks: dict[int, tuple] = {}
-
-            def visit(body, chain):
-                for s in body:
-                    blocks[id(s)] = chain
-                    for n in ast.walk(s):
-                        stmt_of[id(n)] = s      # inner statements overwrite below
-                    for field in ("body", "orelse", "finalbody"):
-                        inner = getattr(s, field, None)
-                        if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                            visit(inner, chain + ((id(s), field),))
-                    for h in getattr(s, "handlers", []):
-                        visit(h.body, chain + ((id(h), "handler"),))
-            visit(func.node.body, ())
-            self._locals[key] = (stmt_of, blocks)
-        return self._locals[key]
+        blocks = self.p.blocks(func.node)
+        return blocks.stmt_of, blocks.chains
 
     def _unpack(self, v, idx, frame, path, node):
         if not idx:

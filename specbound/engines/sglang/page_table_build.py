@@ -38,8 +38,7 @@ from specbound.audit.program import Program
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OVERREAD, OVERRUN, UNKNOWN, AuditReport, Row
 from specbound.audit.trace_values import Alloc, Path
 from .consumers import PAGE_TABLE_REPORTED, judge_page_table, site_rows
-from .site_trace import STEP, branch_chain, call_argument, exclusive, is_self_attr, mentions, reported_with, selves, \
-    traced_tables
+from .site_trace import STEP, call_argument, is_self_attr, mentions, reported_with, selves, traced_tables
 
 BUILD_PARAMS = ("req_to_token", "cache_seqlens", "page_table", "page_size")
 TABLE = "page_table"
@@ -62,7 +61,7 @@ def check_page_table_builds(program: Program, report: AuditReport, replay: bool 
                 owner = self_val.cls.name if self_val is not None else fn.qual
                 site_rows(report, "page_table_write", owner, where, "the page-table build's stores stay in the row",
                           lambda: _rows(program, fn, self_val, owner, where, call, obj, field, build, block, runner,
-                                        _delta(fn, lengths, call)))
+                                        _delta(program, fn, lengths, call)))
 
 
 def _builds(program: Program) -> list[tuple[Found, ast.FunctionDef]]:
@@ -175,7 +174,7 @@ def _bare_seq_lens(e) -> bool:
     return (isinstance(e, ast.Name) and e.id == "seq_lens") or (isinstance(e, ast.Attribute) and e.attr == "seq_lens")
 
 
-def _delta(fn, lengths, call) -> object:
+def _delta(program: Program, fn, lengths, call) -> object:
     """The draft tokens in the lengths the build is given: 0 when every value the site's
     function puts in them (``x = ...`` other than a view of a buffer of its own, ``x.copy_(...)``)
     is the committed ``seq_lens`` as it is (a prefix-only table); ``step + 1`` when the others are
@@ -183,7 +182,8 @@ def _delta(fn, lengths, call) -> object:
     2``); ``n`` otherwise, target verify's ``seq_len + n``, and under a draft-extend test, where
     ``seq_lens`` already holds the drafts.  Values put in another branch of an ``if`` than
     ``call`` are not its."""
-    if lengths is None or _in_draft_extend(fn, call):
+    blocks = program.blocks(fn.node)
+    if lengths is None or _in_draft_extend(blocks, call):
         return n
     text, values = ast.unparse(lengths), []
     for node in ast.walk(fn.node):
@@ -195,7 +195,7 @@ def _delta(fn, lengths, call) -> object:
             value = node.args[0]
         else:
             continue
-        if not exclusive(fn.node, node, call):
+        if not blocks.apart(node, call):
             values.append(value)
     if not values:
         return n
@@ -205,12 +205,11 @@ def _delta(fn, lengths, call) -> object:
     return STEP + 1 if all(_draft_step_lengths(v) for v in drafted) else n
 
 
-def _in_draft_extend(fn, call) -> bool:
+def _in_draft_extend(blocks, call) -> bool:
     """Whether ``call`` runs only under a test naming ``draft_extend``: there the worker has widened
     ``seq_lens`` by the draft tokens before the backend sees them (:mod:`.draft_extend`)."""
-    chain = branch_chain(fn.node, call) or ()
-    return any(isinstance(node, ast.If) and field == "body" and "draft_extend" in ast.unparse(node.test)
-               for node, field in chain)
+    return any(part == "body" and stmt in blocks.ifs and "draft_extend" in ast.unparse(blocks.ifs[stmt].test)
+               for stmt, part in blocks.chain(call) or ())
 
 
 def _buffer_view(e) -> bool:

@@ -19,7 +19,7 @@ import z3
 
 from specbound.proofs.model import C, D, n
 
-from specbound.audit.program import LOOPS, Program, in_other_branches
+from specbound.audit.program import Program
 from specbound.audit.trace import Tracer
 from specbound.audit.trace_values import Alloc, Instance, Num, Path, term_ids
 from . import bindings
@@ -60,32 +60,6 @@ def dominating_statements(func_node, lineno: int) -> list:
             out.append(stmt)
     visit(func_node.body)
     return out
-
-
-def branch_chain(func_node, target) -> tuple | None:
-    """The compound statements around ``target`` in ``func_node``, outermost first, each as
-    (statement, the field of it ``target`` is in: ``body``, ``orelse``, ...); None when
-    ``target`` is not in it."""
-    def visit(node, chain):
-        if node is target:
-            return chain
-        for field in ("body", "orelse", "finalbody", "handlers"):
-            for child in getattr(node, field, None) or []:
-                found = visit(child, chain + ((node, field),)) if isinstance(child, ast.AST) else None
-                if found is not None:
-                    return found
-        if not isinstance(node, ast.stmt) or node is func_node:
-            return None
-        return next((chain for sub in ast.walk(node) if sub is target), None)
-    return visit(func_node, ())
-
-
-def exclusive(func_node, a, b) -> bool:
-    """Whether nodes ``a`` and ``b`` of ``func_node`` sit in different branches of one ``if``
-    (:func:`specbound.audit.program.in_other_branches`)."""
-    ca, cb = branch_chain(func_node, a), branch_chain(func_node, b)
-    return ca is not None and cb is not None and in_other_branches(
-        ca, cb, lambda s: isinstance(s, ast.If), lambda s: isinstance(s, LOOPS))
 
 
 def resolve(tracer: Tracer, expr, frame, path: Path) -> list:
