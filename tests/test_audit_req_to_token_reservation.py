@@ -17,24 +17,8 @@ from specbound import spec
 from specbound.audit.report import MATCHED, NOT_PRESENT, OVERRUN, UNKNOWN
 from specbound.engines.sglang.locate import PACKAGE
 from specbound.engines.sglang.req_to_token_row import check_req_to_token_rows
-from specbound.engines.sglang.testing import SCHEDULER, SGLANG_RESERVE, audit_rows, reservation_files, \
-    write_sglang_package
-
-CONFIGURATOR = """
-from sglang.srt.mem_cache.allocation_sizing import get_req_to_token_extra_context_len
-from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
-
-
-class KVCacheConfigurator:
-    def _build_default_req_pool(self, *, max_num_reqs):
-        return ReqToTokenPool(
-            size=max_num_reqs,
-            max_context_len=self.model_config.context_len + get_req_to_token_extra_context_len(),
-            device=self.device,
-        )
-"""
-
-POOL = "class ReqToTokenPool:\n    def __init__(self, size, max_context_len, device):\n        pass\n"
+from specbound.engines.sglang.testing import CONFIGURATOR, POOL, SCHEDULER, SGLANG_RESERVE, audit_rows, \
+    reservation_files, write_sglang_package
 
 SGLANG_ROW = "4 + (max_speculative_num_draft_tokens() or 0)"
 RESERVE_ROW = "get_alloc_reserve_per_decode()"          # the row holds a whole reservation past the context

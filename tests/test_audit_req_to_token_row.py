@@ -17,7 +17,7 @@ from specbound.audit.report import MATCHED, NOT_PRESENT, OVERREAD, OVERRUN, UNKN
 from specbound.engines.sglang.bindings import BINDINGS
 from specbound.engines.sglang.locate import PACKAGE, NotInstalled, locate
 from specbound.engines.sglang.req_to_token_row import check_req_to_token_rows
-from specbound.engines.sglang.testing import audit_rows, write_sglang_package
+from specbound.engines.sglang.testing import CONFIGURATOR, CONTEXT, POOL, audit_rows, write_sglang_package
 
 # sglang 0.5.23's allocation_sizing, reduced: the headroom is the expression under test.
 SIZING = """
@@ -31,46 +31,12 @@ def get_req_to_token_extra_context_len() -> int:
     return extra
 """
 
-POOL = """
-class ReqToTokenPool:
-    def __init__(self, size, max_context_len, device):
-        self.max_context_len = max_context_len
-"""
-
-# sglang 0.5.23's KVCacheConfigurator._build_default_req_pool, reduced.
-CONFIGURATOR = """
-from sglang.srt.mem_cache.allocation_sizing import get_req_to_token_extra_context_len
-from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
-
-
-class KVCacheConfigurator:
-    def _build_default_req_pool(self, *, max_num_reqs):
-        extra_max_context_len = get_req_to_token_extra_context_len()
-        return ReqToTokenPool(
-            size=max_num_reqs,
-            max_context_len=self.model_config.context_len + extra_max_context_len,
-            device=self.device,
-        )
-"""
-
 SGLANG = "4 + (max_speculative_num_draft_tokens() or 0)"                  # every release, page size 1
 DRAFT_SLOTS = "4 + spec.speculative_eagle_topk * spec.speculative_num_steps"  # covers C - D + K*D
 # Page aligned branches: K branches of the most pages one spans (sglang 0.5.14's page>1 reservation)
 PAGED_SLOTS = ("4 + spec.speculative_eagle_topk * ((page - 1 + spec.speculative_num_steps + page - 1) // page) "
                "* page")
 ROW = "ReqToTokenPool@sglang/srt/mem_cache/kv_cache_configurator.py:"
-CONTEXT = """
-def get_spec():
-    pass
-
-
-def get_alloc_page_size():
-    pass
-
-
-def max_speculative_num_draft_tokens():
-    pass
-"""
 
 
 def rows(root: Path, extra: str, configurator: str = CONFIGURATOR, layout: str = "", more: dict | None = None) -> list:

@@ -89,6 +89,28 @@ def page_aligned_decode_alloc_lens(reqs, *, reserve, page_size):
 """
 SGLANG_RESERVE = "2 * get_alloc_len_per_decode()"
 
+# memory_pool and KVCacheConfigurator._build_default_req_pool, reduced: a pool builder passing
+# max_context_len = context_len + get_req_to_token_extra_context_len()
+POOL = """
+class ReqToTokenPool:
+    def __init__(self, size, max_context_len, device):
+        self.max_context_len = max_context_len
+"""
+CONFIGURATOR = """
+from sglang.srt.mem_cache.allocation_sizing import get_req_to_token_extra_context_len
+from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
+
+
+class KVCacheConfigurator:
+    def _build_default_req_pool(self, *, max_num_reqs):
+        extra_max_context_len = get_req_to_token_extra_context_len()
+        return ReqToTokenPool(
+            size=max_num_reqs,
+            max_context_len=self.model_config.context_len + extra_max_context_len,
+            device=self.device,
+        )
+"""
+
 
 def reservation_files(extra: str = "0", reserve: str | None = SGLANG_RESERVE, scheduler: str = SCHEDULER,
                       aligned: bool = True) -> dict:
