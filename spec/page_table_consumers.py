@@ -298,7 +298,8 @@ def strided_gather_pages(length, page_size, row_width):
 
     Read from sglang's Ascend backend: 0.5.6 ``srt/layers/attention/ascend_backend.py`` (:257-260
     eager, :350-352 graph replay, ``max_len = max(seq_lens) + n`` in target verify); 0.5.23
-    ``srt/hardware_backend/npu/attention/ascend_backend.py`` (:569-571, :998-1000, :1017-1019).
+    ``srt/hardware_backend/npu/attention/ascend_backend.py`` (:569-571, :998-1000, :1017-1019); its
+    decode-context-parallel tables gather with ``page_size * attn_dcp_size`` as the step (:489-493).
     """
     width = check_int("row_width", row_width, minimum=0)
     return cdiv(smin(check_int("length", length, minimum=0), width), check_int("page_size", page_size, minimum=1))

@@ -17,6 +17,13 @@ from specbound.engines.sglang.block_table_copy import check_block_table_copies
 from specbound.engines.sglang.locate import PACKAGE
 from specbound.engines.sglang.testing import SCHEDULER, audit_rows, reservation_files, write_sglang_package
 
+# what every toy backend here reads from the model runner
+INIT = """    def __init__(self, model_runner):
+        self.max_context_len = model_runner.model_config.context_len
+        self.page_size = model_runner.page_size
+        self.speculative_num_draft_tokens = model_runner.server_args.speculative_num_draft_tokens
+        self.req_to_token = model_runner.req_to_token_pool.req_to_token
+"""
 BACKEND = """
 import torch
 
@@ -26,12 +33,7 @@ class ForwardMetadata:
 
 
 class ToyAscendBackend:
-    def __init__(self, model_runner):
-        self.max_context_len = model_runner.model_config.context_len
-        self.page_size = model_runner.page_size
-        self.speculative_num_draft_tokens = model_runner.server_args.speculative_num_draft_tokens
-        self.req_to_token = model_runner.req_to_token_pool.req_to_token
-
+{init}
     def init_cuda_graph_state(self, max_bs, max_num_tokens):
         self.graph_metadata = {"block_tables": torch.empty((max_bs, {width}), dtype=torch.int32)}
         if self.is_hybrid_swa:
@@ -85,7 +87,7 @@ BACKEND_FILE = "srt/hardware_backend/npu/attention/ascend_backend.py"
 def rows(root: Path, width: str, reservation: dict | None = None) -> dict:
     """The rows by the copy's branch: "swa" (the hybrid SWA table, with the lengths), "lengths",
     "allocated" (max_seq_len_host), "row" (the whole row)."""
-    files = {BACKEND_FILE: BACKEND.replace("{width}", width), **(reservation or {})}
+    files = {BACKEND_FILE: BACKEND.replace("{init}", INIT).replace("{width}", width), **(reservation or {})}
     write_sglang_package(root, files, "0.0.0+toy")
     got = audit_rows(root, check_block_table_copies, PACKAGE)
     lines = {line: branch for branch, line in zip(("swa", "lengths", "allocated", "row"), _copy_lines())}
@@ -95,7 +97,7 @@ def rows(root: Path, width: str, reservation: dict | None = None) -> dict:
 
 
 def _copy_lines() -> list:
-    return [i for i, line in enumerate(BACKEND.splitlines(), 1) if ".copy_(" in line]
+    return [i for i, line in enumerate(BACKEND.replace("{init}", INIT).splitlines(), 1) if ".copy_(" in line]
 
 
 def _fits(x: dict, length: int, table_width: int) -> bool:
@@ -158,3 +160,127 @@ def test_without_the_schedulers_bound_the_mirrorless_copy_is_not_judged(tmp_path
     assert row.status == UNKNOWN and "scheduler bound" in row.detail, row.detail
     row = rows(tmp_path / "none", HEADROOM)["allocated"]    # no reserve helper at all
     assert row.status == UNKNOWN and "get_alloc_reserve_per_decode" in row.detail, row.detail
+
+
+# --- decode context parallelism (sglang 0.5.22+): the target worker's own tables, strided by
+# page_size * attn_dcp_size and filled from the tuple a helper returns -------------------------
+
+DCP_BACKEND = """
+import torch
+
+
+def get_parallel():
+    return None
+
+
+class ForwardMetadata:
+    dcp_block_tables = None
+    dcp_spec_block_tables = None
+
+
+class ToyDcpBackend:
+{init}
+    def init_cuda_graph_state(self, max_bs, max_num_tokens):
+        dcp_page_size = self.page_size * get_parallel().attn_dcp_size
+        self.graph_metadata = {
+            "dcp_spec_block_tables": torch.zeros((max_bs * self.speculative_num_draft_tokens, {spec_width})),
+            "dcp_block_tables": torch.zeros((max_bs, {plain_width})),
+        }
+
+    def init_forward_metadata_capture_cuda_graph(self, bs):
+        metadata = ForwardMetadata()
+        metadata.dcp_block_tables = self.graph_metadata["dcp_block_tables"][:bs]
+        metadata.dcp_spec_block_tables = self.graph_metadata["dcp_spec_block_tables"][
+            : bs * self.speculative_num_draft_tokens
+        ]
+        self.graph_metadata[bs] = metadata
+
+    def _lens_and_tables(self, kv_lens_cpu, req_pool_indices, is_spec=False):
+        parallel = get_parallel()
+        page_stride = self.page_size * parallel.attn_dcp_size
+        max_len = int(kv_lens_cpu.max().item()) if kv_lens_cpu.numel() else 0
+        tables = (self.req_to_token[req_pool_indices, :max_len:page_stride] // page_stride).to(torch.int32)
+        if is_spec:
+            tables = tables.repeat_interleave(self.speculative_num_draft_tokens, dim=0)
+        return kv_lens_cpu, tables
+
+    def init_forward_metadata_replay_cuda_graph(self, bs, req_pool_indices, seq_lens_cpu, forward_mode, spec_info):
+        metadata = self.graph_metadata[bs]
+        {reassigned}
+        kv_lens_cpu = seq_lens_cpu[:bs].int()
+        if forward_mode.is_target_verify():
+            kv_lens_cpu = kv_lens_cpu + self.speculative_num_draft_tokens
+        elif forward_mode.is_decode_or_idle() and spec_info is not None:
+            kv_lens_cpu = kv_lens_cpu + self.speculative_step_id + 1
+        if get_parallel().dcp_enabled and {worker_test}:
+            if forward_mode.is_target_verify():
+                lens, spec_tables = self._lens_and_tables(kv_lens_cpu, req_pool_indices[:bs], is_spec=True)
+                pages = spec_tables.shape[1]
+                metadata.dcp_spec_block_tables[:, :pages].copy_(spec_tables)
+            else:
+                lens, tables = self._lens_and_tables(kv_lens_cpu, req_pool_indices[:bs])
+                pages = tables.shape[1]
+                metadata.dcp_block_tables[:bs, :pages].copy_(tables)
+"""
+DCP_PAGE = "dcp_page_size"
+DCP_SPEC = f"(self.max_context_len + self.page_size - 1 + self.speculative_num_draft_tokens + {DCP_PAGE} - 1) // {DCP_PAGE}"
+DCP_PLAIN = f"(self.max_context_len + self.page_size - 1 + {DCP_PAGE} - 1) // {DCP_PAGE}"   # sglang 0.5.23's
+
+
+def dcp_rows(root: Path, spec_width=DCP_SPEC, plain_width=DCP_PLAIN, worker_test="not self.is_draft_worker",
+             reassigned="pass") -> dict:
+    """The rows by table: "spec" (target verify) and "plain" (the other modes)."""
+    source = DCP_BACKEND.replace("{init}", INIT).replace("{spec_width}", spec_width) \
+        .replace("{plain_width}", plain_width).replace("{worker_test}", worker_test).replace("{reassigned}", reassigned)
+    write_sglang_package(root, {BACKEND_FILE: source}, "0.0.0+toy")
+    got = audit_rows(root, check_block_table_copies, PACKAGE)
+    out = {("spec" if "dcp_spec_block_tables" in r.id else "plain"): r for r in got}
+    assert len(out) == len(got) == 2, [(r.id, r.status) for r in got]
+    return out
+
+
+def test_dcp_tables_sized_for_their_pass_match(tmp_path):
+    got = dcp_rows(tmp_path)
+    for row in got.values():
+        assert row.status == MATCHED, row.detail
+    # the verify table's copy reads the target-verify lengths only; neither reads a draft step
+    assert "L = max(seq_lens) + n" in got["spec"].detail and "+ step" not in got["spec"].detail
+    assert "+ n" not in got["plain"].detail and "+ step" not in got["plain"].detail, got["plain"].detail
+
+
+def test_a_dcp_verify_table_without_the_drafts_headroom_holds_only_if(tmp_path):
+    row = dcp_rows(tmp_path, spec_width=f"(self.max_context_len + {DCP_PAGE} - 1) // {DCP_PAGE}")["spec"]
+    assert row.status == HOLDS_ONLY_IF and "max(seq_lens) + n <= max_context_len" in row.detail, row.detail
+    x = row.counterexample
+    stride = x["page_size"] * x["attn_dcp_size"]
+    length = x["max(seq_lens)"] + x["num_draft_tokens"]
+    assert x["max(seq_lens)"] <= x["max_context_len"] - 1 < length - 1
+    assert not spec.block_table_copy_fits(spec.strided_gather_pages(length, stride, x["row_width"]), length, stride,
+                                          spec.cdiv(x["max_context_len"], stride), x["row_width"])
+    assert "raises RuntimeError" in row.detail and row.method == "z3 + torch"
+
+
+def test_the_worker_and_mode_tests_are_what_keep_other_passes_out_of_a_dcp_copy(tmp_path):
+    # without the target-worker guard the draft worker's step reaches the plain table's copy
+    row = dcp_rows(tmp_path / "any_worker", worker_test="True")["plain"]
+    assert row.status == HOLDS_ONLY_IF and "1 + max(seq_lens) + step <= max_context_len" in row.detail, row.detail
+    # a forward_mode reassigned in the function is not taken to read the same at both tests:
+    # the target-verify lengths then reach the plain table's copy too
+    row = dcp_rows(tmp_path / "reassigned", reassigned="forward_mode = forward_mode")["plain"]
+    assert row.status == HOLDS_ONLY_IF and "max(seq_lens) + n <= max_context_len" in row.detail, row.detail
+
+
+def test_a_dcp_helper_whose_gather_is_not_recognised_is_unknown_and_one_without_the_row_has_no_row(tmp_path):
+    gather = "self.req_to_token[req_pool_indices, :max_len:page_stride]"
+    source = DCP_BACKEND.replace("{init}", INIT).replace("{spec_width}", DCP_SPEC).replace("{plain_width}", DCP_PLAIN) \
+        .replace("{worker_test}", "not self.is_draft_worker").replace("{reassigned}", "pass")
+    assert gather in source
+    # an offset gather (`page_stride - 1::page_stride`) is not the strided gather the contract describes
+    write_sglang_package(tmp_path / "offset", {BACKEND_FILE: source.replace(
+        gather, "self.req_to_token[req_pool_indices][:, page_stride - 1 :: page_stride]")}, "0.0.0+toy")
+    got = audit_rows(tmp_path / "offset", check_block_table_copies, PACKAGE)
+    assert len(got) == 2 and all(r.status == UNKNOWN and "no strided gather" in r.detail for r in got), \
+        [(r.id, r.status, r.detail) for r in got]
+    # a helper that never reads req_to_token fills its table from something else: not a block-table copy
+    write_sglang_package(tmp_path / "other", {BACKEND_FILE: source.replace(gather, "self.cached_tables")}, "0.0.0+toy")
+    assert audit_rows(tmp_path / "other", check_block_table_copies, PACKAGE) == []

@@ -56,6 +56,12 @@ class NamesMixin:
         self._function_locals(frame.func)
         return self._assuming(frame, self._guards[frame.func.key].get(id(stmt), ()), [path], note=True)
 
+    def reaching(self, frame: Frame, node, path: Path) -> list:
+        """``path`` extended by the ``if`` tests around the statement holding ``node`` (a
+        consumer's own guards, whose pins the values it reads must then agree with)."""
+        stmt = self.p.blocks(frame.func.node).stmt_of.get(id(node))
+        return [path] if stmt is None else self._guarded(frame, stmt, path)
+
     def _assuming(self, frame: Frame, tests, paths: list, note: bool = False) -> list:
         """``paths`` extended by each ``(test, polarity)`` of ``tests``, paths where a test is
         known to have the other value dropped (``note``: say where one was not evaluated)."""

@@ -10,8 +10,17 @@ inside the graph replay and the server dies.
 
 * A *copy* is a call ``<t>[:<rows>, :<k>].copy_(<g>)`` (or ``<g> // <P>``) in a function of an
   attention backend, ``<g>`` a strided gather (:func:`.clamped_gather.strided_gather`), directly,
-  through a local, or looked up in an index mapping of the gathered slots (the hybrid SWA table,
-  ``block_tables_swa``: the same columns).
+  through casts, ``repeat_interleave`` and locals, looked up in an index mapping of the gathered
+  slots (the hybrid SWA table, ``block_tables_swa``: the same columns), or unpacked from the tuple
+  a method of the backend returns (0.5.22's DCP tables, ``_get_kv_lens_and_block_tables``: the
+  gather read in that method with the call's arguments, its step ``page_size * attn_dcp_size``,
+  ``attn_dcp_size >= 1``).  ``<k>`` may be the source's own ``shape[1]`` (the destination then
+  clipped to the table only).
+* The copy's own ``if`` tests are taken first, and two reads are pinned to agree along a path:
+  ``<forward_mode>.is_<mode>()`` of a parameter the function never reassigns (the DCP block's
+  ``if forward_mode.is_target_verify()`` and the lengths' own), and ``self.is_draft_worker``; a
+  draft step (``speculative_step_id``) is read only by the draft worker, so a copy under ``not
+  self.is_draft_worker`` (the DCP tables) never sees one.
 * ``<t>`` is followed through the metadata record and graph dict to its 2-D allocation
   (:func:`.site_trace.traced_tables`); ``<k>``, ``<L>`` and the step by :class:`CopyTracer`:
   ``X.max().item()`` of the lengths given is ``max(seq_lens)`` plus what ``X`` adds (``n`` in
@@ -37,6 +46,7 @@ inside the graph replay and the server dies.
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from functools import cached_property
 
 import z3
@@ -48,9 +58,9 @@ from specbound.proofs.model import C, D, K, labelled, n, page
 from specbound.audit import judge
 from specbound.audit.program import Program
 from specbound.audit.report import CRASH, ERROR, HOLDS_ONLY_IF, MATCHED, UNKNOWN, AuditReport, Row
-from specbound.audit.trace_values import Alloc, NoneValue, Num, Path, source_text, term_ids
+from specbound.audit.trace_values import Alloc, Frame, NoneValue, Num, Path, Truth, bind_call, source_text, term_ids
 from . import bindings
-from .clamped_gather import last_assigned, strided_gather
+from .clamped_gather import strided_gather
 from .consumers import site_rows
 from .req_to_token_reservation import COMMITTED_SLACK, Reservation
 from .req_to_token_row import RowTracer
@@ -63,9 +73,10 @@ ALLOCATED = z3.Int("max(kv_allocated_len)")
 ALLOCATED_AT = z3.Int("kv_committed_len at that reservation")
 ROW = z3.Int("row_width")
 TABLE = z3.Int("table_width")
+DCP_SIZE = z3.Int("attn_dcp_size")   # decode context parallelism: the ranks a request's pages are spread over
 REPORTED = (("max(seq_lens)", LONGEST_COMMITTED), ("max(kv_allocated_len)", ALLOCATED),
             ("kv_committed_len at that reservation", ALLOCATED_AT), ("topk", K), ("num_draft_tokens", n),
-            ("page_size", page), ("max_context_len", C), ("row_width", ROW))
+            ("page_size", page), ("attn_dcp_size", DCP_SIZE), ("max_context_len", C), ("row_width", ROW))
 # sglang's documented MTP setting for DeepSeek (steps 3, topk 1, 4 draft tokens), an Ascend page of 128
 NPU_CHOICE = {"num_steps": (D, 3), "topk": (K, 1), "num_draft_tokens": (n, 4), "page_size": (page, 128),
               "max_context_len": (C, 131072)}
@@ -81,6 +92,21 @@ class CopyTracer(MetadataTracer):
     table_text = ""
 
     def _resolve(self, e, frame, path, receiver):
+        if not receiver and isinstance(e, ast.Attribute) and e.attr == "attn_dcp_size":
+            return [(Num(DCP_SIZE), path)]
+        choice = None if receiver else _choice(e, frame)
+        if choice is not None:
+            pinned = self._pinned(path, choice)
+            if pinned is not None:
+                return [(pinned, path)]
+            return [(v, self._pin(path, choice, v)) for v in (Truth(True), Truth(False))]
+        if not receiver and isinstance(e, ast.Attribute) and e.attr == "speculative_step_id":
+            # a draft step is the draft worker's: a path that tested `not self.is_draft_worker`
+            # (the DCP block) never reads one
+            worker = self._pinned(path, WORKER)
+            if worker is not None and not worker.term:
+                return []
+            path = path if worker is not None else self._pin(path, WORKER, Truth(True))
         if not receiver:
             if (isinstance(e, ast.Name) and e.id == "max_seq_len_host") or \
                     (isinstance(e, ast.Attribute) and e.attr == "max_seq_len_host"):
@@ -97,6 +123,26 @@ class CopyTracer(MetadataTracer):
                 if source_text(shaped) == self.table_text:
                     return [(Num(TABLE), path)]
         return super()._resolve(e, frame, path, receiver)
+
+
+WORKER = ("self.is_draft_worker",)
+
+
+def _choice(e, frame):
+    """The pin key of a test that reads the same on every use in one call: ``self.is_draft_worker``,
+    and ``<forward_mode>.is_<mode>()`` of a parameter the function never reassigns (its two
+    ``if forward_mode.is_target_verify()`` blocks agree); else None."""
+    if isinstance(e, ast.Attribute) and e.attr == "is_draft_worker" and isinstance(e.value, ast.Name) \
+            and e.value.id == "self":
+        return WORKER
+    if isinstance(e, ast.Call) and not e.args and not e.keywords and isinstance(e.func, ast.Attribute) \
+            and e.func.attr.startswith("is_") and isinstance(e.func.value, ast.Name) \
+            and e.func.value.id == "forward_mode" and "forward_mode" in frame.func.params() \
+            and not any(isinstance(t, ast.Name) and t.id == "forward_mode"
+                        for a in ast.walk(frame.func.node) if isinstance(a, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                        for t in (a.targets if isinstance(a, ast.Assign) else [a.target])):
+        return ("forward_mode", frame.func.key, e.func.attr)
+    return None
 
 
 def _width_of(e):
@@ -135,7 +181,7 @@ def check_block_table_copies(program: Program, report: AuditReport, replay: bool
 
 
 def _copy(fn, node):
-    """(table expression, column bound, gather length, gather step) of ``<t>[:<r>, :<k>].copy_(<g>)``."""
+    """(table expression, column bound or ``SOURCE_WIDTH``, gather) of ``<t>[:<rows>, :<k>].copy_(<g>)``."""
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "copy_"
             and len(node.args) == 1):
         return None
@@ -146,22 +192,53 @@ def _copy(fn, node):
     if not (isinstance(cols, ast.Slice) and cols.lower is None and cols.step is None and cols.upper is not None):
         return None
     gather = _source_gather(node.args[0], fn.node, node.lineno)
-    if gather is None or gather[0] is None:
+    if gather is None or (isinstance(gather, tuple) and gather[0] is None):
         return None
-    return dest.value, cols.upper, gather[0], gather[1]
+    return dest.value, _bound_or_source(fn.node, cols.upper, node.args[0], node.lineno), gather
+
+
+SOURCE_WIDTH = "the source's own width"
+
+
+def _bound_or_source(fn_node, upper, src, line: int):
+    """``SOURCE_WIDTH`` where the column bound is ``<src>.shape[1]`` (directly or through a
+    local: DCP's ``table[:, :g.shape[1]].copy_(g)``), else the bound's expression."""
+    bound = upper
+    if isinstance(upper, ast.Name):
+        found = _assignment(fn_node, upper.id, line)
+        bound = found.value if found is not None else upper
+    shaped = _width_of(bound)
+    return SOURCE_WIDTH if shaped is not None and source_text(shaped) == source_text(src) else upper
+
+
+@dataclass(frozen=True)
+class Returned:
+    """A copy's source is element ``index`` of what ``self.<method>(...)`` returns (``call``):
+    its gather is read in that method, with the call's arguments."""
+    call: ast.Call
+    index: int
 
 
 def _source_gather(src, fn_node, line: int, depth: int = 0):
-    """(length, step) of the strided gather a copy's source holds: through ``// P``, a local
-    assigned before the copy, and an index mapping looked up at the gathered slots (the hybrid
-    SWA table's ``full_to_swa_index_mapping[<slots>]``, of the slots' shape); else None."""
-    if depth > 4:
+    """(length, step) of the strided gather a copy's source holds: through ``// P``, casts and
+    ``repeat_interleave`` (more rows, the same columns), a local assigned before, and an index
+    mapping looked up at the gathered slots (the hybrid SWA table's
+    ``full_to_swa_index_mapping[<slots>]``, of the slots' shape); a :class:`Returned` where the
+    local is unpacked from a method's returned tuple (DCP's ``_get_kv_lens_and_block_tables``);
+    else None."""
+    if depth > 6:
         return None
     if isinstance(src, ast.BinOp) and isinstance(src.op, ast.FloorDiv):
-        return _source_gather(src.left, fn_node, line, depth)
+        return _source_gather(src.left, fn_node, line, depth + 1)
+    if isinstance(src, ast.Call) and isinstance(src.func, ast.Attribute) and src.func.attr in SAME_COLUMNS:
+        return _source_gather(src.func.value, fn_node, line, depth + 1)
     if isinstance(src, ast.Name):
-        value = last_assigned(fn_node, src.id, line)
-        return None if value is None else _source_gather(value, fn_node, line, depth + 1)
+        found = _assignment(fn_node, src.id, line)
+        if found is None:
+            return None
+        if isinstance(found.targets[0], ast.Tuple):
+            return _returned(found, src.id)
+        return _source_gather(found.value, fn_node, found.lineno, depth + 1)
     gather = strided_gather(src)
     if gather is not None or not isinstance(src, ast.Subscript):
         return gather
@@ -174,30 +251,106 @@ def _source_gather(src, fn_node, line: int, depth: int = 0):
     return None
 
 
+# methods of a tensor that keep its columns: casts, and repeat_interleave along the rows (DCP's
+# speculative table repeats each request's row once per draft token)
+SAME_COLUMNS = ("to", "int", "long", "clone", "contiguous", "repeat_interleave")
+
+
+def _assignment(fn_node, name: str, line: int):
+    """The last ``name = ...`` or ``(..., name, ...) = ...`` statement of ``fn_node`` before ``line``."""
+    found = None
+    for a in ast.walk(fn_node):
+        if isinstance(a, ast.Assign) and a.lineno < line and len(a.targets) == 1 and \
+                any(isinstance(t, ast.Name) and t.id == name for t in _target_names(a.targets[0])):
+            if found is None or a.lineno > found.lineno:
+                found = a
+    return found
+
+
+def _target_names(target):
+    return target.elts if isinstance(target, ast.Tuple) else (target,)
+
+
+def _returned(assign, name: str):
+    """A :class:`Returned` for ``(.., name, ..) = self.<method>(...)``, else None."""
+    call = assign.value
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+            and isinstance(call.func.value, ast.Name) and call.func.value.id == "self"):
+        return None
+    index = next(i for i, t in enumerate(assign.targets[0].elts) if isinstance(t, ast.Name) and t.id == name)
+    return Returned(call, index)
+
+
+def _helper_gathers(program: Program, self_val, returned: Returned) -> list | None:
+    """(method, length, step) of every ``return`` of the called method whose tuple's element at
+    ``returned.index`` holds a strided gather (read in that method); [] where the method reads
+    ``req_to_token`` but none is recognised; None where it never reads the row (a copy of
+    something else: no row)."""
+    func = None if self_val is None else program.lookup(self_val.cls, returned.call.func.attr)
+    if func is None or not any(isinstance(x, ast.Attribute) and x.attr == "req_to_token"
+                               for x in program.walk(func.node)):
+        return None
+    out = []
+    for r in program.walk(func.node):
+        if isinstance(r, ast.Return) and isinstance(r.value, ast.Tuple) and len(r.value.elts) > returned.index:
+            gather = _source_gather(r.value.elts[returned.index], func.node, r.lineno)
+            if isinstance(gather, tuple) and gather[0] is not None:
+                out.append((func, *gather))
+    return out
+
+
 def _rows(release: _Release, fn, self_val, node, site, owner, where) -> list[Row]:
-    table, cols, length, step = site
+    table, cols, gather = site
     program = release.program
     subject = f"{owner} ({where}) -> {ast.unparse(node)[:160]}"
+    helper = _helper_gathers(program, self_val, gather) if isinstance(gather, Returned) else None
+    if isinstance(gather, Returned) and helper is None:
+        return []
     obj, field = (table.value, table.attr) if isinstance(table, ast.Attribute) else (table, None)
-    found = traced_tables(program, fn, self_val, obj, field, node.lineno, where)
+    found = traced_tables(program, fn, self_val, obj, field, node.lineno, where, tracer_cls=CopyTracer)
     allocs = [(v, p, label) for v, p, label in found.values() if isinstance(v, Alloc) and len(v.dims) == 2
               and isinstance(v.dims[-1], (int, z3.ArithRef))]
     if not allocs:
         return [Row(f"consumer.{KIND}[{owner}@{where}]", subject, CHECK, "ast", UNKNOWN,
                     f"`{ast.unparse(table)}` was not traced to a 2-D allocation")]
+    if helper == []:
+        return [Row(f"consumer.{KIND}[{owner}@{where}]", subject, CHECK, "ast", UNKNOWN,
+                    f"`{ast.unparse(gather.call.func)}` reads req_to_token, but no strided gather of it was found in "
+                    f"what it returns")]
     tracer = CopyTracer(program, bindings.BINDINGS, bindings.TARGET_VERIFY)
     tracer.table_text = source_text(table)
     frame = tracer.top_frame(fn, self_val)
+    gathers = [(_callee(frame, func, gather.call), length, step) for func, length, step in helper] \
+        if helper is not None else [(frame, *gather)]
     paths, untraced = [], set()
-    for lv, lp in resolve(tracer, length, frame, Path()):
-        for kv, kp in resolve(tracer, cols, frame, lp):
-            for sv, sp in resolve(tracer, step, frame, kp):
-                bad = next((v for v in (lv, kv, sv) if not isinstance(v, Num)), None)
+    for where_read, length, step in gathers:
+        for start in tracer.reaching(frame, node, Path()):
+            _read(tracer, frame, where_read, length, step, cols, start, paths, untraced)
+    return [_row(release, owner, where, subject, a, p, label, paths, untraced) for a, p, label in allocs]
+
+
+def _read(tracer, frame, where_read, length, step, cols, start, paths, untraced) -> None:
+    """Each (length, columns, step, path) the copy reads along ``start`` into ``paths``; what is not
+    a number into ``untraced``."""
+    for lv, lp in resolve(tracer, length, where_read, start):
+        for sv, sp in resolve(tracer, step, where_read, lp):
+            col_values = [(None, sp)] if cols == SOURCE_WIDTH else resolve(tracer, cols, frame, sp)
+            for kv, kp in col_values:
+                bad = next((v for v in (lv, kv, sv) if v is not None and not isinstance(v, Num)), None)
                 if bad is not None:
                     untraced.add(str(getattr(bad, "reason", bad))[:120])
-                else:
-                    paths.append((lv.term, kv.term, sv.term, sp))
-    return [_row(release, owner, where, subject, a, p, label, paths, untraced) for a, p, label in allocs]
+                    continue
+                k = spec.strided_gather_pages(lv.term, sv.term, ROW) if kv is None else kv.term
+                paths.append((lv.term, k, sv.term, kp))
+
+
+def _callee(frame: Frame, func, call: ast.Call) -> Frame:
+    """The frame of ``func`` called at ``call`` from ``frame`` (its arguments read there)."""
+    args = bind_call(func, call, frame, method=True)
+    if isinstance(args, str):
+        raise ValueError(args)
+    return Frame(func, frame.self_val, args, f"{frame.key}>{func.rel}:{func.node.lineno}@{call.lineno}",
+                 frame.depth + 1)
 
 
 def _row(release: _Release, owner, where, subject, a: Alloc, path, label, paths, untraced) -> Row:
@@ -262,7 +415,9 @@ def _judgements(release: _Release, name, length, cols, step, width, conds, full:
             "row_at_least_sglang_least": ROW >= spec.req_to_token_row_width(C, n),
             "chain_tree_size": z3.Implies(K == 1, n == D + 1),   # sglang's rule for a chain draft
             **{f"path_{i}": c for i, c in enumerate(conds)}}
-    terms = [length, cols, step]
+    terms = [length, cols, step, width]
+    if mentions_any(terms, DCP_SIZE):
+        base["dcp_ranks_positive"] = DCP_SIZE >= 1
     if mentions_any(terms, LONGEST_COMMITTED):
         base.update(longest_length_nonneg=LONGEST_COMMITTED >= 0, longest_length_admitted=LONGEST_COMMITTED <= C - 1)
     if not mentions_any(terms, ALLOCATED):
