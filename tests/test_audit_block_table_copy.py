@@ -243,7 +243,7 @@ def test_dcp_tables_sized_for_their_pass_match(tmp_path):
     got = dcp_rows(tmp_path)
     for row in got.values():
         assert row.status == MATCHED, row.detail
-    # the verify table's copy reads the target-verify lengths only; neither reads a draft step
+    # the verify table's copy reads the target-verify lengths only; neither reads the draft worker's step
     assert "L = max(seq_lens) + n" in got["spec"].detail and "+ step" not in got["spec"].detail
     assert "+ n" not in got["plain"].detail and "+ step" not in got["plain"].detail, got["plain"].detail
 

@@ -19,8 +19,8 @@ inside the graph replay and the server dies.
 * The copy's own ``if`` tests are taken first, and two reads are pinned to agree along a path:
   ``<forward_mode>.is_<mode>()`` of a parameter the function never reassigns (the DCP block's
   ``if forward_mode.is_target_verify()`` and the lengths' own), and ``self.is_draft_worker``; a
-  draft step (``speculative_step_id``) is read only by the draft worker, so a copy under ``not
-  self.is_draft_worker`` (the DCP tables) never sees one.
+  draft step (``speculative_step_id``) is the draft worker's, so a copy under ``not
+  self.is_draft_worker`` (the DCP tables) reads the target backend's default step, 0.
 * ``<t>`` is followed through the metadata record and graph dict to its 2-D allocation
   (:func:`.site_trace.traced_tables`); ``<k>``, ``<L>`` and the step by :class:`CopyTracer`:
   ``X.max().item()`` of the lengths given is ``max(seq_lens)`` plus what ``X`` adds (``n`` in
@@ -101,11 +101,12 @@ class CopyTracer(MetadataTracer):
                 return [(pinned, path)]
             return [(v, self._pin(path, choice, v)) for v in (Truth(True), Truth(False))]
         if not receiver and isinstance(e, ast.Attribute) and e.attr == "speculative_step_id":
-            # a draft step is the draft worker's: a path that tested `not self.is_draft_worker`
-            # (the DCP block) never reads one
+            # a draft step is the draft worker's: the target worker's backend keeps the default
+            # step 0 (`speculative_step_id: int = 0`), which a path that tested `not
+            # self.is_draft_worker` (the DCP block) reads
             worker = self._pinned(path, WORKER)
             if worker is not None and not worker.term:
-                return []
+                return [(Num(z3.IntVal(0)), path)]
             path = path if worker is not None else self._pin(path, WORKER, Truth(True))
         if not receiver:
             if (isinstance(e, ast.Name) and e.id == "max_seq_len_host") or \
