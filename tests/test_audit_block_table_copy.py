@@ -84,10 +84,12 @@ WHOLE_PAGES = "self.max_context_len // self.page_size"                          
 BACKEND_FILE = "srt/hardware_backend/npu/attention/ascend_backend.py"
 
 
-def rows(root: Path, width: str, reservation: dict | None = None) -> dict:
+def rows(root: Path, width: str, reservation: dict | None = None, method: str = "") -> dict:
     """The rows by the copy's branch: "swa" (the hybrid SWA table, with the lengths), "lengths",
-    "allocated" (max_seq_len_host), "row" (the whole row)."""
-    files = {BACKEND_FILE: BACKEND.replace("{init}", INIT).replace("{width}", width), **(reservation or {})}
+    "allocated" (max_seq_len_host), "row" (the whole row).  ``method``: one more method of the
+    backend (placed after the copies, so their lines stay)."""
+    files = {BACKEND_FILE: BACKEND.replace("{init}", INIT).replace("{width}", width) + method,
+             **(reservation or {})}
     write_sglang_package(root, files, "0.0.0+toy")
     got = audit_rows(root, check_block_table_copies, PACKAGE)
     lines = {line: branch for branch, line in zip(("swa", "lengths", "allocated", "row"), _copy_lines())}
@@ -152,6 +154,21 @@ def test_a_decode_reservation_past_the_context_crashes_the_mirrorless_copy(tmp_p
     # (131064 ends at 131072: 1025 pages, no crash)
     assert "kv_committed_len = 131065 (C - 7) crashes whenever the req_to_token row is at least 131201" \
         in row.detail
+
+
+def test_the_mirrorless_finding_says_where_the_backend_gives_up_the_host_lengths(tmp_path):
+    row = rows(tmp_path, HEADROOM, reservation_files())["allocated"]
+    assert "no opt-out of the host copy of seq_lens found" in row.detail, row.detail
+    opt_out = """
+    def _host_lengths(self):
+        if not envs.NEEDS_CPU_SEQ_LENS.get():
+            self.needs_cpu_seq_lens = False
+"""
+    row = rows(tmp_path / "opt_out", HEADROOM, reservation_files(), method=opt_out)["allocated"]
+    line = (BACKEND.replace("{init}", INIT) + opt_out).splitlines().index("            self.needs_cpu_seq_lens = False") + 1
+    assert row.status == CRASH
+    assert "which the backend gives up at" in row.detail, row.detail
+    assert f"{BACKEND_FILE}:{line} under `not envs.NEEDS_CPU_SEQ_LENS.get()`" in row.detail, row.detail
 
 
 def test_without_the_schedulers_bound_the_mirrorless_copy_is_not_judged(tmp_path):

@@ -386,6 +386,8 @@ def _row(release: _Release, owner, where, subject, a: Alloc, path, label, paths,
     status = {CRASH: CRASH, judge.HOLDS_ONLY_IF: HOLDS_ONLY_IF, judge.MATCHED: MATCHED}.get(j.verdict, ERROR)
     detail = (f"holds only if {j.condition}: " if j.condition else "") + j.detail
     detail += f" [length L = {_shown(length)}, columns k = {_shown(cols)}; the table allocated at {a.site}]"
+    if status in (CRASH, HOLDS_ONLY_IF) and mentions(length, ALLOCATED):
+        detail += f"; {mirror_opt_outs(release.program, where.rsplit(':', 1)[0])}"
     others = sorted({f"L = {_shown(e[1])}: {e[0].verdict}" for e in judged[1:]})
     if others:
         detail += " | other paths: " + "; ".join(others)
@@ -394,6 +396,26 @@ def _row(release: _Release, owner, where, subject, a: Alloc, path, label, paths,
     if status in (CRASH, HOLDS_ONLY_IF) and j.counterexample and release.replay:
         _replay(row, length, cols, step, width, j.counterexample)
     return row
+
+
+def mirror_opt_outs(program: Program, rel: str) -> str:
+    """Where the backend file ``rel`` opts out of the host copy of ``seq_lens``
+    (``<x>.needs_cpu_seq_lens = False``) and under which tests: the only configurations whose
+    graph replay is handed ``max_seq_len_host`` instead of the lengths."""
+    found = []
+    for fn, node in attention_nodes(program, "needs_cpu_seq_lens"):
+        if fn.rel == rel and isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Attribute) and node.targets[0].attr == "needs_cpu_seq_lens" \
+                and isinstance(node.value, ast.Constant) and node.value.value is False:
+            blocks = program.blocks(fn.node)
+            tests = [("" if field == "body" else "not ") + f"`{ast.unparse(blocks.ifs[i].test)[:90]}`"
+                     for i, field in blocks.chain(node) or () if i in blocks.ifs]
+            found.append(f"{rel}:{node.lineno}" + (f" under {' and '.join(tests)}" if tests else ""))
+    if not found:
+        return ("no opt-out of the host copy of seq_lens found in this file: the branch runs wherever a caller "
+                "passes max_seq_len_host without seq_lens_cpu")
+    return ("this replay runs only without a host copy of seq_lens, which the backend gives up at "
+            + "; ".join(found))
 
 
 def _judged(release: _Release, ident, name, length, cols, step, width, conds, full: bool) -> list:
