@@ -96,10 +96,7 @@ class CopyTracer(MetadataTracer):
             return [(Num(DCP_SIZE), path)]
         choice = None if receiver else _choice(e, frame)
         if choice is not None:
-            pinned = self._pinned(path, choice)
-            if pinned is not None:
-                return [(pinned, path)]
-            return [(v, self._pin(path, choice, v)) for v in (Truth(True), Truth(False))]
+            return self.chosen(path, choice)
         if not receiver and isinstance(e, ast.Attribute) and e.attr == "speculative_step_id":
             # a draft step is the draft worker's: the target worker's backend keeps the default
             # step 0 (`speculative_step_id: int = 0`), which a path that tested `not
@@ -130,19 +127,10 @@ WORKER = ("self.is_draft_worker",)
 
 
 def _choice(e, frame):
-    """The pin key of a test that reads the same on every use in one call: ``self.is_draft_worker``,
-    and ``<forward_mode>.is_<mode>()`` of a parameter the function never reassigns (its two
-    ``if forward_mode.is_target_verify()`` blocks agree); else None."""
+    """The pin key of ``self.is_draft_worker`` (one worker runs one call), else None."""
     if isinstance(e, ast.Attribute) and e.attr == "is_draft_worker" and isinstance(e.value, ast.Name) \
             and e.value.id == "self":
         return WORKER
-    if isinstance(e, ast.Call) and not e.args and not e.keywords and isinstance(e.func, ast.Attribute) \
-            and e.func.attr.startswith("is_") and isinstance(e.func.value, ast.Name) \
-            and e.func.value.id == "forward_mode" and "forward_mode" in frame.func.params() \
-            and not any(isinstance(t, ast.Name) and t.id == "forward_mode"
-                        for a in ast.walk(frame.func.node) if isinstance(a, (ast.Assign, ast.AugAssign, ast.AnnAssign))
-                        for t in (a.targets if isinstance(a, ast.Assign) else [a.target])):
-        return ("forward_mode", frame.func.key, e.func.attr)
     return None
 
 

@@ -21,7 +21,7 @@ from specbound.proofs.model import C, D, n
 
 from specbound.audit.program import Program
 from specbound.audit.trace import Tracer
-from specbound.audit.trace_values import Alloc, Instance, Num, Path, term_ids
+from specbound.audit.trace_values import Alloc, Instance, Num, Path, Truth, term_ids
 from . import bindings
 
 MAX_HOPS = 8
@@ -233,9 +233,13 @@ class MetadataTracer(Tracer):
     ``<x>.num_tokens_per_req`` is ``n`` (the target-verify rows per request; DSpark's draft
     block packs fewer);
     ``<x>.speculative_step_id`` is the draft step ``STEP``, ``0 <= step <= num_steps - 2`` (one
-    backend per step, built in a loop the tracer does not unroll)."""
+    backend per step, built in a loop the tracer does not unroll); ``forward_mode.is_<mode>()``
+    reads the same at every test of one call (:func:`mode_test`)."""
 
     def _resolve(self, e, frame, path, receiver):
+        mode = None if receiver else mode_test(e, frame)
+        if mode is not None:
+            return self.chosen(path, mode)
         if isinstance(e, ast.Attribute) and not receiver:
             if e.attr == "max_seq_len_k":
                 return [(Num(LONGEST), path)]
@@ -255,6 +259,30 @@ class MetadataTracer(Tracer):
         if getattr(self, "_in_max", 0) and _lengths(e):
             return [(Num(LONGEST_COMMITTED), path)]
         return super()._resolve(e, frame, path, receiver)
+
+
+    def chosen(self, path, key) -> list:
+        """A test that reads the same on every use along one path: its pinned value, else each
+        of true and false, pinned."""
+        pinned = self._pinned(path, key)
+        if pinned is not None:
+            return [(pinned, path)]
+        return [(v, self._pin(path, key, v)) for v in (Truth(True), Truth(False))]
+
+
+def mode_test(e, frame):
+    """The pin key of ``forward_mode.is_<mode>()`` where ``forward_mode`` is a parameter the
+    function never reassigns (an enum: every test of it in one call agrees, so a backend's two
+    ``if forward_mode.is_target_verify()`` blocks take the same branch), else None."""
+    if not (isinstance(e, ast.Call) and not e.args and not e.keywords and isinstance(e.func, ast.Attribute)
+            and e.func.attr.startswith("is_") and isinstance(e.func.value, ast.Name)
+            and e.func.value.id == "forward_mode" and "forward_mode" in frame.func.params()):
+        return None
+    if any(isinstance(t, ast.Name) and t.id == "forward_mode" for a in ast.walk(frame.func.node)
+           if isinstance(a, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+           for t in (a.targets if isinstance(a, ast.Assign) else [a.target])):
+        return None
+    return ("forward_mode", frame.key, e.func.attr)
 
 
 def _max_item(e):
