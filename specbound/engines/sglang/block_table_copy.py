@@ -94,7 +94,7 @@ class CopyTracer(MetadataTracer):
     def _resolve(self, e, frame, path, receiver):
         if not receiver and isinstance(e, ast.Attribute) and e.attr == "attn_dcp_size":
             return [(Num(DCP_SIZE), path)]
-        choice = None if receiver else _choice(e, frame)
+        choice = None if receiver else _worker_test(e)
         if choice is not None:
             return self.chosen(path, choice)
         if not receiver and isinstance(e, ast.Attribute) and e.attr == "speculative_step_id":
@@ -126,7 +126,7 @@ class CopyTracer(MetadataTracer):
 WORKER = ("self.is_draft_worker",)
 
 
-def _choice(e, frame):
+def _worker_test(e):
     """The pin key of ``self.is_draft_worker`` (one worker runs one call), else None."""
     if isinstance(e, ast.Attribute) and e.attr == "is_draft_worker" and isinstance(e.value, ast.Name) \
             and e.value.id == "self":
@@ -219,7 +219,7 @@ def _source_gather(src, fn_node, line: int, depth: int = 0):
         return None
     if isinstance(src, ast.BinOp) and isinstance(src.op, ast.FloorDiv):
         return _source_gather(src.left, fn_node, line, depth + 1)
-    if isinstance(src, ast.Call) and isinstance(src.func, ast.Attribute) and src.func.attr in SAME_COLUMNS:
+    if _keeps_columns(src):
         return _source_gather(src.func.value, fn_node, line, depth + 1)
     if isinstance(src, ast.Name):
         found = _assignment(fn_node, src.id, line)
@@ -240,9 +240,18 @@ def _source_gather(src, fn_node, line: int, depth: int = 0):
     return None
 
 
-# methods of a tensor that keep its columns: casts, and repeat_interleave along the rows (DCP's
-# speculative table repeats each request's row once per draft token)
-SAME_COLUMNS = ("to", "int", "long", "clone", "contiguous", "repeat_interleave")
+CASTS = ("to", "int", "long", "clone", "contiguous")
+
+
+def _keeps_columns(e) -> bool:
+    """A cast of a tensor, or ``repeat_interleave`` along its rows (``dim=0``: DCP's speculative
+    table repeats each request's row once per draft token): the same columns."""
+    if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)):
+        return False
+    if e.func.attr in CASTS:
+        return True
+    dim = next((k.value for k in e.keywords if k.arg == "dim"), e.args[1] if len(e.args) > 1 else None)
+    return e.func.attr == "repeat_interleave" and isinstance(dim, ast.Constant) and dim.value == 0
 
 
 def _assignment(fn_node, name: str, line: int):

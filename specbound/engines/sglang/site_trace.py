@@ -260,7 +260,6 @@ class MetadataTracer(Tracer):
             return [(Num(LONGEST_COMMITTED), path)]
         return super()._resolve(e, frame, path, receiver)
 
-
     def chosen(self, path, key) -> list:
         """A test that reads the same on every use along one path: its pinned value, else each
         of true and false, pinned."""
