@@ -5,7 +5,11 @@ longest decode reservation (0.5.23's mirrorless replay), or with the whole row. 
 draft's headroom matches the first; sglang's 0.5.10 table (``ceil(C / P)``) holds only while a
 request has room for the draft, 0.5.1's (``C // P``) crashes; a reservation reaching past the
 context crashes the mirrorless copy.  The hybrid SWA table, a lookup of the same gathered slots,
-is judged with them.  Each finding is replayed with torch's ``copy_``."""
+is judged with them.  Each finding is replayed with torch's ``copy_``.  The mirrorless finding names where
+the backend gives up the host lengths.  A second backend has sglang 0.5.22's decode-context-parallel
+tables, filled from the gather a helper returns in a tuple (stride ``page_size * attn_dcp_size``): sized
+for their pass they match, and the worker and forward-mode pins are shown to be what keeps the draft
+step and the verify lengths out of the other table's copy."""
 
 from __future__ import annotations
 
