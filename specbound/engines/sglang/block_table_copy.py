@@ -60,7 +60,7 @@ from specbound.audit.program import Program
 from specbound.audit.report import CRASH, ERROR, HOLDS_ONLY_IF, MATCHED, UNKNOWN, AuditReport, Row
 from specbound.audit.trace_values import Alloc, Frame, NoneValue, Num, Path, Truth, bind_call, source_text, term_ids
 from . import bindings
-from .clamped_gather import strided_gather
+from .clamped_gather import last_assignment, strided_gather
 from .consumers import site_rows
 from .req_to_token_reservation import COMMITTED_SLACK, Reservation
 from .req_to_token_row import RowTracer
@@ -148,11 +148,17 @@ class _Release:
     method)."""
 
     def __init__(self, program: Program, replay: bool):
-        self.program, self.replay, self.judged = program, replay, {}
+        self.program, self.replay, self.judged, self.opt_outs = program, replay, {}, {}
 
     @cached_property
     def reservation(self) -> Reservation:
         return Reservation(self.program, RowTracer, None, replay=False)
+
+    def mirror_opt_outs(self, rel: str) -> str:
+        """:func:`mirror_opt_outs` of ``rel``, once (two backend classes share a file)."""
+        if rel not in self.opt_outs:
+            self.opt_outs[rel] = mirror_opt_outs(self.program, rel)
+        return self.opt_outs[rel]
 
 
 def check_block_table_copies(program: Program, report: AuditReport, replay: bool = True) -> None:
@@ -194,7 +200,7 @@ def _bound_or_source(fn_node, upper, src, line: int):
     local: DCP's ``table[:, :g.shape[1]].copy_(g)``), else the bound's expression."""
     bound = upper
     if isinstance(upper, ast.Name):
-        found = _assignment(fn_node, upper.id, line)
+        found = last_assignment(fn_node, upper.id, line)
         bound = found.value if found is not None else upper
     shaped = _width_of(bound)
     return SOURCE_WIDTH if shaped is not None and source_text(shaped) == source_text(src) else upper
@@ -222,10 +228,10 @@ def _source_gather(src, fn_node, line: int, depth: int = 0):
     if _keeps_columns(src):
         return _source_gather(src.func.value, fn_node, line, depth + 1)
     if isinstance(src, ast.Name):
-        found = _assignment(fn_node, src.id, line)
+        found = last_assignment(fn_node, src.id, line, unpacked=True)
         if found is None:
             return None
-        if isinstance(found.targets[0], ast.Tuple):
+        if not any(isinstance(t, ast.Name) and t.id == src.id for t in found.targets):
             return _returned(found, src.id)
         return _source_gather(found.value, fn_node, found.lineno, depth + 1)
     gather = strided_gather(src)
@@ -252,21 +258,6 @@ def _keeps_columns(e) -> bool:
         return True
     dim = next((k.value for k in e.keywords if k.arg == "dim"), e.args[1] if len(e.args) > 1 else None)
     return e.func.attr == "repeat_interleave" and isinstance(dim, ast.Constant) and dim.value == 0
-
-
-def _assignment(fn_node, name: str, line: int):
-    """The last ``name = ...`` or ``(..., name, ...) = ...`` statement of ``fn_node`` before ``line``."""
-    found = None
-    for a in ast.walk(fn_node):
-        if isinstance(a, ast.Assign) and a.lineno < line and len(a.targets) == 1 and \
-                any(isinstance(t, ast.Name) and t.id == name for t in _target_names(a.targets[0])):
-            if found is None or a.lineno > found.lineno:
-                found = a
-    return found
-
-
-def _target_names(target):
-    return target.elts if isinstance(target, ast.Tuple) else (target,)
 
 
 def _returned(assign, name: str):
@@ -384,7 +375,7 @@ def _row(release: _Release, owner, where, subject, a: Alloc, path, label, paths,
     detail = (f"holds only if {j.condition}: " if j.condition else "") + j.detail
     detail += f" [length L = {_shown(length)}, columns k = {_shown(cols)}; the table allocated at {a.site}]"
     if status in (CRASH, HOLDS_ONLY_IF) and mentions(length, ALLOCATED):
-        detail += f"; {mirror_opt_outs(release.program, where.rsplit(':', 1)[0])}"
+        detail += f"; {release.mirror_opt_outs(where.rsplit(':', 1)[0])}"
     others = sorted({f"L = {_shown(e[1])}: {e[0].verdict}" for e in judged[1:]})
     if others:
         detail += " | other paths: " + "; ".join(others)

@@ -105,13 +105,22 @@ def _gather_columns(node):
 
 def last_assigned(fn_node, name: str, line: int):
     """The last value assigned to the local ``name`` before ``line``."""
+    found = last_assignment(fn_node, name, line)
+    return found.value if found is not None else None
+
+
+def last_assignment(fn_node, name: str, line: int, unpacked: bool = False):
+    """The last statement ``name = ...`` of ``fn_node`` before ``line`` (``unpacked``: or
+    ``(..., name, ...) = ...``), or None."""
     found = None
     for a in ast.walk(fn_node):
-        if isinstance(a, ast.Assign) and a.lineno < line and any(isinstance(t, ast.Name) and t.id == name
-                                                                  for t in a.targets):
+        if isinstance(a, ast.Assign) and a.lineno < line and (
+                any(isinstance(t, ast.Name) and t.id == name for t in a.targets)
+                or (unpacked and len(a.targets) == 1 and isinstance(a.targets[0], ast.Tuple)
+                    and any(isinstance(t, ast.Name) and t.id == name for t in a.targets[0].elts))):
             if found is None or a.lineno > found.lineno:
                 found = a
-    return found.value if found is not None else None
+    return found
 
 
 def _term(e, fn_node, line: int, depth: int = 0):

@@ -29,7 +29,7 @@ import ast
 import z3
 
 from specbound import spec
-from specbound.proofs.model import D, n, page
+from specbound.proofs.model import n, page
 
 from specbound.audit import judge
 from specbound.audit.extract import Found, is_triton_jit
@@ -38,7 +38,8 @@ from specbound.audit.program import Program
 from specbound.audit.report import ERROR, HOLDS_ONLY_IF, MATCHED, OVERREAD, OVERRUN, UNKNOWN, AuditReport, Row
 from specbound.audit.trace_values import Alloc, Path
 from .consumers import PAGE_TABLE_REPORTED, judge_page_table, site_rows
-from .site_trace import STEP, call_argument, is_self_attr, mentions, reported_with, selves, traced_tables
+from .site_trace import STEP, STEP_RANGE, call_argument, is_self_attr, mentions, reported_with, selves, \
+    traced_tables
 
 BUILD_PARAMS = ("req_to_token", "cache_seqlens", "page_table", "page_size")
 TABLE = "page_table"
@@ -237,7 +238,7 @@ def _judged(owner, where, subject, check, a: Alloc, path: Path, block, runner, d
     # in whole blocks (a product of page_size terms) decidable
     grid = [BLOCK >= 1] + ([z3.Or([z3.And(page == d, BLOCK == block // d) for d in range(1, block + 1)
                                    if block % d == 0])] if block is not None else [])
-    steps = [z3.And(0 <= STEP, STEP <= D - 2)] if mentions(delta, STEP) else []
+    steps = [STEP_RANGE] if mentions(delta, STEP) else []
     reported = reported_with(REPORTED, [delta])
     j = judge_page_table(delta, width, list(path.conds) + grid + steps, row_id,
                          lambda s, d, p: spec.page_table_build_columns_stored(s, d, p, width, BLOCK), reported,

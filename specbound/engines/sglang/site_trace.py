@@ -221,6 +221,7 @@ def traced_tables(program, fn, self_val, obj, field, line: int, where: str, trac
 LONGEST = z3.Int("max_seq_len_k")
 LONGEST_COMMITTED = z3.Int("max(seq_lens)")
 STEP = z3.Int("step")
+STEP_RANGE = z3.And(0 <= STEP, STEP <= D - 2)   # draft step backend i of range(num_steps - 1)
 LENGTHS = ("seq_lens", "seq_lens_cpu")
 CASTS = ("int", "long", "to", "clone", "contiguous")
 
@@ -246,7 +247,7 @@ class MetadataTracer(Tracer):
             if e.attr == "num_tokens_per_req":
                 return [(Num(n), path)]
             if e.attr == "speculative_step_id":
-                return [(Num(STEP), path.cond(z3.And(0 <= STEP, STEP <= D - 2)))]
+                return [(Num(STEP), path.cond(STEP_RANGE))]
         maxed = _max_item(e)
         if maxed is not None and not receiver:
             # Inside X.max().item(), a tensor of the lengths given (through slices, casts and
