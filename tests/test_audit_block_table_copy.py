@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from specbound import spec
 from specbound.audit.report import CRASH, HOLDS_ONLY_IF, MATCHED, UNKNOWN
 from specbound.engines.sglang.block_table_copy import check_block_table_copies
-from specbound.engines.sglang.locate import PACKAGE
+from specbound.engines.sglang.locate import PACKAGE, NotInstalled, locate
 from specbound.engines.sglang.testing import SCHEDULER, audit_rows, reservation_files, write_sglang_package
 
 # what every toy backend here reads from the model runner
@@ -305,3 +307,21 @@ def test_a_dcp_helper_whose_gather_is_not_recognised_is_unknown_and_one_without_
     # a helper that never reads req_to_token fills its table from something else: not a block-table copy
     write_sglang_package(tmp_path / "other", {BACKEND_FILE: source.replace(gather, "self.cached_tables")}, "0.0.0+toy")
     assert audit_rows(tmp_path / "other", check_block_table_copies, PACKAGE) == []
+
+
+def test_the_installed_sglangs_ascend_copies():
+    """sglang 0.5.23 (CI installs it): the mirrorless copy crashes, opt-in at the line the release
+    gives the host lengths up; the DCP tables, read through the helper's tuple, match."""
+    try:
+        root = locate().root
+    except NotInstalled:
+        pytest.skip("sglang is not installed")
+    got = audit_rows(root, check_block_table_copies, PACKAGE)
+    mirrorless = [r for r in got if r.status == CRASH and "max(kv_allocated_len)" in r.detail]
+    assert mirrorless, [(r.id, r.status) for r in got]
+    for r in mirrorless:
+        assert "which the backend gives up at srt/hardware_backend/npu/attention/ascend_backend.py:" in r.detail
+        assert "SGLANG_NPU_ATTN_BACKEND_NEEDS_CPU_SEQ_LENS" in r.detail and "raises RuntimeError" in r.detail
+    dcp = [r for r in got if "dcp_" in r.id]
+    assert {r.id.split("[", 2)[2].split("]")[0] for r in dcp} == {"dcp_spec_block_tables", "dcp_block_tables"}
+    assert all(r.status == MATCHED and "attn_dcp_size" in r.detail for r in dcp), [(r.id, r.status) for r in dcp]
